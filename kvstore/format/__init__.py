@@ -1,0 +1,1 @@
+"""On-storage file formats: rows, SSTs, root files, tree manifests (Arrow IPC)."""

@@ -1,0 +1,16 @@
+"""Build script: compiles the Cython hot loops in cython_ext/.
+
+Everything else about the package lives in pyproject.toml; setuptools still
+needs this file to declare the compiled extensions.
+"""
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+extensions = [
+    Extension("cython_ext._checksum", ["cython_ext/_checksum.pyx"], extra_compile_args=["-O3"]),
+]
+
+setup(
+    ext_modules=cythonize(extensions, language_level=3, compiler_directives={"embedsignature": True}),
+)
