@@ -1,0 +1,35 @@
+"""Object-store backends behind one small protocol (see ``base.py``).
+
+>>> from kvstore.objstore import open_store
+>>> store = open_store("memory://objstore-doctest")
+>>> store.put_if_absent("_lakekv_store", b"v1"), store.put_if_absent("_lakekv_store", b"v2")
+(True, False)
+>>> store.get("_lakekv_store")
+b'v1'
+"""
+
+from __future__ import annotations
+
+from kvstore.objstore.base import ObjectMeta, ObjectStore
+from kvstore.objstore.counting import CountingStore
+from kvstore.objstore.factory import open_store
+from kvstore.objstore.faulty import CrashedError, FaultRecord, FaultyStore, InjectedFault
+from kvstore.objstore.fsspec_store import FsspecStore
+from kvstore.objstore.lmdb_commit import LmdbCommitStore
+from kvstore.objstore.local import LocalStore
+from kvstore.objstore.memory import MemoryStore
+
+__all__ = [
+    "CountingStore",
+    "CrashedError",
+    "FaultRecord",
+    "FaultyStore",
+    "FsspecStore",
+    "InjectedFault",
+    "LmdbCommitStore",
+    "LocalStore",
+    "MemoryStore",
+    "ObjectMeta",
+    "ObjectStore",
+    "open_store",
+]

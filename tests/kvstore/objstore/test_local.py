@@ -1,0 +1,158 @@
+"""LocalStore specifics: atomic publication, hidden temp files, fsync, directories."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from kvstore.errors import ObjectStoreError
+from kvstore.objstore import LocalStore
+from kvstore.objstore import local as local_module
+
+
+def test_readers_never_see_a_partial_object(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path, fsync=False)
+    sizes = [1, 3 * 1024 * 1024]  # alternate tiny and big objects under one name
+    store.put("obj", b"a" * sizes[0])
+    stop = threading.Event()
+    seen: set[tuple[int, bytes]] = set()
+
+    def writer() -> None:
+        for i in range(60):
+            size = sizes[i % 2]
+            store.put("obj", bytes([97 + i % 2]) * size)
+        stop.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    while not stop.is_set():
+        data = store.get("obj")
+        seen.add((len(data), data[:1]))
+    thread.join()
+    assert seen <= {(1, b"a"), (3 * 1024 * 1024, b"b")}
+
+
+def test_temp_files_are_hidden_and_cleaned_up(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.put("a", b"1")
+    assert store.put_if_absent("b", b"2")
+    assert not store.put_if_absent("b", b"3")
+    (tmp_path / ".tmp" / "leftover.tmp").write_bytes(b"crashed writer")
+    assert [m.path for m in store.list()] == ["a", "b"]
+    assert list(store.list(".tmp/")) == list(store.list(".tm")) == []
+    assert sorted(os.listdir(tmp_path / ".tmp")) == ["leftover.tmp"]
+
+
+def test_reserved_temp_dir_cannot_be_addressed(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    with pytest.raises(ValueError, match="reserved"):
+        store.put(".tmp/x", b"1")
+
+
+def test_stray_files_with_invalid_names_are_not_listed(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.put("ok", b"1")
+    (tmp_path / "has space~").write_bytes(b"editor backup")
+    assert [m.path for m in store.list()] == ["ok"]
+
+
+@pytest.mark.parametrize("fsync", [True, False])
+def test_fsync_flag_controls_fsync_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: bool) -> None:
+    calls: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        calls.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(local_module.os, "fsync", counting_fsync)
+    store = LocalStore(tmp_path / "s", fsync=fsync)
+    store.put("new/dir/a", b"1")
+    store.put_if_absent("new/dir/b", b"2")
+    if fsync:
+        # file + parent dir for each object, plus the two new directories' parents.
+        assert len(calls) >= 6
+    else:
+        assert calls == []
+
+
+def test_delete_prunes_empty_directories_but_not_the_root(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.put("_doctor/abc/x/y", b"1")
+    store.put("_doctor/keep", b"2")
+    store.delete("_doctor/abc/x/y")
+    assert not (tmp_path / "_doctor" / "abc").exists()
+    assert (tmp_path / "_doctor" / "keep").exists()
+    store.delete("_doctor/keep")
+    assert sorted(os.listdir(tmp_path)) == [".tmp"]
+
+
+def test_writes_race_with_directory_pruning(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path, fsync=False)
+    errors: list[BaseException] = []
+
+    def churn(n: int) -> None:
+        try:
+            for i in range(200):
+                store.put(f"d/{n}-{i}", b"x")
+                store.delete(f"d/{n}-{i}")
+        except BaseException as exc:  # re-raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=churn, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert list(store.list()) == []
+
+
+def test_conditional_create_disabled_refuses_put_if_absent(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path, conditional_create=False)
+    with pytest.raises(ObjectStoreError, match="conditional create"):
+        store.put_if_absent("a", b"1")
+    store.put("a", b"1")
+    assert store.get("a") == b"1"
+
+
+def test_os_errors_become_object_store_errors(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.put("file", b"1")
+    with pytest.raises(ObjectStoreError) as info:
+        store.put("file/child", b"2")  # a file stands where a directory must go
+    assert isinstance(info.value.__cause__, OSError)
+    with pytest.raises(FileNotFoundError):
+        store.get("file/child")
+
+
+@pytest.mark.parametrize("error", [PermissionError(13, "denied"), OSError(5, "I/O error")], ids=["EACCES", "EIO"])
+def test_io_errors_are_not_reported_as_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: OSError) -> None:
+    store = LocalStore(tmp_path)
+    store.put("obj", b"1")
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise error
+
+    # Module-level names shadow the builtins/os functions LocalStore calls.
+    monkeypatch.setattr(local_module, "open", failing, raising=False)
+    monkeypatch.setattr(local_module.os, "stat", failing)
+    monkeypatch.setattr(local_module.os, "scandir", failing)
+    for call in (lambda: store.get("obj"), lambda: store.get_range("obj", 0, 1), lambda: store.head("obj"),
+                 lambda: list(store.list())):
+        with pytest.raises(ObjectStoreError) as info:
+            call()
+        assert info.value.__cause__ is error
+
+
+def test_data_must_be_bytes(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="bytes"):
+        LocalStore(tmp_path).put("a", "text")  # type: ignore[arg-type]
+
+
+def test_root_argument_type_is_checked() -> None:
+    with pytest.raises(TypeError, match="root_dir"):
+        LocalStore(42)  # type: ignore[arg-type]
