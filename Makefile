@@ -19,13 +19,14 @@ $(PY):
 
 $(STAMP): $(PY) $(BUILD_INPUTS)
 	$(PY) -m pip install --quiet -e ".[test]"
-	$(PY) -c "import cython_ext._checksum"  # fail here if the extension did not compile
+	$(PY) -c "import cython_ext._checksum, cython_ext._bloom, cython_ext._merge"  # fail here if an extension did not compile
 	touch $(STAMP)
 
 install: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/lakekv doctor ./data/doctor
+	$(VENV)/bin/lakekv doctor ./data/doctor --rounds 5 --samples 50
+	$(VENV)/bin/lakekv demo ./data/demo
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

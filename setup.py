@@ -9,6 +9,8 @@ from setuptools import Extension, setup
 
 extensions = [
     Extension("cython_ext._checksum", ["cython_ext/_checksum.pyx"], extra_compile_args=["-O3"]),
+    Extension("cython_ext._bloom", ["cython_ext/_bloom.pyx"], extra_compile_args=["-O3"]),
+    Extension("cython_ext._merge", ["cython_ext/_merge.pyx"], extra_compile_args=["-O3"]),
 ]
 
 setup(
