@@ -1,6 +1,14 @@
-"""lakekv engine: an LSM key-value store on object storage."""
+"""lakekv engine: an embedded LSM key-value store on object storage.
+
+>>> import kvstore
+>>> with kvstore.open("memory://doctest", poll_interval_s=0) as db:
+...     seq = db.put(b"k", b"v")
+...     db.get(b"k")
+b'v'
+"""
 
 from kvstore import errors
+from kvstore.batch import WriteBatch
 from kvstore.errors import (
     CommitError,
     ConflictError,
@@ -12,8 +20,18 @@ from kvstore.errors import (
     TransactionClosedError,
     TransactionExpiredError,
 )
+from kvstore.oracle import SERIALIZABLE, SNAPSHOT
+from kvstore.store import Snapshot, Store, open
+from kvstore.txn import Transaction
 
 __all__ = [
+    "open",
+    "Store",
+    "Snapshot",
+    "WriteBatch",
+    "Transaction",
+    "SNAPSHOT",
+    "SERIALIZABLE",
     "errors",
     "StoreError",
     "ObjectStoreError",

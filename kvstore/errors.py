@@ -27,6 +27,10 @@ class CommitError(StoreError):
     """A commit could not be made durable (e.g. it lost the version race too often)."""
 
 
+class TreeChangedError(CommitError):
+    """A flush or compaction lost to another one that changed the tree first; redo it."""
+
+
 class ConflictError(StoreError):
     """A transaction conflicted with a committed one; retrying it may succeed."""
 

@@ -1,0 +1,97 @@
+"""WriteBatch: an atomic set of puts and deletes, plus argument validation
+shared by every write entry point."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+from kvstore.format.rows import DELETE, PUT
+from kvstore.options import MAX_KEY_BYTES, MAX_VALUE_BYTES
+from kvstore.reader import prefix_bounds
+
+# key -> (kind, value, expire_at_ms); the last operation on a key wins.
+Mutation = tuple[int, "bytes | None", "int | None"]
+
+
+def check_key(key: object, name: str = "key") -> bytes:
+    """Return ``key`` if it is a valid user key, else raise TypeError/ValueError."""
+    if type(key) is not bytes:
+        if isinstance(key, (bytearray, memoryview)):
+            key = bytes(key)
+        else:
+            raise TypeError(f"{name} must be bytes, not {type(key).__name__}")
+    if not key:
+        raise ValueError(f"{name} must not be empty")
+    if len(key) > MAX_KEY_BYTES:
+        raise ValueError(f"{name} is {len(key)} bytes; the limit is {MAX_KEY_BYTES}")
+    return key  # type: ignore[return-value]
+
+
+def check_value(value: object) -> bytes:
+    if type(value) is not bytes:
+        if isinstance(value, (bytearray, memoryview)):
+            value = bytes(value)
+        else:
+            raise TypeError(f"value must be bytes, not {type(value).__name__}")
+    if len(value) > MAX_VALUE_BYTES:  # type: ignore[arg-type]
+        raise ValueError(f"value is {len(value)} bytes; the limit is {MAX_VALUE_BYTES}")  # type: ignore[arg-type]
+    return value  # type: ignore[return-value]
+
+
+def expiry_from_ttl(ttl: float | None) -> int | None:
+    """Absolute expiry (ms since epoch) for a TTL in seconds; None = never."""
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+        raise TypeError(f"ttl must be a number of seconds or None, not {type(ttl).__name__}")
+    if not ttl > 0:
+        raise ValueError(f"ttl must be > 0 seconds, got {ttl!r}")
+    return int(time.time() * 1000 + ttl * 1000)
+
+
+def scan_bounds(start: bytes | None, end: bytes | None, prefix: bytes | None) -> tuple[bytes | None, bytes | None]:
+    """Combine ``start``/``end``/``prefix`` into one validated ``[lo, hi)`` range."""
+    lo = None if start is None else check_key(start, "start")
+    hi = None if end is None else check_key(end, "end")
+    if prefix is not None:
+        p_lo, p_hi = prefix_bounds(check_key(prefix, "prefix"))
+        lo = p_lo if lo is None else max(lo, p_lo)
+        hi = p_hi if hi is None else (hi if p_hi is None else min(hi, p_hi))
+    return lo, hi
+
+
+
+class WriteBatch:
+    """Puts and deletes applied atomically by ``Store.write``; last write per key wins.
+
+    Not thread-safe: build a batch in one thread.
+    """
+
+    __slots__ = ("_mutations",)
+
+    def __init__(self) -> None:
+        self._mutations: dict[bytes, Mutation] = {}
+
+    def put(self, key: bytes, value: bytes, ttl: float | None = None) -> WriteBatch:
+        """Set ``key`` to ``value`` (optionally expiring after ``ttl`` seconds)."""
+        self._mutations[check_key(key)] = (PUT, check_value(value), expiry_from_ttl(ttl))
+        return self
+
+    def delete(self, key: bytes) -> WriteBatch:
+        """Delete ``key`` (a no-op on storage if it does not exist)."""
+        self._mutations[check_key(key)] = (DELETE, None, None)
+        return self
+
+    def __len__(self) -> int:
+        return len(self._mutations)
+
+    def __iter__(self) -> Iterator[tuple[bytes, Mutation]]:
+        return iter(self._mutations.items())
+
+    @property
+    def mutations(self) -> dict[bytes, Mutation]:
+        return self._mutations
+
+    def __repr__(self) -> str:
+        return f"WriteBatch({len(self._mutations)} keys)"

@@ -1,0 +1,196 @@
+"""The ``lakekv`` command line.
+
+One small function per subcommand (``_cmd_<name>``), registered in
+:func:`build_parser`; each returns the process exit code. Keys and values are
+UTF-8 text on the command line, or hex with ``--hex``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+import kvstore
+from kvstore.chain import VersionChain
+from kvstore.demo import run_demo
+from kvstore.doctor import run_doctor
+from kvstore.errors import StoreError
+from kvstore.format.root import parse_root_path, root_path
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # the command ran and found a problem (e.g. an unsafe store)
+EXIT_USAGE = 2  # bad arguments or a store that cannot be opened (argparse uses 2 too)
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    if args.threads < 1 or args.rounds < 1:
+        print("lakekv doctor: --threads and --rounds must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    safe = run_doctor(
+        args.url, threads=args.threads, processes=args.processes, rounds=args.rounds, samples=args.samples
+    )
+    return EXIT_OK if safe else EXIT_FAILED
+
+
+# -- engine commands -----------------------------------------------------------
+
+
+def _encode(text: str, hex_mode: bool) -> bytes:
+    return bytes.fromhex(text) if hex_mode else text.encode("utf-8")
+
+
+def _decode(data: bytes, hex_mode: bool) -> str:
+    return data.hex() if hex_mode else data.decode("utf-8", errors="backslashreplace")
+
+
+def _open_existing(url: str) -> kvstore.Store:
+    return kvstore.open(url, create=False, poll_interval_s=0)
+
+
+def _cmd_put(args: argparse.Namespace) -> int:
+    with kvstore.open(args.url, poll_interval_s=0) as db:
+        seq = db.put(_encode(args.key, args.hex), _encode(args.value, args.hex), ttl=args.ttl)
+        print(f"committed at version {db.version}, seq {seq}")
+    return EXIT_OK
+
+
+def _cmd_get(args: argparse.Namespace) -> int:
+    with _open_existing(args.url) as db:
+        value = db.get(_encode(args.key, args.hex))
+    if value is None:
+        print(f"lakekv get: key {args.key!r} not found", file=sys.stderr)
+        return EXIT_FAILED
+    print(_decode(value, args.hex))
+    return EXIT_OK
+
+
+def _cmd_delete(args: argparse.Namespace) -> int:
+    with _open_existing(args.url) as db:
+        seq = db.delete(_encode(args.key, args.hex))
+        print(f"deleted at version {db.version}, seq {seq}")
+    return EXIT_OK
+
+
+def _cmd_scan(args: argparse.Namespace) -> int:
+    def opt(text: str | None) -> bytes | None:
+        return None if text is None else _encode(text, args.hex)
+
+    with _open_existing(args.url) as db:
+        rows = db.scan(opt(args.start), opt(args.end), opt(args.prefix), args.reverse, args.limit)
+        for key, value in rows:
+            print(f"{_decode(key, args.hex)}\t{_decode(value, args.hex)}")
+    return EXIT_OK
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    with _open_existing(args.url) as db:
+        sizes: dict[str, list[int]] = {}
+        for meta in db.objects.list():
+            if parse_root_path(meta.path) is not None:
+                kind = "roots"
+            else:
+                kind = meta.path.split("/", 1)[0] if "/" in meta.path else "metadata"
+            sizes.setdefault(kind, []).append(meta.size)
+        stats = db.stats()
+        print(f"store      {db.url}")
+        print(f"version    {db.version}")
+        print(f"seq        {db.seq}")
+        print(f"memtable   {stats['memtable_keys']} keys, {stats['memtable_rows']} rows (unflushed versions)")
+        print(f"tree       {db._state.tree_path or '(none: nothing flushed yet)'}")
+        for kind in sorted(sizes):
+            print(f"{kind:<10} {len(sizes[kind])} objects, {sum(sizes[kind]):,} bytes")
+    return EXIT_OK
+
+
+def _cmd_log(args: argparse.Namespace) -> int:
+    with _open_existing(args.url) as db:
+        chain = VersionChain(db.objects)
+        newest = db.version
+        oldest = max(0, newest - args.limit + 1) if args.limit else 0
+        print("version  committed (storage time)        seqs            rows  writer")
+        for version in range(newest, oldest - 1, -1):
+            root = chain.try_read_root(version)
+            if root is None:
+                print(f"{version:>7}  (removed by retention)")
+                continue
+            mtime = db.objects.head(root_path(version)).mtime
+            when = datetime.fromtimestamp(mtime, tz=timezone.utc).isoformat(timespec="milliseconds")
+            seqs = f"{root.first_seq}..{root.last_seq}" if root.last_seq >= root.first_seq else "-"
+            rows = root.delta_sst["row_count"] if root.delta_sst else root.delta.num_rows
+            print(f"{version:>7}  {when:<30}  {seqs:<14}  {rows:>5}  {root.writer_id[:12]}")
+    return EXIT_OK
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    return run_demo(args.url, sys.stdout)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(prog="lakekv", description="lakekv: a key-value store on object storage")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    doctor = commands.add_parser(
+        "doctor", help="check that a store's conditional create is safe and measure its latency"
+    )
+    doctor.add_argument("url", metavar="URL", help="store URL: a path, file:///..., memory://name or s3://bucket/prefix")
+    doctor.add_argument("--threads", type=_non_negative, default=8, help="racing threads per round (default 8)")
+    doctor.add_argument("--processes", type=_non_negative, default=4, help="racing processes per round, 0 to skip (default 4)")
+    doctor.add_argument("--rounds", type=_non_negative, default=20, help="race rounds (default 20)")
+    doctor.add_argument("--samples", type=_non_negative, default=200, help="ops per latency figure, 0 to skip (default 200)")
+    doctor.set_defaults(handler=_cmd_doctor)
+
+    def url_command(name: str, help_text: str, handler: object) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("url", metavar="URL", help="store URL: a path, file:///..., memory://name or s3://bucket/prefix")
+        sub.set_defaults(handler=handler)
+        return sub
+
+    put = url_command("put", "durably set KEY to VALUE", _cmd_put)
+    put.add_argument("key", metavar="KEY")
+    put.add_argument("value", metavar="VALUE")
+    put.add_argument("--ttl", type=float, help="seconds until the value expires")
+    get = url_command("get", "print the value of KEY (exit 1 if absent)", _cmd_get)
+    get.add_argument("key", metavar="KEY")
+    delete = url_command("delete", "durably delete KEY", _cmd_delete)
+    delete.add_argument("key", metavar="KEY")
+    scan = url_command("scan", "print KEY<TAB>VALUE lines in key order", _cmd_scan)
+    scan.add_argument("--start", help="first key (inclusive)")
+    scan.add_argument("--end", help="last key (exclusive)")
+    scan.add_argument("--prefix", help="only keys with this prefix")
+    scan.add_argument("--reverse", action="store_true", help="descending key order")
+    scan.add_argument("--limit", type=_non_negative, help="at most this many rows")
+    for sub in (put, get, delete, scan):
+        sub.add_argument("--hex", action="store_true", help="keys and values are hex, not UTF-8 text")
+    url_command("info", "version, seq, objects and sizes of a store", _cmd_info)
+    log = url_command("log", "one line per version, newest first", _cmd_log)
+    log.add_argument("--limit", type=_non_negative, default=20, help="versions to show, 0 for all (default 20)")
+    demo = commands.add_parser("demo", help="a short tour: write, read, snapshot, scan, reopen")
+    demo.add_argument("url", metavar="URL", nargs="?", default="./data/demo", help="store URL (default ./data/demo)")
+    demo.set_defaults(handler=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (the console script exits with it)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except (ValueError, ImportError, StoreError, FileNotFoundError) as exc:
+        # Bad URL, missing optional dependency, unreachable store: one line,
+        # not a traceback.
+        print(f"lakekv {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,310 @@
+"""The commit path: group commit onto the version chain.
+
+One committer thread per store handle. Callers enqueue a
+:class:`PendingCommit` and block; the thread drains the queue into a group,
+validates it (the transactions seam), assigns one seq per transaction,
+builds ONE root file for version N+1 and ``put_if_absent``s it. That PUT is
+the only I/O on the critical path of an inline commit: the hint is written
+later by :class:`~kvstore.chain.HintWriter`, the delta goes in the root.
+
+Lost race (another writer created N+1): catch up with the winners' versions
+(which also feeds their write sets to the validator), re-validate, re-assign
+seqs and retry at the new N+1 after a jittered backoff.
+
+Ambiguous PUT (the call failed, but did the object get created?) and every
+"already exists": read root N+1 back and compare its ``commit_id`` with ours
+(clients that retry internally can report our own landed PUT as a conflict).
+If it is absent, retry the *same bytes* at the same version, so a delayed
+first attempt and the retry can never both land.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kvstore.batch import Mutation
+from kvstore.chain import HintWriter, VersionChain, encode_for_publish
+from kvstore.errors import CommitError, ObjectStoreError, StoreClosedError, TreeChangedError
+from kvstore.format.root import RootFile
+from kvstore.format.rows import Row, rows_to_batch
+from kvstore.format.sst import write_sst
+from kvstore.options import StoreOptions
+from kvstore.state import EngineState
+
+log = logging.getLogger(__name__)
+
+# Tries to settle one ambiguous PUT (each a PUT and/or a read-back) before
+# giving up with CommitError; spaced by the store's backoff.
+_AMBIGUOUS_TRIES = 12
+_ROW_OVERHEAD = 48  # bytes per row besides key/value, for group size limits
+
+
+@dataclass(frozen=True)
+class TreeChange:
+    """A commit that replaces the tree (flush, compaction).
+
+    It applies only on top of ``expected_tree`` (the tree it was computed
+    from); data commits never change the tree, so they never conflict with it,
+    while two tree changes from the same base do: the second gets
+    :class:`~kvstore.errors.TreeChangedError`.
+    """
+
+    expected_tree: str | None
+    new_tree: str
+    flushed_upto: int
+
+
+def _held_lock() -> Any:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
+@dataclass(eq=False)
+class PendingCommit:
+    """One transaction (or blind write) waiting for the committer."""
+
+    mutations: dict[bytes, Mutation]
+    descriptor: dict[str, Any] = field(default_factory=dict)
+    # Read/write sets for validation; None for blind writes (never conflict).
+    validation: Any = None
+    tree_change: TreeChange | None = None
+    seq: int = 0
+    version: int = -1
+    error: BaseException | None = None
+    finished: bool = False
+    # A lock held from birth and released once by the committer: the cheapest
+    # one-shot wake-up CPython has (an Event costs a Condition and a lock per wait).
+    _gate: Any = field(default_factory=_held_lock, repr=False)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """Record the outcome and wake the caller. Requires: called once."""
+        if error is not None:
+            self.error = error
+        self.finished = True
+        self._gate.release()
+
+    def wait(self) -> None:
+        self._gate.acquire()
+
+    def nbytes(self) -> int:
+        return sum(len(k) + (len(m[1]) if m[1] is not None else 0) + _ROW_OVERHEAD for k, m in self.mutations.items())
+
+
+# Given the group in queue order, return the commits that may proceed and set
+# ``error`` on the others. Called under the chain lock, on every attempt.
+Validator = Callable[[list[PendingCommit]], list[PendingCommit]]
+
+
+class Committer:
+    """Owns the commit thread of one store handle. Thread-safe ``submit``."""
+
+    def __init__(
+        self,
+        state: EngineState,
+        options: StoreOptions,
+        writer_id: str,
+        hint_writer: HintWriter,
+        validator: Validator | None = None,
+    ) -> None:
+        self._state = state
+        self._chain: VersionChain = state.chain
+        self._options = options
+        self._writer_id = writer_id
+        self._hint = hint_writer
+        self.validator = validator
+        self._queue: deque[PendingCommit] = deque()
+        self._cond = threading.Condition()
+        self._closed = False
+        self.groups_committed = 0
+        self.races_lost = 0
+        self._thread = threading.Thread(target=self._run, name="lakekv-committer", daemon=True)
+        self._thread.start()
+
+    def submit(self, pending: PendingCommit) -> PendingCommit:
+        """Queue ``pending`` and wait until it is durable or has failed.
+
+        Raises:
+            StoreClosedError: the store is closed.
+            ConflictError / CommitError / ObjectStoreError: as set by the committer.
+        """
+        with self._cond:
+            if self._closed:
+                raise StoreClosedError("store is closed")
+            self._queue.append(pending)
+            self._cond.notify()
+        pending.wait()
+        if pending.error is not None:
+            raise pending.error
+        return pending
+
+    def close(self) -> None:
+        """Commit what is queued, then stop the thread."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join()
+
+    # -- the thread ------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                group = self._take_group()
+            try:
+                self._commit_group(group)
+            except BaseException as exc:  # deliver any failure to the waiting callers
+                log.exception("commit group failed")
+                for pending in group:
+                    if not pending.finished:
+                        pending.finish(exc)
+
+    def _take_group(self) -> list[PendingCommit]:
+        group = [self._queue.popleft()]
+        size = group[0].nbytes()
+        limit_n, limit_bytes = self._options.max_group_commits, self._options.max_group_bytes
+        while self._queue and len(group) < limit_n:
+            nbytes = self._queue[0].nbytes()
+            if size + nbytes > limit_bytes:
+                break
+            group.append(self._queue.popleft())
+            size += nbytes
+        return group
+
+    def _commit_group(self, group: list[PendingCommit]) -> None:
+        options = self._options
+        pending = group
+        for attempt in range(options.max_commit_attempts):
+            with self._state.chain_lock:
+                pending = self._check_tree_changes(pending)
+                accepted = self.validator(pending) if self.validator is not None else pending
+                for rejected in pending:
+                    if rejected.error is not None and not rejected.finished:
+                        rejected.finish()
+                if not accepted:
+                    return
+                if self._try_commit(accepted):
+                    return
+                self.races_lost += 1
+                self._state.catch_up()
+            pending = accepted
+            backoff = min(options.backoff_max_s, options.backoff_min_s * (2 ** min(attempt, 16)))
+            time.sleep(random.uniform(options.backoff_min_s, max(options.backoff_min_s, backoff)))
+        error = CommitError(f"commit lost the version race {options.max_commit_attempts} times in a row")
+        for p in pending:
+            p.finish(error)
+
+    def _check_tree_changes(self, pending: list[PendingCommit]) -> list[PendingCommit]:
+        """Fail tree changes whose base tree is gone; at most one per group survives."""
+        tree = self._state.tree_path
+        kept = []
+        for p in pending:
+            change = p.tree_change
+            if change is not None:
+                if change.expected_tree != tree:
+                    p.finish(TreeChangedError(f"tree changed from {change.expected_tree} to {tree} meanwhile"))
+                    continue
+                tree = change.new_tree
+            kept.append(p)
+        return kept
+
+    def _try_commit(self, accepted: list[PendingCommit]) -> bool:
+        """One attempt at version N+1; True if it is ours (callers released)."""
+        state = self._state
+        version = state.version + 1
+        first_seq = state.last_seq + 1
+        rows: list[Row] = []
+        descriptors = []
+        tree, flushed_upto = state.tree_path, state.tree.flushed_upto
+        data = [p for p in accepted if p.tree_change is None]
+        for change in (p.tree_change for p in accepted if p.tree_change is not None):
+            tree, flushed_upto = change.new_tree, change.flushed_upto
+            descriptors.append({"op": "tree", "tree": change.new_tree, "flushed_upto": change.flushed_upto})
+        for offset, pending in enumerate(data):
+            seq = pending.seq = first_seq + offset
+            rows.extend((key, seq, kind, value, expire) for key, (kind, value, expire) in pending.mutations.items())
+            descriptors.append(dict(pending.descriptor, seq=seq))
+        rows.sort(key=_storage_order)
+        delta_sst = None
+        delta = rows_to_batch(rows)
+        if delta.nbytes > self._options.inline_delta_bytes:
+            info = write_sst(state.store, f"sst/{uuid.uuid4().hex}.sst", rows)
+            delta_sst = info.to_dict()
+            delta = rows_to_batch([])
+        root = RootFile(
+            version=version,
+            parent=state.version,
+            first_seq=first_seq,
+            last_seq=first_seq + len(data) - 1,  # a tree-only commit uses no seq
+            writer_id=self._writer_id,
+            writer_clock_ms=int(time.time() * 1000),
+            commit_id=uuid.uuid4().hex,
+            tree=tree,
+            flushed_upto=flushed_upto,
+            delta=delta,
+            delta_sst=delta_sst,
+            commits=descriptors,
+        )
+        if not self._publish(root, encode_for_publish(root)):
+            if delta_sst is not None:
+                self._delete_orphan(delta_sst["path"])
+            return False
+        state.apply_root(root, rows)
+        self.groups_committed += 1
+        for pending in accepted:
+            pending.version = version
+            pending.finish()
+        self._hint.offer(version)
+        return True
+
+    def _publish(self, root: RootFile, data: bytes) -> bool:
+        """put_if_absent the root; settle ambiguous failures by reading it back."""
+        ambiguous: ObjectStoreError | None = None
+        for attempt in range(_AMBIGUOUS_TRIES):
+            if attempt:
+                time.sleep(min(self._options.backoff_max_s * 4, self._options.backoff_min_s * 2**attempt))
+            try:
+                if self._chain.publish(data, root.version):
+                    return True
+                # "Already exists" is not proof of a lost race: a client that
+                # retried a timed-out PUT internally (s3fs does) reports our own
+                # landed write as a conflict. The commit id settles it.
+            except ObjectStoreError as exc:
+                ambiguous = exc
+                log.warning("ambiguous PUT of version %d: %s; reading it back", root.version, exc)
+            try:
+                existing = self._chain.try_read_root(root.version)
+            except ObjectStoreError as exc:
+                ambiguous = exc
+                continue
+            if existing is not None:
+                return existing.commit_id == root.commit_id
+            # Absent: our PUT did not land (yet). Retrying the same bytes is safe.
+        raise CommitError(
+            f"could not settle the commit of version {root.version} after {_AMBIGUOUS_TRIES} tries; "
+            "it is visible after reopen if it landed"
+        ) from ambiguous
+
+    def _delete_orphan(self, path: str) -> None:
+        try:
+            self._state.store.delete(path)
+        except ObjectStoreError as exc:  # GC removes unreferenced SSTs later
+            log.warning("could not delete orphan delta SST %s: %s", path, exc)
+
+
+def _storage_order(row: Row) -> tuple[bytes, int]:
+    return (row[0], -row[1])
+
+
+__all__ = ["Committer", "PendingCommit", "TreeChange", "Validator"]

@@ -1,0 +1,72 @@
+"""Store options, parsed once into a frozen dataclass. Each default says why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Final
+
+KiB: Final = 1024
+MiB: Final = 1024 * KiB
+
+# Hard limits, enforced with ValueError at the API.
+MAX_KEY_BYTES: Final = 64 * KiB  # keys live in blocks, bloom filters and the memtable index
+MAX_VALUE_BYTES: Final = 64 * MiB  # a value is read whole; larger blobs belong in files
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """Tunables of one store handle (not persisted: every handle chooses its own)."""
+
+    # fsync objects and directories on local stores. Off trades durability on
+    # power loss for ~10x commit latency.
+    fsync: bool = True
+    # A commit whose delta is larger than this goes to a delta SST (one more
+    # PUT) instead of inline in the root file: keeps root files small, so
+    # tailing other writers and opening the store stay cheap.
+    inline_delta_bytes: int = 256 * KiB
+    # How often the background follower looks for other writers' versions;
+    # 0 disables it (refresh() and fresh snapshots still catch up).
+    poll_interval_s: float = 1.0
+    # Minimum time between two _latest_hint writes: one PUT per interval, not
+    # per commit, keeps PUTs per commit ~1 under load.
+    hint_interval_s: float = 1.0
+    # Block cache budget for SST blocks and footers.
+    cache_bytes: int = 64 * MiB
+    # Group commit caps: one root file carries at most this many transactions
+    # / bytes, bounding root size and the time a late joiner waits.
+    max_group_commits: int = 4096
+    max_group_bytes: int = 8 * MiB
+    # Lost-race retries before a commit fails with CommitError. Each retry
+    # first catches up with the winners, so this only trips under extreme,
+    # sustained contention.
+    max_commit_attempts: int = 1000
+    # Jittered backoff between attempts after a lost race, in seconds.
+    backoff_min_s: float = 0.0005
+    backoff_max_s: float = 0.05
+    # Parallel GETs when loading many unflushed versions at open.
+    open_parallelism: int = 16
+    # Default transaction lifetime: a forgotten transaction stops pinning the
+    # oracle's memory and retention after this long.
+    txn_ttl_s: float = 3600.0
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> StoreOptions:
+        """Build options from keyword arguments, rejecting unknown names and bad values."""
+        known = {f.name: f for f in fields(cls)}
+        for name, value in kwargs.items():
+            if name not in known:
+                raise ValueError(f"unknown store option {name!r}; known: {', '.join(sorted(known))}")
+            default = known[name].default
+            expected = type(default)
+            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+                kwargs[name] = float(value)
+            elif not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+                raise TypeError(f"store option {name!r} must be {expected.__name__}, not {type(value).__name__}")
+            if expected in (int, float) and kwargs[name] < 0:
+                raise ValueError(f"store option {name!r} must be >= 0, got {value!r}")
+        options = cls(**kwargs)
+        if options.max_group_commits < 1 or options.max_commit_attempts < 1:
+            raise ValueError("max_group_commits and max_commit_attempts must be >= 1")
+        if options.backoff_max_s < options.backoff_min_s:
+            raise ValueError("backoff_max_s must be >= backoff_min_s")
+        return options

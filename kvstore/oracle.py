@@ -1,0 +1,206 @@
+"""The transaction oracle: backward validation of optimistic transactions.
+
+It remembers, for every recently committed transaction (this process's and
+other writers', ingested as versions are applied), its commit seq, version
+and write keys, and the start seqs of running transactions. A transaction
+that started at seq ``s`` conflicts with a committed one of seq ``c > s`` if
+
+* SNAPSHOT: ``c`` wrote a key in its write set (first committer wins);
+* SERIALIZABLE: also if ``c`` wrote a key it read, or a key inside a range it
+  scanned (the requested range, whether rows came back or not).
+
+That is Badger's oracle made distributed: versions from other processes feed
+it before validation (the committer catches up on a lost race and then
+re-validates). Committed entries no running transaction can conflict with
+(``seq <=`` the oldest running start) are dropped, so memory is bounded by
+what the running transactions need. Write keys are compared exactly, never
+by hash, so there are no false conflicts from collisions.
+
+Thread-safety: every method takes the oracle's lock.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from kvstore.errors import ConflictError, TransactionExpiredError
+from kvstore.format.root import RootFile
+from kvstore.format.rows import Row
+
+SNAPSHOT = "snapshot"
+SERIALIZABLE = "serializable"
+ISOLATION_LEVELS = (SNAPSHOT, SERIALIZABLE)
+
+# A scanned range [start, end); None = unbounded on that side.
+KeyRange = tuple["bytes | None", "bytes | None"]
+
+
+@dataclass(frozen=True)
+class Committed:
+    """One committed transaction as the oracle remembers it."""
+
+    seq: int
+    version: int
+    keys: frozenset[bytes]
+
+
+@dataclass
+class TxnValidation:
+    """What the committer validates for one transaction (its read/write sets)."""
+
+    txn_id: int
+    start_seq: int
+    isolation: str
+    deadline: float  # time.monotonic() after which it is expired
+    write_keys: frozenset[bytes]
+    read_keys: frozenset[bytes] = frozenset()
+    read_ranges: tuple[KeyRange, ...] = ()
+
+
+@dataclass
+class _Running:
+    start_seq: int
+    deadline: float
+    on_expire: list = field(default_factory=list)
+
+
+def _in_range(key: bytes, key_range: KeyRange) -> bool:
+    start, end = key_range
+    return (start is None or key >= start) and (end is None or key < end)
+
+
+class Oracle:
+    """See the module docstring."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._committed: deque[Committed] = deque()  # ascending seq
+        self._running: dict[int, _Running] = {}
+        self._ids = itertools.count(1)
+
+    # -- transactions --------------------------------------------------------
+
+    def begin(self, head: "callable", ttl_s: float) -> tuple[int, int, int]:
+        """Register a transaction; return ``(txn_id, version, start_seq)``.
+
+        ``head`` returns the store's current ``(version, seq)``; it is read
+        under the oracle lock so no committed entry newer than the start can
+        be dropped between reading the head and registering.
+        """
+        with self._lock:
+            version, start_seq = head()
+            txn_id = next(self._ids)
+            self._running[txn_id] = _Running(start_seq, time.monotonic() + ttl_s)
+        return txn_id, version, start_seq
+
+    def on_expire(self, txn_id: int, callback: "callable") -> None:
+        """Call ``callback()`` if the transaction is dropped for outliving its TTL."""
+        with self._lock:
+            running = self._running.get(txn_id)
+            if running is not None:
+                running.on_expire.append(callback)
+
+    def end(self, txn_id: int) -> None:
+        """Forget a finished transaction (commit, rollback, expiry). Idempotent."""
+        with self._lock:
+            self._running.pop(txn_id, None)
+            self._collect()
+
+    def is_running(self, txn_id: int) -> bool:
+        with self._lock:
+            return txn_id in self._running
+
+    # -- committed history -------------------------------------------------------
+
+    def record_version(self, root: RootFile, rows: list[Row]) -> None:
+        """Remember the write sets of every transaction in an applied version."""
+        if not rows:
+            return
+        by_seq: dict[int, set[bytes]] = {}
+        for row in rows:
+            by_seq.setdefault(row[1], set()).add(row[0])
+        with self._lock:
+            for seq in sorted(by_seq):
+                self._committed.append(Committed(seq, root.version, frozenset(by_seq[seq])))
+            self._collect()
+
+    def _collect(self) -> None:
+        # Requires the lock. Expire overdue transactions, then drop committed
+        # entries that no running transaction can conflict with.
+        now = time.monotonic()
+        expired = [txn_id for txn_id, r in self._running.items() if r.deadline <= now]
+        for txn_id in expired:
+            for callback in self._running.pop(txn_id).on_expire:
+                callback()
+        floor = min((r.start_seq for r in self._running.values()), default=None)
+        committed = self._committed
+        while committed and (floor is None or committed[0].seq <= floor):
+            committed.popleft()
+
+    def committed_count(self) -> int:
+        """How many committed entries are held (bounded by the running transactions)."""
+        with self._lock:
+            return len(self._committed)
+
+    def running_count(self) -> int:
+        with self._lock:
+            return len(self._running)
+
+    # -- validation ----------------------------------------------------------
+
+    def validate_group(self, group: Iterable) -> list:
+        """Validate queued commits in order; set ``error`` on the rejected ones.
+
+        Blind writes (``validation is None``) always pass. Each transaction is
+        checked against committed history *and* against the writes accepted
+        before it in this group, which will commit with smaller seqs.
+        """
+        accepted = []
+        earlier_in_group: list[frozenset[bytes]] = []
+        with self._lock:
+            self._collect()
+            for pending in group:
+                check = pending.validation
+                keys = frozenset(pending.mutations)
+                if check is not None:
+                    error = self._check(check, earlier_in_group)
+                    if error is not None:
+                        pending.error = error
+                        continue
+                accepted.append(pending)
+                earlier_in_group.append(keys)
+        return accepted
+
+    def _check(self, check: TxnValidation, earlier_in_group: list[frozenset[bytes]]) -> Exception | None:
+        if check.txn_id not in self._running or check.deadline <= time.monotonic():
+            return TransactionExpiredError(f"transaction {check.txn_id} outlived its TTL before it could commit")
+        serializable = check.isolation == SERIALIZABLE
+        candidates = [c for c in self._committed if c.seq > check.start_seq]
+        candidates.extend(Committed(-1, -1, keys) for keys in earlier_in_group)
+        for committed in candidates:
+            where = (
+                f"a transaction committed at seq {committed.seq} (version {committed.version})"
+                if committed.seq >= 0
+                else "a transaction committed just before it in the same group"
+            )
+            clash = committed.keys & check.write_keys
+            if clash:
+                return ConflictError(f"write-write conflict on key {min(clash)!r} with {where}")
+            if not serializable:
+                continue
+            clash = committed.keys & check.read_keys
+            if clash:
+                return ConflictError(f"read-write conflict on key {min(clash)!r} with {where}")
+            for key_range in check.read_ranges:
+                for key in committed.keys:
+                    if _in_range(key, key_range):
+                        return ConflictError(
+                            f"phantom: key {key!r} written inside scanned range "
+                            f"[{key_range[0]!r}, {key_range[1]!r}) by {where}"
+                        )
+        return None

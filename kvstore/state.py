@@ -1,0 +1,220 @@
+"""The engine's in-memory picture of the store at its latest known version.
+
+One ``EngineState`` per open store handle. It knows the latest version this
+handle has seen, its last seq, the tree (SST layers) and the memtable holding
+the rows of every unflushed version. New versions, ours or other writers',
+enter only through :meth:`EngineState.apply_root`, in version order, under
+``chain_lock``.
+
+Readers never take the lock: they read ``last_seq`` (a snapshot seq) and the
+immutable ``layers`` object. Rows are applied to the memtable *before*
+``last_seq`` moves past them, so a reader at seq ``s`` never sees half a
+version.
+
+When a version brings a new tree (a flush or compaction, committed by any
+handle), :meth:`EngineState._install_tree` swaps in a new ``Layers`` whose
+memtable holds only rows newer than the tree's ``flushed_seq``: the flushed
+rows now live in an L0 SST. Readers holding the previous ``Layers`` (open
+snapshots) keep their complete view; nothing is trimmed in place.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable
+
+from kvstore.cache import BlockCache
+from kvstore.chain import VersionChain
+from kvstore.errors import CorruptionError
+from kvstore.format.root import RootFile
+from kvstore.format.rows import Row, batch_to_rows
+from kvstore.format.sst import SSTInfo, SSTReader
+from kvstore.format.tree import TreeManifest, decode_tree
+from kvstore.memtable import Memtable
+from kvstore.objstore.base import ObjectStore
+
+# Called with every newly applied version and its rows (the oracle listens).
+VersionListener = Callable[[RootFile, list[Row]], None]
+
+
+class SortedRun:
+    """SSTs with disjoint key ranges, in key order (one level of the tree)."""
+
+    __slots__ = ("ssts", "_max_keys")
+
+    def __init__(self, ssts: tuple[SSTReader, ...]) -> None:
+        self.ssts = ssts
+        self._max_keys = [sst.info.max_key for sst in ssts]
+
+    def find(self, key: bytes) -> SSTReader | None:
+        """The one SST whose key range holds ``key``, if any (binary search)."""
+        index = bisect.bisect_left(self._max_keys, key)
+        if index < len(self.ssts) and self.ssts[index].info.min_key <= key:
+            return self.ssts[index]
+        return None
+
+    def overlapping(self, start: bytes | None, end: bytes | None) -> list[SSTReader]:
+        """SSTs that may hold keys in ``[start, end)``, in key order."""
+        return [
+            sst
+            for sst in self.ssts
+            if (start is None or sst.info.max_key >= start) and (end is None or sst.info.min_key < end)
+        ]
+
+
+@dataclass(frozen=True)
+class Layers:
+    """What a reader consults, newest first: memtable, L0 SSTs, sorted runs."""
+
+    memtable: Memtable
+    l0: tuple[SSTReader, ...] = ()
+    runs: tuple[SortedRun, ...] = ()
+
+
+@dataclass(frozen=True)
+class StateView:
+    """A consistent picture of the state at one version (see :meth:`EngineState.view`)."""
+
+    version: int
+    last_seq: int
+    tree_path: str | None
+    tree: TreeManifest
+    layers: Layers
+
+
+class EngineState:
+    """See the module docstring. ``chain_lock`` serialises writers of the state."""
+
+    def __init__(self, store: ObjectStore, chain: VersionChain, cache: BlockCache, open_parallelism: int) -> None:
+        self.store = store
+        self.chain = chain
+        self.cache = cache
+        self.chain_lock = threading.RLock()
+        # (version, last_seq), replaced as one object so lock-free readers
+        # always see a matching pair.
+        self.head: tuple[int, int] = (-1, 0)
+        self.tree_path: str | None = None
+        self.tree = TreeManifest()
+        self.layers = Layers(Memtable())
+        # Checkpoint map of the latest version: carried into every new root.
+        self.checkpoints: dict[str, dict] = {}
+        self.listeners: list[VersionListener] = []
+        self._open_parallelism = max(1, open_parallelism)
+
+    @property
+    def version(self) -> int:
+        return self.head[0]
+
+    @property
+    def last_seq(self) -> int:
+        return self.head[1]
+
+    def view(self) -> StateView:
+        """Version, tree and layers taken together under the chain lock.
+
+        Flush and compaction plan from this: the tree, the layers and the
+        head must belong to the same version.
+        """
+        with self.chain_lock:
+            version, last_seq = self.head
+            return StateView(version, last_seq, self.tree_path, self.tree, self.layers)
+
+    # -- loading -------------------------------------------------------------
+
+    def load(self, latest: int) -> None:
+        """Initialise from version ``latest``: its tree plus every unflushed version."""
+        with self.chain_lock:
+            head = self.chain.read_root(latest)
+            self._install_tree(head.tree)
+            first = head.flushed_upto + 1 if head.tree is not None else 0
+            versions = list(range(first, latest))
+            with ThreadPoolExecutor(self._open_parallelism) as pool:
+                roots = list(pool.map(self.chain.read_root, versions))
+            self.head = (-1, 0)  # accept the first loaded version without a parent check
+            for root in [*roots, head]:
+                self.apply_root(root)
+
+    def _install_tree(self, tree_path: str | None) -> None:
+        if tree_path == self.tree_path:
+            return
+        try:
+            tree = self.read_tree(tree_path)
+            memtable = self.layers.memtable
+            if tree.flushed_seq > self.tree.flushed_seq:
+                # The flushed rows are in the new tree's L0 now: keep only the
+                # newer ones, in a new memtable (readers of the old one go on).
+                memtable = memtable.without_upto(tree.flushed_seq)
+            layers = self.open_layers(tree, memtable)
+        except FileNotFoundError as exc:
+            # Only possible if GC removed the files of a version this handle
+            # had not applied yet, i.e. it fell behind the retention window.
+            raise CorruptionError(f"tree {tree_path} or one of its SSTs is missing: {exc}") from exc
+        self.tree_path, self.tree = tree_path, tree
+        self.layers = layers
+
+    def read_tree(self, tree_path: str | None) -> TreeManifest:
+        """Read and verify the manifest at ``tree_path`` (None: the empty tree).
+
+        Raises:
+            FileNotFoundError: no such manifest.
+            CorruptionError: it fails its checksum.
+        """
+        return TreeManifest() if tree_path is None else decode_tree(self.store.get(tree_path), tree_path)
+
+    def open_layers(self, tree: TreeManifest, memtable: Memtable) -> Layers:
+        """Layers over ``tree``'s SSTs (opened through the block cache) and ``memtable``.
+
+        Raises:
+            FileNotFoundError: an SST of the tree is missing.
+        """
+        l0 = tuple(self._reader(info) for info in tree.l0)
+        runs = tuple(SortedRun(tuple(self._reader(info) for info in run)) for run in tree.runs)
+        return Layers(memtable, l0, runs)
+
+    def _reader(self, info: dict) -> SSTReader:
+        sst = SSTInfo.from_dict(info)
+        return SSTReader.open(self.store, sst.path, cache=self.cache, size=sst.size, tail_size=sst.tail_size)
+
+    # -- applying versions ---------------------------------------------------
+
+    def rows_of(self, root: RootFile) -> list[Row]:
+        """The delta rows of a version, inline or from its delta SST."""
+        if root.delta_sst is not None:
+            info = SSTInfo.from_dict(root.delta_sst)
+            return list(SSTReader.open(self.store, info.path, cache=None, size=info.size, tail_size=info.tail_size).iter())
+        return batch_to_rows(root.delta)
+
+    def apply_root(self, root: RootFile, rows: list[Row] | None = None) -> None:
+        """Make ``root`` (the next version) current; ``rows`` if the caller has them.
+
+        Requires: ``chain_lock`` held and ``root.version == self.version + 1``
+        (or the first version loaded).
+        """
+        if self.version >= 0 and root.version != self.version + 1:
+            raise CorruptionError(f"version {root.version} applied after {self.version}: the chain has a gap")
+        if self.version >= 0 and root.first_seq != self.last_seq + 1:
+            raise CorruptionError(
+                f"root {root.version} starts at seq {root.first_seq}, expected {self.last_seq + 1}"
+            )
+        if rows is None:
+            rows = self.rows_of(root)
+        self.layers.memtable.apply(rows)
+        self._install_tree(root.tree)
+        self.checkpoints = root.checkpoints
+        self.head = (root.version, root.last_seq)  # last: readers see the version only once whole
+        for listener in self.listeners:
+            listener(root, rows)
+
+    def catch_up(self) -> list[RootFile]:
+        """Apply every version other writers committed after ours; return them."""
+        applied: list[RootFile] = []
+        with self.chain_lock:
+            while True:
+                root = self.chain.try_read_root(self.version + 1)
+                if root is None:
+                    return applied
+                self.apply_root(root)
+                applied.append(root)

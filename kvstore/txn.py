@@ -1,0 +1,319 @@
+"""Optimistic transactions: local writes, read/write sets, commit through the
+committer where the oracle validates them (see :mod:`kvstore.oracle`).
+
+A transaction reads the snapshot taken at ``begin`` plus its own writes
+(read-your-writes in ``get`` and ``scan``, deletes included). Nothing is
+locked while it runs; at commit the committer validates it against every
+transaction that committed after its start — in this process or, after
+catching up with the version chain, in any other — and either makes its
+writes durable in one root file or raises :class:`~kvstore.errors.ConflictError`.
+
+``get_for_update(key)`` adds ``key`` to the write set for validation (a
+concurrent write to it aborts us, even under SNAPSHOT) without writing it.
+A transaction with no writes commits trivially: its reads were a consistent
+snapshot, which is serializable on its own.
+
+Thread-safety: one transaction is used by one thread at a time.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
+
+from sortedcontainers import SortedDict
+
+from kvstore.batch import Mutation, check_key, check_value, expiry_from_ttl, scan_bounds
+from kvstore.committer import PendingCommit
+from kvstore.errors import ConflictError, TransactionClosedError, TransactionExpiredError
+from kvstore.format.rows import DELETE, PUT, Row
+from kvstore.oracle import ISOLATION_LEVELS, SERIALIZABLE, TxnValidation
+from kvstore.reader import get_row, now_ms, scan_rows, visible_value
+from kvstore.state import Layers
+
+if TYPE_CHECKING:
+    from kvstore.store import Store
+
+T = TypeVar("T")
+
+
+class Transaction:
+    """One optimistic transaction. Create with ``Store.begin``; see the module docstring."""
+
+    def __init__(
+        self, store: Store, txn_id: int, version: int, start_seq: int, layers: Layers, isolation: str, ttl_s: float
+    ) -> None:
+        self._store = store
+        self.id = txn_id
+        self.version = version
+        self.start_seq = start_seq
+        self.isolation = isolation
+        self._layers = layers
+        self._deadline = time.monotonic() + ttl_s
+        self._writes: SortedDict = SortedDict()  # key -> Mutation
+        self._read_keys: set[bytes] = set()
+        self._read_ranges: list[tuple[bytes | None, bytes | None]] = []
+        self._lock_keys: set[bytes] = set()
+        self._state = "active"  # active | committed | rolled back | expired
+        store.watermark.pin(start_seq)
+        store._oracle.on_expire(txn_id, self._expired_by_oracle)
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def _check_active(self) -> None:
+        if self._state != "active":
+            if self._state == "expired":
+                raise TransactionExpiredError(f"transaction {self.id} outlived its TTL")
+            raise TransactionClosedError(f"transaction {self.id} is already {self._state}")
+        if time.monotonic() >= self._deadline:
+            self._finish("expired")
+            raise TransactionExpiredError(f"transaction {self.id} outlived its TTL")
+        self._store._check_open()
+
+    def _finish(self, state: str) -> None:
+        if self._state == "active":
+            self._state = state
+            self._store.watermark.unpin(self.start_seq)
+            self._store._oracle.end(self.id)
+
+    def _expired_by_oracle(self) -> None:
+        # Called by the oracle, under its lock: only release, never call back in.
+        if self._state == "active":
+            self._state = "expired"
+            self._store.watermark.unpin(self.start_seq)
+
+    @property
+    def state(self) -> str:
+        """``"active"``, ``"committed"``, ``"rolled back"`` or ``"expired"``."""
+        return self._state
+
+    def commit(self) -> int:
+        """Validate and make the writes durable; return the commit seq.
+
+        A transaction without writes returns its start seq and writes nothing.
+
+        Raises:
+            ConflictError: a transaction that committed after our start
+                conflicts with us (retry the whole transaction).
+            TransactionExpiredError / TransactionClosedError: as named.
+        """
+        self._check_active()
+        try:
+            if not self._writes:
+                return self.start_seq
+            validation = TxnValidation(
+                txn_id=self.id,
+                start_seq=self.start_seq,
+                isolation=self.isolation,
+                deadline=self._deadline,
+                write_keys=frozenset(self._writes) | frozenset(self._lock_keys),
+                read_keys=frozenset(self._read_keys),
+                read_ranges=tuple(self._read_ranges),
+            )
+            descriptor = {"op": "txn", "txn": self.id, "isolation": self.isolation, "keys": len(self._writes)}
+            pending = PendingCommit(dict(self._writes), descriptor, validation=validation)
+            return self._store._committer.submit(pending).seq
+        except TransactionExpiredError:
+            self._finish("expired")
+            raise
+        finally:
+            self._finish("committed" if self._state == "active" else self._state)
+
+    def rollback(self) -> None:
+        """Discard the transaction. Idempotent; a no-op after commit."""
+        self._finish("rolled back")
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: Any) -> None:
+        if exc_type is None and self._state == "active":
+            self.commit()
+        else:
+            self.rollback()
+
+    # -- writes --------------------------------------------------------------
+
+    def put(self, key: bytes, value: bytes, ttl: float | None = None) -> None:
+        """Buffer ``key = value``; visible to this transaction's reads at once."""
+        self._check_active()
+        self._writes[check_key(key)] = (PUT, check_value(value), expiry_from_ttl(ttl))
+
+    def delete(self, key: bytes) -> None:
+        """Buffer a delete of ``key``."""
+        self._check_active()
+        self._writes[check_key(key)] = (DELETE, None, None)
+
+    # -- reads ---------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key`` in this transaction: own writes, else the snapshot."""
+        self._check_active()
+        key = check_key(key)
+        local = self._writes.get(key)
+        if local is not None:
+            return _local_value(local)
+        if self.isolation == SERIALIZABLE:
+            self._read_keys.add(key)
+        return visible_value(get_row(self._layers, key, self.start_seq))
+
+    def get_for_update(self, key: bytes) -> bytes | None:
+        """Like :meth:`get`, and abort at commit if anyone wrote ``key`` after our start."""
+        value = self.get(key)
+        self._lock_keys.add(check_key(key))
+        return value
+
+    def scan(
+        self,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        prefix: bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """``(key, value)`` pairs of this transaction's view in ``[start, end)`` / ``prefix``.
+
+        Under SERIALIZABLE the whole requested range joins the read set, so a
+        key another transaction inserts into it later aborts this one (no
+        phantoms), whether or not any row came back.
+        """
+        self._check_active()
+        lo, hi = scan_bounds(start, end, prefix)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
+        if self.isolation == SERIALIZABLE:
+            self._read_ranges.append((lo, hi))
+        # Copy the local writes in range now: the caller may keep writing while
+        # it iterates, and a SortedDict must not change under an iterator.
+        local = [(k, self._writes[k]) for k in self._writes.irange(lo, hi, (True, False), reverse=bool(reverse))]
+        base = scan_rows(self._layers, self.start_seq, lo, hi, bool(reverse))
+        return _overlay(base, local, bool(reverse), limit)
+
+
+def _local_value(mutation: Mutation) -> bytes | None:
+    kind, value, expire = mutation
+    if kind != PUT or (expire is not None and expire <= now_ms()):
+        return None
+    return value
+
+
+def _overlay(
+    base: Iterator[Row], local: list[tuple[bytes, Mutation]], reverse: bool, limit: int | None
+) -> Iterator[tuple[bytes, bytes]]:
+    """Merge snapshot rows with local writes (local wins; local deletes hide)."""
+    if limit == 0:
+        return
+    emitted = 0
+    before = (lambda a, b: a > b) if reverse else (lambda a, b: a < b)
+    i = 0
+    for row in base:
+        key = row[0]
+        while i < len(local) and before(local[i][0], key):
+            value = _local_value(local[i][1])
+            i += 1
+            if value is not None:
+                yield local[i - 1][0], value
+                emitted += 1
+                if limit is not None and emitted >= limit:
+                    return
+        if i < len(local) and local[i][0] == key:
+            value = _local_value(local[i][1])
+            i += 1
+            if value is None:
+                continue
+            yield key, value
+        else:
+            yield key, row[3]  # type: ignore[misc]
+        emitted += 1
+        if limit is not None and emitted >= limit:
+            return
+    for key, mutation in local[i:]:
+        value = _local_value(mutation)
+        if value is not None:
+            yield key, value
+            emitted += 1
+            if limit is not None and emitted >= limit:
+                return
+
+
+class TransactionMixin:
+    """The transaction entry points of :class:`~kvstore.store.Store`."""
+
+    def begin(self: Store, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False) -> Transaction:
+        """Start a transaction at the current snapshot.
+
+        Args:
+            isolation: ``"serializable"`` (default: no anomalies, write skew
+                included) or ``"snapshot"`` (only write-write conflicts abort).
+            ttl: seconds before the transaction expires (default: the store's
+                ``txn_ttl_s``, 1 h).
+            fresh: first catch up with versions other writers committed.
+        """
+        self._check_open()
+        if isolation not in ISOLATION_LEVELS:
+            raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, got {isolation!r}")
+        if ttl is None:
+            ttl = self.options.txn_ttl_s
+        elif isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
+            raise ValueError(f"ttl must be a positive number of seconds, got {ttl!r}")
+        if fresh:
+            self._state.catch_up()
+        state = self._state
+        holder: list[Layers] = []
+
+        def head() -> tuple[int, int]:
+            version_seq = state.head
+            holder.append(state.layers)  # never older than the head read just before
+            return version_seq
+
+        txn_id, version, start_seq = self._oracle.begin(head, float(ttl))
+        return Transaction(self, txn_id, version, start_seq, holder[0], isolation, float(ttl))
+
+    @contextmanager
+    def transaction(
+        self: Store, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False
+    ) -> Iterator[Transaction]:
+        """``with store.transaction() as txn:`` commits on normal exit, rolls back on exception."""
+        txn = self.begin(isolation, ttl, fresh)
+        try:
+            yield txn
+        except BaseException:
+            txn.rollback()
+            raise
+        if txn.state == "active":
+            txn.commit()
+
+    def run(
+        self: Store,
+        fn: Callable[[Transaction], T],
+        isolation: str = SERIALIZABLE,
+        retries: int = 10,
+        ttl: float | None = None,
+    ) -> T:
+        """Run ``fn(txn)`` and commit, retrying on ConflictError up to ``retries`` times.
+
+        Each retry starts a fresh transaction (catching up first) after a
+        jittered exponential backoff. Returns ``fn``'s result.
+        """
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"retries must be a non-negative int, got {retries!r}")
+        backoff = self.options.backoff_min_s
+        for attempt in range(retries + 1):
+            txn = self.begin(isolation, ttl, fresh=attempt > 0)
+            try:
+                result = fn(txn)
+                if txn.state == "active":
+                    txn.commit()
+                return result
+            except ConflictError:
+                txn.rollback()
+                if attempt == retries:
+                    raise
+            except BaseException:
+                txn.rollback()
+                raise
+            time.sleep(random.uniform(0, backoff))
+            backoff = min(self.options.backoff_max_s * 4, backoff * 2)
+        raise AssertionError("unreachable")  # the loop returns or raises

@@ -1,0 +1,284 @@
+"""Transaction scenarios: isolation, conflicts, read-your-writes, lifecycle."""
+
+from __future__ import annotations
+
+import gc
+import time
+import uuid
+
+import pytest
+
+import kvstore
+from kvstore.errors import ConflictError, TransactionClosedError, TransactionExpiredError
+from kvstore.objstore.memory import MemoryStore
+
+
+@pytest.fixture
+def db():
+    store = kvstore.open(MemoryStore(f"memory://{uuid.uuid4().hex}"), poll_interval_s=0)
+    yield store
+    store.close()
+
+
+def test_read_your_writes_in_get_and_scan(db) -> None:
+    db.put(b"a", b"base-a")
+    db.put(b"c", b"base-c")
+    db.put(b"d", b"base-d")
+    with db.transaction() as txn:
+        txn.put(b"b", b"mine-b")
+        txn.put(b"c", b"mine-c")
+        txn.delete(b"d")
+        assert txn.get(b"b") == b"mine-b" and txn.get(b"c") == b"mine-c" and txn.get(b"d") is None
+        assert list(txn.scan()) == [(b"a", b"base-a"), (b"b", b"mine-b"), (b"c", b"mine-c")]
+        assert list(txn.scan(reverse=True, limit=2)) == [(b"c", b"mine-c"), (b"b", b"mine-b")]
+        assert list(txn.scan(prefix=b"b")) == [(b"b", b"mine-b")]
+        assert db.get(b"b") is None  # not visible outside before commit
+    assert db.get(b"b") == b"mine-b" and db.get(b"d") is None
+
+
+def test_delete_then_get_and_put_again(db) -> None:
+    db.put(b"k", b"v")
+    with db.transaction() as txn:
+        txn.delete(b"k")
+        assert txn.get(b"k") is None
+        txn.put(b"k", b"again")
+        assert txn.get(b"k") == b"again"
+    assert db.get(b"k") == b"again"
+
+
+def test_snapshot_reads_ignore_later_commits(db) -> None:
+    db.put(b"k", b"old")
+    txn = db.begin()
+    db.put(b"k", b"new")
+    db.put(b"other", b"x")
+    assert txn.get(b"k") == b"old"
+    assert list(txn.scan()) == [(b"k", b"old")]
+    txn.rollback()
+
+
+@pytest.mark.parametrize("isolation", ["snapshot", "serializable"])
+def test_write_write_conflict_first_committer_wins(db, isolation) -> None:
+    t1, t2 = db.begin(isolation), db.begin(isolation)
+    t1.put(b"k", b"1")
+    t2.put(b"k", b"2")
+    t1.commit()
+    with pytest.raises(ConflictError, match="write-write conflict on key b'k'"):
+        t2.commit()
+    assert db.get(b"k") == b"1"
+    assert t2.state == "committed" or t2.state != "active"
+
+
+def test_read_write_conflict_only_under_serializable(db) -> None:
+    db.put(b"x", b"0")
+    for isolation, should_conflict in (("snapshot", False), ("serializable", True)):
+        txn = db.begin(isolation)
+        txn.get(b"x")
+        txn.put(b"y-" + isolation.encode(), b"1")
+        db.put(b"x", b"changed")
+        if should_conflict:
+            with pytest.raises(ConflictError, match="read-write conflict on key b'x'"):
+                txn.commit()
+        else:
+            txn.commit()
+
+
+def test_read_of_missing_key_conflicts_with_its_insert(db) -> None:
+    txn = db.begin("serializable")
+    assert txn.get(b"ghost") is None
+    txn.put(b"other", b"1")
+    db.put(b"ghost", b"boo")
+    with pytest.raises(ConflictError):
+        txn.commit()
+
+
+def test_phantom_via_range_scan(db) -> None:
+    db.put(b"item:1", b"a")
+    txn = db.begin("serializable")
+    assert [k for k, _ in txn.scan(prefix=b"item:")] == [b"item:1"]
+    txn.put(b"count", b"1")
+    db.put(b"item:2", b"b")  # inserted inside the scanned range
+    with pytest.raises(ConflictError, match="phantom"):
+        txn.commit()
+
+
+def test_empty_scan_range_still_protects(db) -> None:
+    txn = db.begin("serializable")
+    assert list(txn.scan(start=b"m", end=b"n")) == []
+    txn.put(b"z", b"1")
+    db.put(b"mm", b"inserted")
+    with pytest.raises(ConflictError):
+        txn.commit()
+
+
+def test_write_outside_scanned_range_does_not_conflict(db) -> None:
+    txn = db.begin("serializable")
+    list(txn.scan(start=b"m", end=b"n"))
+    txn.put(b"z", b"1")
+    db.put(b"n", b"just outside")  # end bound is exclusive
+    db.put(b"a", b"before")
+    txn.commit()
+
+
+def test_get_for_update_conflicts_even_under_snapshot(db) -> None:
+    db.put(b"k", b"1")
+    txn = db.begin("snapshot")
+    assert txn.get_for_update(b"k") == b"1"
+    txn.put(b"other", b"x")
+    db.put(b"k", b"2")
+    with pytest.raises(ConflictError, match="b'k'"):
+        txn.commit()
+
+
+def test_blind_writes_never_conflict_but_abort_others(db) -> None:
+    txn = db.begin("snapshot")
+    txn.put(b"k", b"txn")
+    db.put(b"k", b"blind-1")  # a blind write commits regardless of the open txn
+    db.put(b"k", b"blind-2")
+    with pytest.raises(ConflictError):
+        txn.commit()
+    assert db.get(b"k") == b"blind-2"
+
+
+def test_rollback_leaves_no_trace(db) -> None:
+    version = db.version
+    txn = db.begin()
+    txn.put(b"k", b"v")
+    txn.rollback()
+    txn.rollback()  # idempotent
+    assert db.get(b"k") is None and db.version == version
+    assert db._oracle.running_count() == 0 and len(db.watermark) == 0
+
+
+def test_exception_in_context_manager_rolls_back(db) -> None:
+    with pytest.raises(RuntimeError):
+        with db.transaction() as txn:
+            txn.put(b"k", b"v")
+            raise RuntimeError("boom")
+    assert db.get(b"k") is None
+
+
+def test_use_after_commit_or_rollback_raises(db) -> None:
+    txn = db.begin()
+    txn.put(b"k", b"v")
+    txn.commit()
+    for call in (lambda: txn.get(b"k"), lambda: txn.put(b"k", b"v"), txn.commit, lambda: list(txn.scan())):
+        with pytest.raises(TransactionClosedError, match="already committed"):
+            call()
+    other = db.begin()
+    other.rollback()
+    with pytest.raises(TransactionClosedError, match="rolled back"):
+        other.put(b"k", b"v")
+
+
+def test_read_only_transaction_commits_trivially(db) -> None:
+    db.put(b"k", b"v")
+    txn = db.begin()
+    assert txn.get(b"k") == b"v"
+    db.put(b"k", b"changed")
+    assert txn.commit() == txn.start_seq  # consistent snapshot: nothing to validate or write
+
+
+def test_expiry(db) -> None:
+    txn = db.begin(ttl=0.05)
+    txn.put(b"k", b"v")
+    time.sleep(0.1)
+    with pytest.raises(TransactionExpiredError):
+        txn.get(b"k")
+    with pytest.raises(TransactionExpiredError):
+        txn.commit()
+    assert db.get(b"k") is None
+    assert db._oracle.running_count() == 0 and len(db.watermark) == 0
+
+
+def test_forgotten_transaction_stops_pinning_after_ttl(db) -> None:
+    txn = db.begin(ttl=0.05)
+    txn.get(b"k")
+    assert len(db.watermark) == 1
+    time.sleep(0.1)
+    db.put(b"trigger", b"gc")  # any commit runs the oracle's collection
+    assert db._oracle.running_count() == 0 and len(db.watermark) == 0
+    with pytest.raises(TransactionExpiredError):
+        txn.put(b"k", b"v")
+
+
+def test_conflicts_against_another_process_handle() -> None:
+    objects = MemoryStore(f"memory://{uuid.uuid4().hex}")
+    with kvstore.open(objects, poll_interval_s=0) as a, kvstore.open(objects, poll_interval_s=0) as b:
+        a.put(b"k", b"0")
+        b.refresh()
+        txn = b.begin("serializable")
+        assert txn.get(b"k") == b"0"
+        txn.put(b"derived", b"from 0")
+        a.put(b"k", b"1")  # b has not seen this version yet
+        with pytest.raises(ConflictError, match="b'k'"):
+            txn.commit()  # loses the race, catches up, re-validates: conflict
+        assert b.get(b"derived") is None
+
+
+def test_run_retries_conflicts(db) -> None:
+    db.put(b"counter", b"0")
+    attempts = []
+
+    def increment(txn: kvstore.Transaction) -> int:
+        value = int(txn.get(b"counter"))
+        if not attempts:
+            db.put(b"counter", b"100")  # interfere once
+        attempts.append(value)
+        txn.put(b"counter", b"%d" % (value + 1))
+        return value + 1
+
+    assert db.run(increment) == 101
+    assert attempts == [0, 100] and db.get(b"counter") == b"101"
+
+
+def test_run_gives_up_after_retries(db) -> None:
+    def always_conflicts(txn: kvstore.Transaction) -> None:
+        txn.get(b"k")
+        db.put(b"k", b"interference")
+        txn.put(b"k2", b"v")
+
+    with pytest.raises(ConflictError):
+        db.run(always_conflicts, retries=2)
+
+
+def test_bad_arguments(db) -> None:
+    with pytest.raises(ValueError, match="isolation"):
+        db.begin("read committed")
+    with pytest.raises(ValueError, match="ttl"):
+        db.begin(ttl=0)
+    with pytest.raises(ValueError, match="retries"):
+        db.run(lambda txn: None, retries=-1)
+    txn = db.begin()
+    with pytest.raises(TypeError, match="key must be bytes"):
+        txn.put("k", b"v")
+    txn.rollback()
+
+
+def test_group_commit_validates_against_earlier_members_of_the_group(db) -> None:
+    # Two transactions from the same snapshot writing one key, submitted into
+    # one group: the second must see the first as a conflict.
+    from kvstore.committer import PendingCommit
+
+    t1, t2 = db.begin("snapshot"), db.begin("snapshot")
+    t1.put(b"k", b"1")
+    t2.put(b"k", b"2")
+    group = []
+    for txn in (t1, t2):
+        from kvstore.oracle import TxnValidation
+
+        group.append(PendingCommit(dict(txn._writes), {}, validation=TxnValidation(
+            txn.id, txn.start_seq, txn.isolation, txn._deadline, frozenset(txn._writes))))
+    accepted = db._oracle.validate_group(group)
+    assert accepted == [group[0]]
+    assert isinstance(group[1].error, ConflictError) and "same group" in str(group[1].error)
+    t1.rollback()
+    t2.rollback()
+
+
+def test_dropped_transaction_does_not_leak(db) -> None:
+    txn = db.begin(ttl=0.01)
+    del txn
+    gc.collect()
+    time.sleep(0.02)
+    db.put(b"x", b"y")
+    assert db._oracle.running_count() == 0
