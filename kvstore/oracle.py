@@ -32,6 +32,10 @@ from kvstore.errors import ConflictError, TransactionExpiredError
 from kvstore.format.root import RootFile
 from kvstore.format.rows import Row
 
+# How often expired transactions are looked for; expiry is enforced exactly
+# at validation anyway, the sweep only frees what forgotten ones pin.
+_EXPIRY_SWEEP_S = 0.05
+
 SNAPSHOT = "snapshot"
 SERIALIZABLE = "serializable"
 ISOLATION_LEVELS = (SNAPSHOT, SERIALIZABLE)
@@ -82,6 +86,7 @@ class Oracle:
         self._committed: deque[Committed] = deque()  # ascending seq
         self._running: dict[int, _Running] = {}
         self._ids = itertools.count(1)
+        self._next_sweep = 0.0
 
     # -- transactions --------------------------------------------------------
 
@@ -130,14 +135,19 @@ class Oracle:
             self._collect()
 
     def _collect(self) -> None:
-        # Requires the lock. Expire overdue transactions, then drop committed
-        # entries that no running transaction can conflict with.
+        # Requires the lock. Expire overdue transactions (at most every
+        # _EXPIRY_SWEEP_S: a sweep is O(running)), then drop committed entries
+        # that no running transaction can conflict with.
         now = time.monotonic()
-        expired = [txn_id for txn_id, r in self._running.items() if r.deadline <= now]
-        for txn_id in expired:
-            for callback in self._running.pop(txn_id).on_expire:
-                callback()
-        floor = min((r.start_seq for r in self._running.values()), default=None)
+        if now >= self._next_sweep:
+            self._next_sweep = now + _EXPIRY_SWEEP_S
+            expired = [txn_id for txn_id, r in self._running.items() if r.deadline <= now]
+            for txn_id in expired:
+                for callback in self._running.pop(txn_id).on_expire:
+                    callback()
+        # begin() registers under the lock with a non-decreasing head seq, so
+        # the dict's insertion order is start order: the first is the oldest.
+        floor = next(iter(self._running.values())).start_seq if self._running else None
         committed = self._committed
         while committed and (floor is None or committed[0].seq <= floor):
             committed.popleft()
