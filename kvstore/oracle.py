@@ -123,13 +123,18 @@ class Oracle:
     # -- committed history -------------------------------------------------------
 
     def record_version(self, root: RootFile, rows: list[Row]) -> None:
-        """Remember the write sets of every transaction in an applied version."""
-        if not rows:
-            return
-        by_seq: dict[int, set[bytes]] = {}
-        for row in rows:
-            by_seq.setdefault(row[1], set()).add(row[0])
+        """Remember the write sets of every transaction in an applied version.
+
+        Skipped when no transaction is running: one that begins later reads a
+        head that already includes this version (the state moves its head
+        before calling listeners), so it can never conflict with it.
+        """
         with self._lock:
+            if not rows or not self._running:
+                return
+            by_seq: dict[int, set[bytes]] = {}
+            for row in rows:
+                by_seq.setdefault(row[1], set()).add(row[0])
             for seq in sorted(by_seq):
                 self._committed.append(Committed(seq, root.version, frozenset(by_seq[seq])))
             self._collect()
@@ -170,6 +175,9 @@ class Oracle:
         checked against committed history *and* against the writes accepted
         before it in this group, which will commit with smaller seqs.
         """
+        group = list(group)
+        if all(pending.validation is None for pending in group):
+            return group  # blind writes only: nothing to validate
         accepted = []
         earlier_in_group: list[frozenset[bytes]] = []
         with self._lock:
