@@ -5,13 +5,17 @@ keys, 100-byte values, overlapping key ranges. Source 0 plays the memtable
 and has the highest seqs; some of its rows were also "flushed" into source 1
 (the same ``(key, seq)`` twice), some keys have two versions in one source,
 ~5% of rows are tombstones and ~5% carry an expiry (half of them already
-past). Keys look like YCSB's (``user`` + 12 digits of a scrambled id), so key
-heads differ early, as they do for hashed or UUID keys.
+past). Keys look like YCSB's: ``user`` + 12 digits of a scrambled id.
 
-Each configuration merges Python lists of row tuples passed as ``iter(list)``
-and drains the result with ``deque(maxlen=0)``, so the consumer costs next to
-nothing. ``rows/s`` counts input rows merged per second (best of --repeat
-runs). Both implementations must produce the same rows; the script checks.
+Rows are materialized the way an SST read does it (Arrow batch -> tuples via
+``batch_to_rows``), because memory layout decides how many cache misses the
+merge takes: tuples and keys end up at a fixed stride, seq ints scattered.
+Each configuration passes the sources as ``iter(list)`` (the general iterator
+path; the last line passes the lists themselves, the compiled fast path) and
+drains the result with ``deque(maxlen=0)``, so the consumer costs next to
+nothing, with the cyclic GC paused while timing as ``timeit`` does. ``rows/s``
+counts input rows merged per second, best of ``--repeat`` runs (half as many
+for the slow reference). Both implementations must produce the same rows.
 
 Run: ``.venv/bin/python benchmarks/merge_bench.py`` (about a minute).
 """
@@ -88,15 +92,16 @@ def make_sources(n_sources: int, rows_per_source: int, seed: int = 7) -> list[li
     return sources
 
 
-def time_merge(merge: MergeFn, sources: Sequence[list[Row]], repeat: int, **kwargs: Any) -> tuple[float, int]:
+def time_merge(merge: MergeFn, sources: Sequence[list[Row]], as_lists: bool, repeat: int,
+               **kwargs: Any) -> tuple[float, int]:
     """Best wall time of ``repeat`` full merges, and the number of rows yielded."""
     best = float("inf")
     for _ in range(repeat):
-        iterators = [iter(source) for source in sources]
-        gc.disable()  # as timeit does: a collection pass over 1M rows is noise, not merge cost
+        inputs = list(sources) if as_lists else [iter(source) for source in sources]
+        gc.disable()  # as timeit does: a collection pass over 1M live rows is noise here
         try:
             started = time.perf_counter()
-            deque(merge(iterators, now_ms=NOW_MS, **kwargs), maxlen=0)
+            deque(merge(inputs, now_ms=NOW_MS, **kwargs), maxlen=0)
             best = min(best, time.perf_counter() - started)
         finally:
             gc.enable()
@@ -126,22 +131,27 @@ def main() -> None:
     sources = make_sources(args.sources, args.rows)
     reverse_sources = [sorted(source, key=lambda row: (row[0], row[1]), reverse=True) for source in sources]
     n_in = sum(map(len, sources))
-    middle_seq = (args.sources // 2) * SEQS_PER_SOURCE
-    configs: list[tuple[str, list[list[Row]], dict[str, Any]]] = [
-        ("read, forward", sources, {}),
-        ("read, reverse", reverse_sources, {"reverse": True}),
-        ("read, forward, snapshot + range", sources, {"snapshot_seq": middle_seq, "start": b"user2", "end": b"user8"}),
-        ("compaction", sources, {"mode": "compaction", "floor_seq": middle_seq}),
-        ("compaction, last run", sources, {"mode": "compaction", "floor_seq": middle_seq, "last_run": True}),
+    middle_seq = (args.sources // 2) * SEQS_PER_SOURCE  # compaction floor: half the runs are above it
+    # A reader that started while the memtable (source 0) was half written:
+    # its newer half is invisible, as in a real snapshot read.
+    snapshot_seq = args.sources * SEQS_PER_SOURCE + SEQS_PER_SOURCE // 2
+    configs: list[tuple[str, list[list[Row]], bool, dict[str, Any]]] = [
+        ("read, forward", sources, False, {}),
+        ("read, reverse", reverse_sources, False, {"reverse": True}),
+        ("read, forward, snapshot + range", sources, False,
+         {"snapshot_seq": snapshot_seq, "start": b"user2", "end": b"user8"}),
+        ("compaction", sources, False, {"mode": "compaction", "floor_seq": middle_seq}),
+        ("compaction, last run", sources, False, {"mode": "compaction", "floor_seq": middle_seq, "last_run": True}),
+        ("read, forward, list sources", sources, True, {}),
     ]
     print(f"merge_bench: {args.sources} sources x {args.rows:,} rows = {n_in:,} rows in; {_machine()}")
     print(f"{'configuration':34} {'rows out':>10} {'python rows/s':>14} {'cython rows/s':>14} {'ratio':>7}")
-    for name, data, kwargs in configs:
+    for name, data, as_lists, kwargs in configs:
         expected = list(merge_python([iter(source) for source in data], now_ms=NOW_MS, **kwargs))
-        if list(merge_cython([iter(source) for source in data], now_ms=NOW_MS, **kwargs)) != expected:
+        if list(merge_cython(list(data), now_ms=NOW_MS, **kwargs)) != expected:
             raise SystemExit(f"{name}: the implementations disagree")
-        t_py, n_out = time_merge(merge_python, data, max(1, args.repeat // 2), **kwargs)
-        t_cy, _ = time_merge(merge_cython, data, args.repeat, **kwargs)
+        t_py, n_out = time_merge(merge_python, data, as_lists, max(1, args.repeat // 2), **kwargs)
+        t_cy, _ = time_merge(merge_cython, data, as_lists, args.repeat, **kwargs)
         print(f"{name:34} {n_out:>10,} {n_in / t_py:>14,.0f} {n_in / t_cy:>14,.0f} {t_py / t_cy:>6.1f}x")
 
 

@@ -8,7 +8,7 @@ DESIGN.md §5 places this between the per-file iterators and the store.
 The compiled implementation (``cython_ext._merge``) is selected here, once, at
 import time. The pure-Python twin :mod:`kvstore.iterators.merge_ref` is the
 spec and the fallback; the two return identical rows (the tests run every case
-against both), the compiled one about 10x faster (``benchmarks/merge_bench.py``).
+against both), the compiled one about 8x faster (``benchmarks/merge_bench.py``).
 
 Quick tour (rows are ``(key, seq, kind, value, expire_at_ms)``):
 
@@ -38,16 +38,15 @@ __all__ = ["IMPLEMENTATION", "merge_rows"]
 
 _merge_impl: Callable[..., Iterator[Row]]
 try:
-    from cython_ext._merge import merge_rows as _merge_impl
-
-    _implementation = "cython"
-except ImportError as exc:  # pragma: no cover - exercised only on broken builds
+    from cython_ext import _merge as _compiled
+except ImportError as exc:  # a broken build; the tests simulate one
     warnings.warn(
-        f"lakekv: compiled merge iterator unavailable ({exc}); using the pure-Python reference (~10x slower)",
+        f"lakekv: compiled merge iterator unavailable ({exc}); using the pure-Python reference (~8x slower)",
         stacklevel=2,
     )
-    _merge_impl = merge_ref.merge_rows
-    _implementation = "python"
+    _merge_impl, _implementation = merge_ref.merge_rows, "python"
+else:
+    _merge_impl, _implementation = _compiled.merge_rows, "cython"
 
 IMPLEMENTATION: Final[str] = _implementation
 """Which implementation :func:`merge_rows` runs: ``"cython"`` or ``"python"``."""
@@ -70,10 +69,12 @@ def merge_rows(
 
     Each source must be sorted in the merge direction: key ascending (key
     descending when ``reverse``), and within a key seq descending, without a
-    repeated ``(key, seq)``. Each source is filtered (bounds, ``snapshot_seq``)
-    before it is merged, and is no longer read once it passes the far bound.
-    The same ``(key, seq)`` in several sources is kept once, from the lowest
-    source index. The rows yielded are the sources' own tuples, not copies.
+    repeated ``(key, seq)``. Rows outside the bounds or newer than
+    ``snapshot_seq`` are dropped per source, before versions of a key are
+    compared, so they never shadow a visible row; a source is not read past
+    the first row beyond the far bound. Equal keys are ordered by seq, newest
+    first; the same ``(key, seq)`` in several sources is kept once, from the
+    lowest source index. The rows yielded are the sources' own tuples.
 
     Mode ``"read"`` yields one row per visible key: its newest version with
     ``seq <= snapshot_seq``, unless that version is a DELETE or expired

@@ -110,36 +110,30 @@ def _check_args(
         raise ValueError("floor_seq and last_run apply only to mode='compaction'")
 
 
-def _clip(source: Iterable[Row], lo: bytes | None, hi: bytes | None, snapshot_seq: int, reverse: bool) -> Iterator[Row]:
-    """Yield the rows of one sorted source inside ``[lo, hi)`` with ``seq <= snapshot_seq``.
+def _clip(source: Iterator[Row], lo: bytes | None, hi: bytes | None, snapshot_seq: int, reverse: bool) -> Iterator[Row]:
+    """The rows of one sorted source inside ``[lo, hi)`` with ``seq <= snapshot_seq``."""
+    if lo is None and hi is None and snapshot_seq == MAX_SEQ:
+        return source  # nothing to clip: keep the source's own, often C-level, iterator
+    return _clipped(source, lo, hi, snapshot_seq, reverse)
+
+
+def _clipped(source: Iterator[Row], lo: bytes | None, hi: bytes | None, snapshot_seq: int,
+             reverse: bool) -> Iterator[Row]:
+    """Generator behind :func:`_clip`.
 
     Stops reading the source at the first row past the far bound (``hi``
     forward, ``lo`` in reverse): the source is sorted, so nothing after it can
     be in range, and for an SST that saves fetching blocks.
     """
-    if lo is None and hi is None and snapshot_seq == MAX_SEQ:
-        yield from source  # nothing to clip: keep the source's own C-level iterator
-        return
-    if reverse:
-        near, far = hi, lo
-        for row in source:
-            key = row[0]
-            if near is not None and key >= near:
-                continue
-            if far is not None and key < far:
-                return
-            if row[1] <= snapshot_seq:
-                yield row
-    else:
-        near, far = lo, hi
-        for row in source:
-            key = row[0]
-            if near is not None and key < near:
-                continue
-            if far is not None and key >= far:
-                return
-            if row[1] <= snapshot_seq:
-                yield row
+    near, far = (hi, lo) if reverse else (lo, hi)
+    for row in source:
+        key = row[0]
+        if near is not None and (key >= near if reverse else key < near):
+            continue
+        if far is not None and (key < far if reverse else key >= far):
+            return
+        if row[1] <= snapshot_seq:
+            yield row
 
 
 def _expired(row: Row, now_ms: int) -> bool:
@@ -149,10 +143,11 @@ def _expired(row: Row, now_ms: int) -> bool:
 
 def _read_rows(groups: Iterator[tuple[bytes, Iterator[Row]]], now_ms: int) -> Iterator[Row]:
     """Yield the newest version of each key, unless it is a tombstone or expired."""
+    row_seq = _row_seq
     for _key, versions in groups:
         # max() returns the first of equal maxima: on a (key, seq) tie that is
         # the row from the lowest source index, since the merge is stable.
-        newest = max(versions, key=_row_seq)
+        newest = max(versions, key=row_seq)
         # A deleted or expired newest version hides the key entirely: older
         # versions are never resurrected.
         if newest[KIND] != DELETE and not _expired(newest, now_ms):
@@ -163,10 +158,11 @@ def _compaction_rows(
     groups: Iterator[tuple[bytes, Iterator[Row]]], floor_seq: int, last_run: bool, now_ms: int
 ) -> Iterator[Row]:
     """Yield, per key newest-first, the versions above the floor plus one boundary version."""
+    row_seq = _row_seq
     for _key, versions in groups:
         previous_seq = -1
         # sorted() is stable even with reverse=True: equal seqs keep source order.
-        for row in sorted(versions, key=_row_seq, reverse=True):
+        for row in sorted(versions, key=row_seq, reverse=True):
             seq = row[SEQ]
             if seq == previous_seq:
                 continue  # the same (key, seq) from an older source
@@ -213,14 +209,14 @@ def merge_rows(
     lo, hi = merge_bounds(start, end, prefix)
     if now_ms is None:
         now_ms = int(time.time() * 1000)  # read once: one merge sees one clock
-    if lo is not None and hi is not None and lo >= hi:
-        return iter(())
     iterators = []
     for index, source in enumerate(sources):
         try:
             iterators.append(iter(source))
         except TypeError:
             raise TypeError(f"sources[{index}] is not iterable: {type(source).__name__}") from None
+    if lo is not None and hi is not None and lo >= hi:
+        return iter(())  # an empty range: read nothing at all
     clipped = [_clip(it, lo, hi, snapshot_seq, reverse) for it in iterators]
     groups = groupby(heapq.merge(*clipped, key=_row_key, reverse=reverse), key=_row_key)
     if mode == "read":
