@@ -39,6 +39,13 @@ def check_value(value: object) -> bytes:
     return value  # type: ignore[return-value]
 
 
+def check_limit(limit: object) -> int | None:
+    """Return ``limit`` if it is None or a non-negative int, else raise ValueError."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
+    return limit  # type: ignore[return-value]
+
+
 def expiry_from_ttl(ttl: float | None) -> int | None:
     """Absolute expiry (ms since epoch) for a TTL in seconds; None = never."""
     if ttl is None:

@@ -26,7 +26,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from kvstore.errors import ConflictError, TransactionExpiredError
 from kvstore.format.root import RootFile
@@ -70,7 +70,7 @@ class TxnValidation:
 class _Running:
     start_seq: int
     deadline: float
-    on_expire: list = field(default_factory=list)
+    on_expire: list[Callable[[], None]] = field(default_factory=list)
 
 
 def _in_range(key: bytes, key_range: KeyRange) -> bool:
@@ -90,7 +90,7 @@ class Oracle:
 
     # -- transactions --------------------------------------------------------
 
-    def begin(self, head: "callable", ttl_s: float) -> tuple[int, int, int]:
+    def begin(self, head: Callable[[], tuple[int, int]], ttl_s: float) -> tuple[int, int, int]:
         """Register a transaction; return ``(txn_id, version, start_seq)``.
 
         ``head`` returns the store's current ``(version, seq)``; it is read
@@ -103,7 +103,7 @@ class Oracle:
             self._running[txn_id] = _Running(start_seq, time.monotonic() + ttl_s)
         return txn_id, version, start_seq
 
-    def on_expire(self, txn_id: int, callback: "callable") -> None:
+    def on_expire(self, txn_id: int, callback: Callable[[], None]) -> None:
         """Call ``callback()`` if the transaction is dropped for outliving its TTL."""
         with self._lock:
             running = self._running.get(txn_id)

@@ -21,11 +21,11 @@ from __future__ import annotations
 import random
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar, cast
 
 from sortedcontainers import SortedDict
 
-from kvstore.batch import Mutation, check_key, check_value, expiry_from_ttl, scan_bounds
+from kvstore.batch import Mutation, check_key, check_value, check_limit, expiry_from_ttl, scan_bounds
 from kvstore.committer import PendingCommit
 from kvstore.errors import ConflictError, TransactionClosedError, TransactionExpiredError
 from kvstore.format.rows import DELETE, PUT, Row
@@ -181,8 +181,7 @@ class Transaction:
         """
         self._check_active()
         lo, hi = scan_bounds(start, end, prefix)
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
+        check_limit(limit)
         if self.isolation == SERIALIZABLE:
             self._read_ranges.append((lo, hi))
         # Copy the local writes in range now: the caller may keep writing while
@@ -241,7 +240,7 @@ def _overlay(
 class TransactionMixin:
     """The transaction entry points of :class:`~kvstore.store.Store`."""
 
-    def begin(self: Store, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False) -> Transaction:
+    def begin(self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False) -> Transaction:
         """Start a transaction at the current snapshot.
 
         Args:
@@ -251,16 +250,17 @@ class TransactionMixin:
                 ``txn_ttl_s``, 1 h).
             fresh: first catch up with versions other writers committed.
         """
-        self._check_open()
+        store = cast("Store", self)  # a mixin: only ever part of Store
+        store._check_open()
         if isolation not in ISOLATION_LEVELS:
             raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, got {isolation!r}")
         if ttl is None:
-            ttl = self.options.txn_ttl_s
+            ttl = store.options.txn_ttl_s
         elif isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
             raise ValueError(f"ttl must be a positive number of seconds, got {ttl!r}")
         if fresh:
-            self._state.catch_up()
-        state = self._state
+            store._state.catch_up()
+        state = store._state
         holder: list[Layers] = []
 
         def head() -> tuple[int, int]:
@@ -268,12 +268,12 @@ class TransactionMixin:
             holder.append(state.layers)  # never older than the head read just before
             return version_seq
 
-        txn_id, version, start_seq = self._oracle.begin(head, float(ttl))
-        return Transaction(self, txn_id, version, start_seq, holder[0], isolation, float(ttl))
+        txn_id, version, start_seq = store._oracle.begin(head, float(ttl))
+        return Transaction(store, txn_id, version, start_seq, holder[0], isolation, float(ttl))
 
     @contextmanager
     def transaction(
-        self: Store, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False
+        self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False
     ) -> Iterator[Transaction]:
         """``with store.transaction() as txn:`` commits on normal exit, rolls back on exception."""
         txn = self.begin(isolation, ttl, fresh)
@@ -286,7 +286,7 @@ class TransactionMixin:
             txn.commit()
 
     def run(
-        self: Store,
+        self,
         fn: Callable[[Transaction], T],
         isolation: str = SERIALIZABLE,
         retries: int = 10,
@@ -299,7 +299,8 @@ class TransactionMixin:
         """
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValueError(f"retries must be a non-negative int, got {retries!r}")
-        backoff = self.options.backoff_min_s
+        options = cast("Store", self).options
+        backoff = options.backoff_min_s
         for attempt in range(retries + 1):
             txn = self.begin(isolation, ttl, fresh=attempt > 0)
             try:
@@ -315,5 +316,5 @@ class TransactionMixin:
                 txn.rollback()
                 raise
             time.sleep(random.uniform(0, backoff))
-            backoff = min(self.options.backoff_max_s * 4, backoff * 2)
+            backoff = min(options.backoff_max_s * 4, backoff * 2)
         raise AssertionError("unreachable")  # the loop returns or raises

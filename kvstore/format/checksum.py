@@ -38,11 +38,15 @@ def _crc32c_py(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-crc32c: Callable[..., int]
-try:
-    from cython_ext._checksum import crc32c
-except ImportError as exc:  # pragma: no cover - exercised only on broken builds
-    warnings.warn(f"lakekv: compiled checksum unavailable ({exc}); using the slow pure-Python CRC32C", stacklevel=2)
-    crc32c = _crc32c_py
+def _load() -> Callable[..., int]:
+    try:
+        from cython_ext._checksum import crc32c as compiled
+    except ImportError as exc:  # pragma: no cover - exercised only on broken builds
+        warnings.warn(f"lakekv: compiled checksum unavailable ({exc}); using the slow pure-Python CRC32C", stacklevel=3)
+        return _crc32c_py
+    return compiled  # type: ignore[no-any-return]
+
+
+crc32c: Final = _load()
 
 __all__ = ["crc32c"]
