@@ -25,6 +25,7 @@ import threading
 import time
 
 import kvstore
+from kvstore.objstore import CountingStore, open_store
 
 
 def _pct(samples: list[float], q: float) -> float:
@@ -48,7 +49,9 @@ def bench_sequential_commits(base: str, n: int) -> None:
 
 def bench_concurrent_commits(base: str, threads: int, per_thread: int, fsync: bool = True) -> None:
     path = os.path.join(base, f"conc{threads}-{int(fsync)}")
-    with kvstore.open(path, poll_interval_s=0, fsync=fsync) as db:
+    objects = CountingStore(open_store(path, fsync=fsync))
+    with kvstore.open(objects, poll_interval_s=0) as db:
+        objects.reset()
         latencies: list[list[float]] = [[] for _ in range(threads)]
         barrier = threading.Barrier(threads + 1)
         value = b"v" * 100
@@ -72,10 +75,13 @@ def bench_concurrent_commits(base: str, threads: int, per_thread: int, fsync: bo
         stats = db.stats()
     flat = [x for xs in latencies for x in xs]
     total = threads * per_thread
+    counts = objects.counts
+    puts = counts["put"] + counts["put_if_absent"]
     print(
         f"{threads:>2} threads durable commits (fsync={fsync}): {total / elapsed:,.0f} commits/s "
         f"p50={_pct(flat, 0.5) * 1e3:.2f} ms p99={_pct(flat, 0.99) * 1e3:.2f} ms "
-        f"groups={stats['groups_committed']} ({total / max(1, stats['groups_committed']):.1f} commits/group)"
+        f"groups={stats['groups_committed']} ({total / max(1, stats['groups_committed']):.1f} commits/group) "
+        f"PUTs/commit={puts / total:.3f} (root {counts['put_if_absent']}, hint {counts['put']})"
     )
 
 
