@@ -8,7 +8,9 @@ UTF-8 text on the command line, or hex with ``--hex``.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
@@ -18,6 +20,8 @@ from kvstore.demo import run_demo
 from kvstore.doctor import run_doctor
 from kvstore.errors import StoreError
 from kvstore.format.root import parse_root_path, root_path
+from kvstore.objstore import open_store
+from kvstore.verify import verify_store
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the command ran and found a problem (e.g. an unsafe store)
@@ -134,6 +138,104 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.url, sys.stdout)
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    # The harness lives in the source tree (benchmarks/harness), not in the
+    # installed package: it needs the peers of the "bench" extra and a checkout.
+    from pathlib import Path
+
+    benchmarks = Path(kvstore.__file__).resolve().parent.parent / "benchmarks"
+    if not (benchmarks / "harness" / "run.py").is_file():
+        print(f"lakekv bench: needs a source checkout; no benchmark harness at {benchmarks}", file=sys.stderr)
+        return EXIT_USAGE
+    sys.path.insert(0, str(benchmarks))
+    from harness.run import main as run_bench
+
+    return run_bench((["--quick"] if args.quick else []) + ([f"--out={args.out}"] if args.out else []))
+
+
+# -- maintenance commands (kvstore.maintenance) ---------------------------------
+
+_MIB = 1024 * 1024
+
+
+def _open_for_maintenance(url: str, **options: object) -> kvstore.Store:
+    # No background threads: the command does the work in the foreground.
+    return kvstore.open(url, create=False, poll_interval_s=0, background_maintenance=False, **options)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM stops `lakekv compact` as cleanly as Ctrl-C
+
+
+def _cmd_compact(args: argparse.Namespace) -> int:
+    if not args.once:
+        # Continuous: a handle whose background threads follow the chain,
+        # flush and compact (and GC, if asked) until interrupted.
+        options = {"poll_interval_s": args.interval, "gc_interval_s": args.gc_interval}
+        signal.signal(signal.SIGTERM, _interrupt)
+        with kvstore.open(args.url, create=False, **options) as db:
+            print(f"lakekv compact: maintaining {db.url}; Ctrl-C to stop", file=sys.stderr)
+            try:
+                while True:
+                    time.sleep(max(args.interval, 1.0))
+            except KeyboardInterrupt:
+                print(f"lakekv compact: stopped; {db.maintenance_stats()}", file=sys.stderr)
+        return EXIT_OK
+    with _open_for_maintenance(args.url) as db:
+        flushed = db.flush()
+        if flushed is not None:
+            print(f"flushed versions up to {flushed.flushed_upto}")
+        results = db.compact(full=args.full)
+        for result in results:
+            print(
+                f"compacted ({result.reason}): {result.inputs} SSTs, {result.bytes_read / _MIB:.1f} MiB -> "
+                f"{result.outputs} SSTs, {result.bytes_written / _MIB:.1f} MiB in {result.seconds:.2f} s"
+            )
+        if not results:
+            print("nothing to compact")
+    return EXIT_OK
+
+
+def _cmd_gc(args: argparse.Namespace) -> int:
+    with _open_for_maintenance(args.url) as db:
+        report = db.gc(dry_run=args.dry_run)
+    verb = "would delete" if report.dry_run else "deleted"
+    print(f"retention floor: seq {report.floor.seq} (version {report.floor.version}, set by {report.floor.reason})")
+    print(
+        f"{verb} {len(report.deleted_roots)} root files, {len(report.deleted_trees)} trees, "
+        f"{len(report.deleted_ssts)} SSTs ({report.bytes_freed / _MIB:.1f} MiB); "
+        f"oldest version kept: {report.oldest_kept}; {report.live_files} live files"
+    )
+    return EXIT_OK
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    with _open_for_maintenance(args.url) as db:
+        report = db.export(args.dest, version=args.version, progress=True)
+    print(
+        f"exported version {report.version} (roots {report.oldest_version}..{report.version}) to {args.dest}: "
+        f"{report.files} files, {report.bytes / _MIB:.1f} MiB"
+    )
+    return EXIT_OK
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    objects = open_store(args.url)
+    try:
+        report = verify_store(objects)
+    finally:
+        objects.close()
+    for problem in report.problems:
+        print(f"PROBLEM: {problem}")
+    print(
+        f"checked versions {report.oldest_version}..{report.latest_version}: {report.roots_checked} roots, "
+        f"{report.trees_checked} trees, {report.ssts_checked} SSTs ({report.bytes_checked / _MIB:.1f} MiB); "
+        f"{len(report.unreferenced)} unreferenced files (GC removes them)"
+    )
+    print("ok" if report.ok else f"{len(report.problems)} problem(s)")
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the parser with every subcommand registered."""
     parser = argparse.ArgumentParser(prog="lakekv", description="lakekv: a key-value store on object storage")
@@ -177,6 +279,21 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="a short tour: write, read, snapshot, scan, reopen")
     demo.add_argument("url", metavar="URL", nargs="?", default="./data/demo", help="store URL (default ./data/demo)")
     demo.set_defaults(handler=_cmd_demo)
+    bench = commands.add_parser("bench", help="benchmark lakekv against LMDB, RocksDB, SQLite and SlateDB")
+    bench.add_argument("--quick", action="store_true", help="small sizes (under 2 minutes)")
+    bench.add_argument("--out", metavar="DIR", help="where to write results (default benchmarks/results)")
+    bench.set_defaults(handler=_cmd_bench)
+    compact = url_command("compact", "flush and compact a store (continuously, or --once)", _cmd_compact)
+    compact.add_argument("--once", action="store_true", help="flush and compact once, then exit")
+    compact.add_argument("--full", action="store_true", help="with --once: merge everything into one run")
+    compact.add_argument("--interval", type=float, default=1.0, help="seconds between looks at the chain (default 1)")
+    compact.add_argument("--gc-interval", type=float, default=600.0, help="seconds between GC passes, 0 for none (default 600)")
+    gc = url_command("gc", "delete files and root files retention no longer needs", _cmd_gc)
+    gc.add_argument("--dry-run", action="store_true", help="only report what would be deleted")
+    export = url_command("export", "copy one version and all it needs to an empty store at DEST", _cmd_export)
+    export.add_argument("dest", metavar="DEST", help="destination store URL (must be empty)")
+    export.add_argument("--version", type=_non_negative, help="version to export (default: the latest)")
+    url_command("verify", "read every live file; check checksums and references (exit 1 on problems)", _cmd_verify)
     return parser
 
 

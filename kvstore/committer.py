@@ -36,6 +36,7 @@ from kvstore.format.root import RootFile
 from kvstore.format.rows import Row, rows_to_batch
 from kvstore.format.sst import write_sst
 from kvstore.options import StoreOptions
+from kvstore.retention import CheckpointChange
 from kvstore.state import EngineState
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,9 @@ class PendingCommit:
     # Read/write sets for validation; None for blind writes (never conflict).
     validation: Any = None
     tree_change: TreeChange | None = None
+    # Sets or removes one named checkpoint (kvstore.retention); like a tree
+    # change it uses no seq, but it never conflicts.
+    checkpoint_change: CheckpointChange | None = None
     seq: int = 0
     version: int = -1
     error: BaseException | None = None
@@ -227,10 +231,15 @@ class Committer:
         rows: list[Row] = []
         descriptors = []
         tree, flushed_upto = state.tree_path, state.tree.flushed_upto
-        data = [p for p in accepted if p.tree_change is None]
+        data = [p for p in accepted if p.tree_change is None and p.checkpoint_change is None]
         for change in (p.tree_change for p in accepted if p.tree_change is not None):
             tree, flushed_upto = change.new_tree, change.flushed_upto
             descriptors.append({"op": "tree", "tree": change.new_tree, "flushed_upto": change.flushed_upto})
+        # Every root carries the checkpoint map forward; checkpoint commits change it.
+        checkpoints = state.checkpoints
+        for checkpoint in (p.checkpoint_change for p in accepted if p.checkpoint_change is not None):
+            checkpoints = checkpoint.apply(checkpoints)
+            descriptors.append({"op": "checkpoint", "name": checkpoint.name, "set": checkpoint.entry is not None})
         for offset, pending in enumerate(data):
             seq = pending.seq = first_seq + offset
             rows.extend((key, seq, kind, value, expire) for key, (kind, value, expire) in pending.mutations.items())
@@ -255,6 +264,7 @@ class Committer:
             delta=delta,
             delta_sst=delta_sst,
             commits=descriptors,
+            checkpoints=checkpoints,
         )
         if not self._publish(root, encode_for_publish(root)):
             if delta_sst is not None:

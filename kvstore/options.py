@@ -49,6 +49,43 @@ class StoreOptions:
     # oracle's memory and retention after this long.
     txn_ttl_s: float = 3600.0
 
+    # -- maintenance: flush, compaction, retention, GC (kvstore.maintenance) --
+    # Run flush and compaction in background threads of this handle; off for
+    # handles that only read, or when `lakekv compact` runs as its own process.
+    background_maintenance: bool = True
+    # How often the background threads check their thresholds (an in-memory
+    # check; I/O happens only when there is work).
+    maintenance_interval_s: float = 0.5
+    # Flush once this many versions are unflushed: opening the store reads
+    # one root per unflushed version, so this bounds open time.
+    flush_max_versions: int = 256
+    # ... or once the memtable holds this many bytes: bounds memory per handle.
+    flush_max_bytes: int = 32 * MiB
+    # Compact once L0 holds this many SSTs: every L0 SST is a probe per point get.
+    l0_compaction_trigger: int = 4
+    # Size-tiered merging: a run joins a compaction when it is at most
+    # (1 + ratio) x the bytes gathered so far, so runs grow geometrically.
+    compaction_size_ratio: float = 1.0
+    # More sorted runs than this are merged even if their sizes differ:
+    # with the L0 trigger this bounds SSTs consulted per point get.
+    max_sorted_runs: int = 4
+    # Full compaction when (all data but the oldest run) >= this x the oldest
+    # run: bounds space amplification (obsolete versions and tombstones).
+    max_space_amplification: float = 2.0
+    # Target size of compaction output SSTs: large enough for few objects and
+    # cheap listings, small enough to build one in memory.
+    sst_target_bytes: int = 32 * MiB
+    # Time-travel window: versions committed within it stay readable with
+    # at(...), and other processes' snapshots younger than it stay valid.
+    retention_window_s: float = 24 * 3600.0
+    # GC never deletes a file younger than this: it may belong to a flush or
+    # compaction that has not committed yet. Must exceed the longest one.
+    gc_grace_s: float = 3600.0
+    # GC always keeps at least this many newest root files, whatever the window.
+    gc_min_roots: int = 16
+    # Run GC in the background this often (seconds); 0 = only on gc() / `lakekv gc`.
+    gc_interval_s: float = 600.0
+
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> StoreOptions:
         """Build options from keyword arguments, rejecting unknown names and bad values."""
@@ -69,4 +106,13 @@ class StoreOptions:
             raise ValueError("max_group_commits and max_commit_attempts must be >= 1")
         if options.backoff_max_s < options.backoff_min_s:
             raise ValueError("backoff_max_s must be >= backoff_min_s")
+        # A flush commit is itself one unflushed version: a threshold of 1
+        # would make every flush trigger the next.
+        if options.flush_max_versions < 2:
+            raise ValueError(f"flush_max_versions must be >= 2, got {options.flush_max_versions}")
+        for name in ("flush_max_bytes", "l0_compaction_trigger", "max_sorted_runs", "sst_target_bytes"):
+            if getattr(options, name) < 1:
+                raise ValueError(f"store option {name!r} must be >= 1, got {getattr(options, name)!r}")
+        if options.max_space_amplification <= 0:
+            raise ValueError(f"max_space_amplification must be > 0, got {options.max_space_amplification!r}")
         return options

@@ -43,6 +43,29 @@ def get_row(layers: Layers, key: bytes, snapshot_seq: int) -> Row | None:
     return None
 
 
+def get_row_traced(layers: Layers, key: bytes, snapshot_seq: int) -> tuple[Row | None, int, int]:
+    """:func:`get_row` that also counts SSTs: ``(row, consulted, read)``.
+
+    ``consulted`` counts the SSTs whose key range and bloom filter were
+    checked, ``read`` those that then cost a block read. Kept apart from
+    :func:`get_row` so the hot path carries no counters; benchmarks and
+    tests use it to measure read amplification.
+    """
+    row = layers.memtable.get(key, snapshot_seq)
+    if row is not None:
+        return row, 0, 0
+    consulted = read = 0
+    candidates = [*layers.l0, *(sst for sst in (run.find(key) for run in layers.runs) if sst is not None)]
+    for sst in candidates:
+        consulted += 1
+        if sst.may_contain(key):
+            read += 1
+            row = sst.get(key, snapshot_seq)
+            if row is not None:
+                return row, consulted, read
+    return None, consulted, read
+
+
 def visible_value(row: Row | None, clock_ms: int | None = None) -> bytes | None:
     """The value a reader sees for ``row``: None for a delete, an expired row or no row."""
     if row is None or row[2] != PUT:

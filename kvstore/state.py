@@ -135,7 +135,9 @@ class EngineState:
                 roots = list(pool.map(self.chain.read_root, versions))
             self.head = (-1, 0)  # accept the first loaded version without a parent check
             for root in [*roots, head]:
-                self.apply_root(root)
+                # Only the head's tree matters (installed above): older
+                # unflushed versions may point at trees since replaced.
+                self.apply_root(root, install_tree=False)
 
     def _install_tree(self, tree_path: str | None) -> None:
         if tree_path == self.tree_path:
@@ -187,8 +189,10 @@ class EngineState:
             return list(SSTReader.open(self.store, info.path, cache=None, size=info.size, tail_size=info.tail_size).iter())
         return batch_to_rows(root.delta)
 
-    def apply_root(self, root: RootFile, rows: list[Row] | None = None) -> None:
+    def apply_root(self, root: RootFile, rows: list[Row] | None = None, *, install_tree: bool = True) -> None:
         """Make ``root`` (the next version) current; ``rows`` if the caller has them.
+
+        ``install_tree=False`` keeps the current tree (used while loading).
 
         Requires: ``chain_lock`` held and ``root.version == self.version + 1``
         (or the first version loaded).
@@ -202,7 +206,8 @@ class EngineState:
         if rows is None:
             rows = self.rows_of(root)
         self.layers.memtable.apply(rows)
-        self._install_tree(root.tree)
+        if install_tree:
+            self._install_tree(root.tree)
         self.checkpoints = root.checkpoints
         self.head = (root.version, root.last_seq)  # last: readers see the version only once whole
         for listener in self.listeners:

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from kvstore.batch import WriteBatch, check_key, check_value, expiry_from_ttl, scan_bounds
+from kvstore.batch import WriteBatch, check_key, check_value, check_limit, expiry_from_ttl, scan_bounds
 from kvstore.cache import BlockCache
 from kvstore.chain import HintWriter, VersionChain, encode_for_publish
 from kvstore.committer import Committer, PendingCommit
@@ -22,6 +22,7 @@ from kvstore.errors import StoreClosedError, StoreError
 from kvstore.follower import Follower
 from kvstore.format.root import RootFile
 from kvstore.format.rows import DELETE, PUT, Row, rows_to_batch
+from kvstore.maintenance import MaintenanceMixin
 from kvstore.objstore.base import ObjectStore
 from kvstore.options import StoreOptions
 from kvstore.reader import get_row, rows_to_kv_batches, scan_rows, visible_value
@@ -69,7 +70,7 @@ def open(url: str | ObjectStore, create: bool = True, **options: Any) -> Store: 
     return Store(objects, parsed, create=create)
 
 
-class Store(TransactionMixin):
+class Store(TransactionMixin, MaintenanceMixin):
     """An open lakekv store. Use :func:`open`; close it (or use ``with``)."""
 
     def __init__(self, objects: ObjectStore, options: StoreOptions, *, create: bool = True) -> None:
@@ -96,16 +97,18 @@ class Store(TransactionMixin):
         self._state.listeners.append(self._oracle.record_version)
         self._committer = Committer(self._state, options, self.writer_id, self._hint, self._oracle.validate_group)
         self._follower = Follower(self._state, options.poll_interval_s) if options.poll_interval_s > 0 else None
+        self._start_maintenance()  # flush/compaction threads (kvstore.maintenance)
 
     # -- lifecycle -------------------------------------------------------------
 
     def _create(self) -> int:
-        identity = {"format": STORE_FORMAT, "store_id": uuid.uuid4().hex, "created_ms": int(time.time() * 1000)}
+        created_ms = int(time.time() * 1000)
+        identity = {"format": STORE_FORMAT, "store_id": uuid.uuid4().hex, "created_ms": created_ms}
         self.objects.put_if_absent(IDENTITY_PATH, json.dumps(identity).encode())
         self._check_identity()
         genesis = RootFile(
             version=0, parent=None, first_seq=1, last_seq=0, writer_id=self.writer_id,
-            writer_clock_ms=identity["created_ms"], commit_id=uuid.uuid4().hex, tree=None,
+            writer_clock_ms=created_ms, commit_id=uuid.uuid4().hex, tree=None,
             flushed_upto=0, delta=rows_to_batch([]),
         )
         self._chain.publish(encode_for_publish(genesis), 0)  # a concurrent creator may win: fine
@@ -123,6 +126,7 @@ class Store(TransactionMixin):
 
     def close(self) -> None:
         """Finish queued commits, stop background threads. Idempotent."""
+        self._stop_maintenance()  # before the committer closes: a flush may be committing
         with self._close_lock:
             if self._closed:
                 return
@@ -293,8 +297,7 @@ class Snapshot:
         """Yield ``(key, value)`` for live keys in ``[start, end)`` and ``prefix``, in key order."""
         self._check_open()
         lo, hi = scan_bounds(start, end, prefix)
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
+        check_limit(limit)
         return _kv_pairs(scan_rows(self._layers, self.seq, lo, hi, bool(reverse)), limit)
 
     def scan_batches(

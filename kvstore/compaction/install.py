@@ -1,0 +1,102 @@
+"""Installing a flush or compaction: write the new tree manifest, commit it.
+
+The commit is a tree-only :class:`~kvstore.committer.PendingCommit` carrying
+a :class:`~kvstore.committer.TreeChange`: it applies only if the tree is
+still the one the manifest was derived from. Data commits never change the
+tree, so they never get in the way (the committer rebases over them). When
+another flush or compaction changed the tree first, the committer answers
+:class:`~kvstore.errors.TreeChangedError`; the edit is then re-applied to
+the new tree (:func:`~kvstore.compaction.edit.apply_edit`) and committed
+again, until it lands or conflicts for real. A real conflict means another
+handle consumed the same inputs: the loser deletes its outputs.
+
+Outputs are deleted only when the commit certainly did not land: after a
+``TreeChangedError`` (raised before any PUT) or an edit conflict. Any other
+failure may hide a landed commit (an unsettled PUT), so the files stay and GC
+removes them later if nothing references them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Final
+
+from kvstore.committer import PendingCommit, TreeChange
+from kvstore.compaction.edit import EditConflict, TreeEdit, apply_edit
+from kvstore.compaction.runner import delete_quietly
+from kvstore.errors import TreeChangedError
+from kvstore.format.tree import encode_tree, new_tree_path
+from kvstore.state import EngineState
+
+log = logging.getLogger(__name__)
+
+# Re-applications after TreeChangedError before giving up. Each one follows a
+# tree change by someone else, so exhausting this means heavy maintenance
+# contention; the outputs are then dropped and the work redone later.
+MAX_REBASES: Final = 16
+
+
+class StaleOutputError(EditConflict):
+    """The outputs are older than half the GC grace period: GC may already have taken them."""
+
+
+def install_edit(
+    state: EngineState,
+    committer: Any,
+    edit: TreeEdit,
+    *,
+    descriptor: dict[str, Any],
+    written_at: float,
+    max_age_s: float,
+) -> str:
+    """Commit ``edit`` on top of the current tree; return the new manifest's path.
+
+    Args:
+        state: the engine state (its tree is the base of each attempt).
+        committer: the store's :class:`~kvstore.committer.Committer`.
+        edit: the flush or compaction result.
+        descriptor: commit descriptor recorded in the root (``op`` etc.).
+        written_at: ``time.monotonic()`` when the first output was written.
+        max_age_s: refuse to commit outputs older than this: GC in any
+            process deletes unreferenced files older than its grace period,
+            and these are unreferenced until the commit lands. 0 disables
+            the check (a zero grace period protects nothing anyway).
+
+    Raises:
+        EditConflict: the inputs are gone (outputs deleted).
+        StaleOutputError: the outputs got too old (outputs deleted).
+        StoreError: the commit failed otherwise (outputs left to GC).
+    """
+    outputs = edit.output_paths()
+    for _attempt in range(MAX_REBASES):
+        view = state.view()
+        try:
+            tree = apply_edit(view.tree, edit)
+            if 0 < max_age_s < time.monotonic() - written_at:
+                raise StaleOutputError(f"outputs are older than {max_age_s:.1f} s; GC may have removed them")
+        except StaleOutputError:
+            log.warning(
+                "%s took longer than half the GC grace period (%.1f s): dropping its outputs; "
+                "raise gc_grace_s above the longest flush or compaction",
+                descriptor.get("op"),
+                max_age_s * 2,
+            )
+            delete_quietly(state.store, outputs)
+            raise
+        except EditConflict:
+            delete_quietly(state.store, outputs)
+            raise
+        path = new_tree_path()
+        state.store.put(path, encode_tree(tree))
+        change = TreeChange(expected_tree=view.tree_path, new_tree=path, flushed_upto=tree.flushed_upto)
+        try:
+            committer.submit(PendingCommit({}, dict(descriptor), tree_change=change))
+        except TreeChangedError as exc:
+            # Certainly not committed (refused before any PUT): rebase.
+            log.debug("tree changed under %s (%s); rebasing", descriptor.get("op"), exc)
+            delete_quietly(state.store, [path])
+            continue
+        return path
+    delete_quietly(state.store, outputs)
+    raise EditConflict(f"gave up after {MAX_REBASES} rebases over concurrent tree changes")

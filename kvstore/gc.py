@@ -1,0 +1,176 @@
+"""Garbage collection: delete root files older than retention, then every tree
+manifest and SST no remaining root references.
+
+One pass:
+
+1. Catch up, compute the retention floor (:mod:`kvstore.retention`) and the
+   oldest version that must stay readable. Its readers need its unflushed
+   versions too, so the oldest root to keep is that version's
+   ``flushed_upto + 1`` — never later than the newest ``gc_min_roots`` roots.
+2. Choose the roots to delete: the oldest ones, in version order, below that
+   bound and older than the grace period. Stopping at the first keeper keeps
+   the surviving chain dense.
+3. Mark: every tree, every SST of those trees and every delta SST referenced
+   by a surviving root is live.
+4. Sweep: rewrite ``_latest_hint`` to the head first (so it never names a
+   deleted root), delete the chosen roots oldest first, then every listed
+   ``tree/`` and ``sst/`` object that is not live and older than the grace
+   period.
+
+Why the grace period: a flush or compaction writes its SSTs and manifest
+before the commit that references them, and a commit writes its delta SST
+before its root; until then they look unreferenced. Flush and compaction
+refuse to commit outputs older than half the grace period.
+
+Crash safety: roots go before the files they reference, so at every point
+each surviving root's files exist; leftovers are picked up by the next pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from kvstore.chain import HINT_PATH
+from kvstore.format.root import parse_root_path, root_path
+from kvstore.history import RootIndex
+from kvstore.objstore.base import ObjectMeta
+from kvstore.options import StoreOptions
+from kvstore.retention import Retention, RetentionFloor
+from kvstore.state import EngineState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GCReport:
+    """What one GC pass deleted (or would delete, with ``dry_run``).
+
+    Attributes:
+        dry_run: nothing was deleted.
+        head: the latest version when the pass started.
+        floor: the retention floor used.
+        oldest_kept: the oldest root file that survives.
+        deleted_roots: versions whose root files were deleted.
+        deleted_trees: tree manifest paths deleted.
+        deleted_ssts: SST paths deleted.
+        bytes_freed: total size of everything deleted.
+        live_files: trees and SSTs still referenced.
+    """
+
+    dry_run: bool
+    head: int
+    floor: RetentionFloor
+    oldest_kept: int
+    deleted_roots: tuple[int, ...]
+    deleted_trees: tuple[str, ...]
+    deleted_ssts: tuple[str, ...]
+    bytes_freed: int
+    live_files: int
+
+
+class GarbageCollector:
+    """GC passes for one store handle; serialises its own passes. Thread-safe."""
+
+    def __init__(
+        self, state: EngineState, index: RootIndex, retention: Retention, options: StoreOptions
+    ) -> None:
+        self._state = state
+        self._index = index
+        self._retention = retention
+        self._options = options
+        self._lock = threading.Lock()
+        # tree path -> SST paths it references; manifests never change.
+        self._tree_ssts: dict[str, frozenset[str]] = {}
+
+    def run(self, dry_run: bool = False, now: float | None = None) -> GCReport:
+        """One pass (see the module docstring).
+
+        Args:
+            dry_run: report what would be deleted without deleting anything.
+            now: the wall clock in seconds (tests); default ``time.time()``.
+
+        Raises:
+            StoreError: a backend call failed (the pass stops; a later one resumes).
+        """
+        with self._lock:
+            return self._run(dry_run, time.time() if now is None else now)
+
+    def _run(self, dry_run: bool, now: float) -> GCReport:
+        state, index, store = self._state, self._index, self._state.store
+        state.catch_up()
+        head = state.version
+        floor = self._retention.floor(now)
+        needed = index.summary(floor.version)
+        bound = min(floor.version, needed.oldest_needed if needed is not None else floor.version)
+        bound = max(0, min(bound, head - self._options.gc_min_roots + 1))
+        cutoff = now - self._options.gc_grace_s
+
+        roots = sorted(
+            (version, meta) for meta in store.list("_") if (version := parse_root_path(meta.path)) is not None
+        )
+        doomed: list[tuple[int, ObjectMeta]] = []
+        for version, meta in roots:
+            if version >= bound or meta.mtime > cutoff:
+                break
+            doomed.append((version, meta))
+        survivors = [version for version, _ in roots[len(doomed) :]]
+        live = self._live_files(survivors)
+
+        garbage = [
+            meta
+            for prefix in ("tree/", "sst/")
+            for meta in store.list(prefix)
+            if meta.path not in live and meta.mtime <= cutoff
+        ]
+        report = GCReport(
+            dry_run=dry_run,
+            head=head,
+            floor=floor,
+            oldest_kept=survivors[0] if survivors else head,
+            deleted_roots=tuple(version for version, _ in doomed),
+            deleted_trees=tuple(meta.path for meta in garbage if meta.path.startswith("tree/")),
+            deleted_ssts=tuple(meta.path for meta in garbage if meta.path.startswith("sst/")),
+            bytes_freed=sum(meta.size for _, meta in doomed) + sum(meta.size for meta in garbage),
+            live_files=len(live),
+        )
+        if not dry_run:
+            self._sweep(head, [version for version, _ in doomed], [meta.path for meta in garbage])
+        return report
+
+    def _live_files(self, survivors: list[int]) -> set[str]:
+        """Trees, their SSTs and delta SSTs referenced by the surviving roots."""
+        with ThreadPoolExecutor(self._options.open_parallelism) as pool:
+            summaries = [s for s in pool.map(self._index.summary, survivors) if s is not None]
+        trees = {s.tree for s in summaries if s.tree is not None}
+        live: set[str] = {s.delta_sst for s in summaries if s.delta_sst is not None}
+        with ThreadPoolExecutor(self._options.open_parallelism) as pool:
+            for tree, ssts in zip(trees, pool.map(self._ssts_of, trees)):
+                live.add(tree)
+                live.update(ssts)
+        self._tree_ssts = {tree: self._tree_ssts[tree] for tree in trees if tree in self._tree_ssts}
+        return live
+
+    def _ssts_of(self, tree_path: str) -> frozenset[str]:
+        ssts = self._tree_ssts.get(tree_path)
+        if ssts is None:
+            ssts = self._tree_ssts[tree_path] = frozenset(self._state.read_tree(tree_path).sst_paths())
+        return ssts
+
+    def _sweep(self, head: int, roots: list[int], files: list[str]) -> None:
+        store = self._state.store
+        if roots:
+            # First point the hint past everything about to go: readers start
+            # probing there, and a hint naming a deleted root sends them to a
+            # full listing.
+            store.put(HINT_PATH, str(head).encode("ascii"))
+        for version in roots:  # oldest first: the surviving chain stays dense
+            store.delete(root_path(version))
+        self._index.forget(roots)
+        for path in files:
+            store.delete(path)
+        if roots or files:
+            log.info("gc %s: deleted %d roots, %d files", store.url, len(roots), len(files))

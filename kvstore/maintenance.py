@@ -1,0 +1,306 @@
+"""The maintenance half of the Store API: flush, compaction, GC, time travel,
+checkpoints, export and verify.
+
+:class:`MaintenanceMixin` is a base class of :class:`kvstore.store.Store`; it
+validates arguments and delegates to the modules that do the work
+(:mod:`kvstore.housekeeping` for flush/compaction/GC and their background
+threads, :mod:`kvstore.history`, :mod:`kvstore.retention`,
+:mod:`kvstore.export`, :mod:`kvstore.verify`).
+
+>>> import kvstore
+>>> with kvstore.open("memory://maintenance-doctest", poll_interval_s=0) as db:
+...     _ = db.put(b"k", b"old")
+...     old = db.version
+...     _ = db.put(b"k", b"new")
+...     _ = db.flush()
+...     with db.at(version=old) as view:
+...         view.get(b"k")
+b'old'
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from kvstore.committer import PendingCommit
+from kvstore.errors import SnapshotTooOldError
+from kvstore.export import ExportReport, TextProgress, export_version
+from kvstore.flush import FlushResult
+from kvstore.gc import GCReport
+from kvstore.history import layers_at, version_at_timestamp
+from kvstore.housekeeping import CompactionResult, Housekeeper
+from kvstore.objstore.base import ObjectStore
+from kvstore.retention import (
+    Checkpoint,
+    CheckpointChange,
+    RetentionFloor,
+    check_checkpoint_name,
+    check_ttl,
+    live_checkpoints,
+)
+from kvstore.verify import IDENTITY_PATH, VerifyReport, verify_store
+
+if TYPE_CHECKING:
+    from kvstore.options import StoreOptions
+    from kvstore.state import EngineState
+    from kvstore.store import Snapshot
+    from kvstore.watermark import Watermark
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class MaintenanceMixin:
+    """Store methods for maintenance and history; see the module docstring."""
+
+    # Provided by Store.
+    objects: ObjectStore
+    options: StoreOptions
+    watermark: Watermark
+    _state: EngineState
+    _committer: Any
+    _housekeeper: Housekeeper | None = None
+
+    if TYPE_CHECKING:
+
+        def _check_open(self) -> None: ...
+
+    # -- lifecycle (called by Store) --------------------------------------------
+
+    def _start_maintenance(self) -> None:
+        self._housekeeper = Housekeeper(self._state, self._committer, self.watermark, self.options)
+        self._housekeeper.start()
+
+    def _stop_maintenance(self) -> None:
+        if self._housekeeper is not None:
+            self._housekeeper.stop()
+
+    def _keeper(self) -> Housekeeper:
+        self._check_open()
+        assert self._housekeeper is not None, "Store.__init__ starts maintenance"
+        return self._housekeeper
+
+    # -- flush, compaction, GC ---------------------------------------------------
+
+    def flush(self) -> FlushResult | None:
+        """Move every version this handle has seen into an L0 SST now.
+
+        Returns:
+            The flush, or None when there was nothing to flush (or another
+            handle flushed these versions first).
+        """
+        return self._keeper().flush()
+
+    def compact(self, full: bool = False) -> list[CompactionResult]:
+        """Run the compactions the tree needs now; ``full``: merge it all into one run.
+
+        A full compaction also drops tombstones and versions below the
+        retention floor everywhere.
+
+        Raises:
+            TreeChangedError: another handle compacted the same SSTs first.
+        """
+        if not isinstance(full, bool):
+            raise TypeError(f"full must be a bool, not {type(full).__name__}")
+        return self._keeper().compact(full=full)
+
+    def gc(self, dry_run: bool = False) -> GCReport:
+        """Delete root files older than retention and files nothing references.
+
+        Args:
+            dry_run: only report what would be deleted.
+        """
+        if not isinstance(dry_run, bool):
+            raise TypeError(f"dry_run must be a bool, not {type(dry_run).__name__}")
+        return self._keeper().gc(dry_run=dry_run)
+
+    def retention_floor(self) -> RetentionFloor:
+        """The current retention floor of this handle and what sets it."""
+        return self._keeper().retention.floor()
+
+    def maintenance_stats(self) -> dict[str, Any]:
+        """Flush, compaction and GC counters since the handle opened."""
+        return dict(vars(self._keeper().stats))
+
+    # -- history -------------------------------------------------------------------
+
+    def at(
+        self,
+        version: int | None = None,
+        *,
+        timestamp: float | datetime | None = None,
+        checkpoint: str | None = None,
+    ) -> Snapshot:
+        """A read-only view of an older version; give exactly one argument.
+
+        Args:
+            version: the version number.
+            timestamp: the version current at this time (seconds since the
+                epoch, or a datetime), by the storage timestamps of root files.
+            checkpoint: the version a checkpoint pins.
+
+        Returns:
+            A pinned :class:`~kvstore.store.Snapshot`: close it when done.
+
+        Raises:
+            TypeError / ValueError: not exactly one argument, or a bad one
+                (a future version, an unknown checkpoint, a time before the store).
+            SnapshotTooOldError: retention has dropped that version.
+        """
+        keeper = self._keeper()
+        arguments = (("version", version), ("timestamp", timestamp), ("checkpoint", checkpoint))
+        given = [name for name, value in arguments if value is not None]
+        if len(given) != 1:
+            raise TypeError(f"give exactly one of version=, timestamp=, checkpoint= (got {given or 'none'})")
+        if timestamp is not None:
+            when = _seconds(timestamp)
+            self._state.catch_up()
+            version = version_at_timestamp(keeper.index, when, self._state.version)
+        elif checkpoint is not None:
+            version = self._checkpoint_version(checkpoint)
+        return self._view_at(keeper, _check_version(version))
+
+    def _view_at(self, keeper: Housekeeper, version: int) -> Snapshot:
+        from kvstore.store import Snapshot  # late: kvstore.store imports this module
+
+        if version > self._state.version:
+            self._state.catch_up()
+            if version > self._state.version:
+                raise ValueError(f"version {version} does not exist yet (latest is {self._state.version})")
+        summary = keeper.index.summary(version)
+        if summary is None:
+            raise SnapshotTooOldError(f"version {version} was removed by retention (its root file is gone)")
+        # Pin before building, so this handle's GC keeps what the view needs.
+        self.watermark.pin(summary.last_seq)
+        try:
+            seq, layers = layers_at(self._state, keeper.index, version)
+            return Snapshot(self, version, seq, layers, pin=True)  # type: ignore[arg-type]
+        finally:
+            self.watermark.unpin(summary.last_seq)
+
+    def _checkpoint_version(self, name: str) -> int:
+        check_checkpoint_name(name)
+        entry = self._state.checkpoints.get(name)
+        if entry is None:
+            raise ValueError(f"checkpoint {name!r} does not exist")
+        found = Checkpoint.from_entry(name, entry)
+        if found.expired(_now_ms()):
+            raise SnapshotTooOldError(f"checkpoint {name!r} expired; its version may be gone")
+        return found.version
+
+    # -- checkpoints ---------------------------------------------------------------
+
+    def checkpoint(self, name: str, ttl: float | None = None) -> Checkpoint:
+        """Durably pin the version this handle sees now under ``name``.
+
+        Retention keeps a pinned version readable (``at(checkpoint=name)``)
+        until the checkpoint is removed or its ``ttl`` (seconds) lapses.
+        Setting an existing name moves it.
+        """
+        check_checkpoint_name(name)
+        ttl_s = check_ttl(ttl)
+        self._check_open()
+        version, seq = self._state.head
+        now_ms = _now_ms()
+        pinned = Checkpoint(name, version, seq, now_ms, None if ttl_s is None else now_ms + int(ttl_s * 1000))
+        change = CheckpointChange(name, pinned.to_entry(), now_ms)
+        # Held while committing: this handle's compactions must not raise the
+        # floor past the version before the pin is durable.
+        self.watermark.pin(seq)
+        try:
+            self._committer.submit(PendingCommit({}, {"op": "checkpoint"}, checkpoint_change=change))
+        finally:
+            self.watermark.unpin(seq)
+        return pinned
+
+    def checkpoints(self) -> list[Checkpoint]:
+        """The live (unexpired) checkpoints, by name."""
+        self._check_open()
+        return live_checkpoints(self._state.checkpoints, _now_ms())
+
+    def remove_checkpoint(self, name: str) -> None:
+        """Remove checkpoint ``name``; its version then ages out like any other.
+
+        Raises:
+            ValueError: there is no such checkpoint.
+        """
+        check_checkpoint_name(name)
+        self._check_open()
+        if name not in self._state.checkpoints:
+            self._state.catch_up()
+            if name not in self._state.checkpoints:
+                raise ValueError(f"checkpoint {name!r} does not exist")
+        change = CheckpointChange(name, None, _now_ms())
+        self._committer.submit(PendingCommit({}, {"op": "checkpoint"}, checkpoint_change=change))
+
+    # -- export and verify -----------------------------------------------------------
+
+    def export(self, dest_url: str | ObjectStore, version: int | None = None, *, progress: bool = False) -> ExportReport:
+        """Copy ``version`` (default: the latest) and all it needs to an empty store.
+
+        The destination opens at that version on its own.
+
+        Args:
+            dest_url: a store URL or ObjectStore, with no store in it yet.
+            version: the version to export.
+            progress: draw a progress line on stderr.
+
+        Raises:
+            ValueError: the destination is not empty, or no such version.
+            SnapshotTooOldError: retention removed files the version needs.
+        """
+        self._check_open()
+        version = self._state.version if version is None else _check_version(version)
+        if version > self._state.version:
+            raise ValueError(f"version {version} does not exist yet (latest is {self._state.version})")
+        if isinstance(dest_url, str):
+            from kvstore.objstore import open_store
+
+            dest, owned = open_store(dest_url), True
+        elif isinstance(dest_url, ObjectStore):
+            dest, owned = dest_url, False
+        else:
+            raise TypeError(f"dest_url must be a URL string or an ObjectStore, not {type(dest_url).__name__}")
+        summary = self._keeper().index.summary(version)
+        if summary is None:
+            raise SnapshotTooOldError(f"version {version} was removed by retention")
+        self.watermark.pin(summary.last_seq)  # keep this handle's GC off the files being copied
+        try:
+            identity = json.loads(self.objects.get(IDENTITY_PATH))
+            return export_version(
+                self._state,
+                dest,
+                version,
+                source_identity=identity,
+                parallelism=self.options.open_parallelism,
+                progress=TextProgress() if progress else None,
+            )
+        finally:
+            self.watermark.unpin(summary.last_seq)
+            if owned:
+                dest.close()
+
+    def verify(self) -> VerifyReport:
+        """Read every live file and check checksums and references (see :mod:`kvstore.verify`)."""
+        self._check_open()
+        return verify_store(self.objects, parallelism=self.options.open_parallelism)
+
+
+def _check_version(version: object) -> int:
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise TypeError(f"version must be an int, not {type(version).__name__}")
+    if version < 0:
+        raise ValueError(f"version must be >= 0, got {version}")
+    return version
+
+
+def _seconds(timestamp: object) -> float:
+    if isinstance(timestamp, datetime):
+        return timestamp.timestamp()
+    if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)):
+        raise TypeError(f"timestamp must be seconds since the epoch or a datetime, not {type(timestamp).__name__}")
+    return float(timestamp)

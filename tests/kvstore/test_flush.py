@@ -1,0 +1,188 @@
+"""Flush: unflushed versions -> one L0 SST, committed as a tree-only version."""
+
+from __future__ import annotations
+
+import pytest
+
+import kvstore
+from kvstore.format.rows import PUT
+from kvstore.format.tree import TreeManifest
+from kvstore.memtable import Memtable
+from kvstore.objstore.counting import CountingStore
+from kvstore.objstore.memory import MemoryStore
+from kvstore.reader import get_row, get_row_traced
+from maintenance_util import QUIET, sst_paths, wait_for
+
+
+def test_without_upto_builds_a_new_memtable_and_leaves_the_old_one() -> None:
+    memtable = Memtable()
+    memtable.apply([(b"a", 1, PUT, b"1", None), (b"b", 1, PUT, b"1", None)])
+    memtable.apply([(b"a", 2, PUT, b"2", None)])
+    memtable.apply([(b"c", 3, PUT, b"3", None), (b"a", 4, PUT, b"4", None)])
+    newer = memtable.without_upto(2)
+    assert [row[:2] for row in newer.iter_rows()] == [(b"a", 4), (b"c", 3)]
+    assert newer.row_count == 2 and len(newer) == 2
+    assert memtable.row_count == 5 and memtable.get(b"b", 10) is not None
+    newer.check_invariants()
+    memtable.check_invariants()
+    assert len(memtable.without_upto(0)) == 3 and len(memtable.without_upto(4)) == 0
+
+
+def test_flush_moves_rows_into_l0_and_empties_the_memtable() -> None:
+    with kvstore.open(MemoryStore(), **QUIET) as db:
+        for i in range(20):
+            db.put(b"k%02d" % i, b"v%d" % i)
+        db.delete(b"k03")
+        result = db.flush()
+        assert result is not None and result.flushed_upto == 21 and result.sst is not None
+        assert result.sst.row_count == 21  # the tombstone is kept: L0 is never the last run
+        state = db._state
+        assert state.tree.flushed_upto == 21 and state.tree.flushed_seq == 21
+        assert len(state.layers.memtable) == 0 and len(state.layers.l0) == 1
+        assert db.get(b"k05") == b"v5" and db.get(b"k03") is None
+        assert len(list(db.scan())) == 19
+        assert db.flush() is None  # only the flush's own tree-only version is unflushed
+
+
+def test_open_after_flush_reads_only_later_versions() -> None:
+    inner = MemoryStore()
+    with kvstore.open(inner, **QUIET) as db:
+        for i in range(30):
+            db.put(b"k%02d" % i, b"v")
+        db.flush()
+        db.put(b"late", b"1")
+        head = db.version
+    counting = CountingStore(inner, record_paths=True)
+    with kvstore.open(counting, **QUIET) as db:
+        assert db.get(b"k07") == b"v" and db.get(b"late") == b"1"
+    roots_read = [path for op, path in counting.paths if op == "get" and path.startswith("_") and path.endswith(".ipc")]
+    assert len(roots_read) == 2  # the flush version (its own) and the head: head - flushed_upto
+    assert head == 32
+
+
+def test_snapshot_taken_before_a_flush_keeps_reading_its_layers() -> None:
+    with kvstore.open(MemoryStore(), **QUIET) as db:
+        db.put(b"k", b"1")
+        with db.snapshot() as snap:
+            db.put(b"k", b"2")
+            db.flush()
+            db.put(b"k", b"3")
+            assert snap.get(b"k") == b"1"
+            assert db.get(b"k") == b"2" or db.get(b"k") == b"3"
+            assert list(snap.scan()) == [(b"k", b"1")]
+        assert db.get(b"k") == b"3"
+
+
+def test_another_handle_drops_flushed_rows_when_it_applies_the_flush() -> None:
+    inner = MemoryStore()
+    with kvstore.open(inner, **QUIET) as a, kvstore.open(inner, **QUIET) as b:
+        for i in range(10):
+            a.put(b"k%d" % i, b"v")
+        b.refresh()
+        assert len(b._state.layers.memtable) == 10
+        a.flush()
+        a.put(b"after", b"1")
+        b.refresh()
+        assert [row[0] for row in b._state.layers.memtable.iter_rows()] == [b"after"]
+        assert b.get(b"k4") == b"v" and b.get(b"after") == b"1"
+
+
+def test_versions_without_rows_are_flushed_only_past_the_version_threshold() -> None:
+    with kvstore.open(MemoryStore(), flush_max_versions=3, **QUIET) as db:
+        db.put(b"k", b"v")
+        db.flush()
+        assert db.flush() is None  # just the flush's own version: nothing worth a commit
+        db.checkpoint("c")  # a second version without rows
+        assert db.flush() is None
+        db.checkpoint("d")  # the third: now opening would read 3 roots
+        result = db.flush()
+        assert result is not None and result.sst is None
+        assert db._state.tree.flushed_upto == result.flushed_upto == db.version - 1
+        assert db.get(b"k") == b"v"
+
+
+@pytest.mark.parametrize(("window", "expected_rows"), [(0.0, 1), (3600.0, 3)])
+def test_flush_drops_versions_superseded_below_the_floor(window: float, expected_rows: int) -> None:
+    with kvstore.open(MemoryStore(), retention_window_s=window, **QUIET) as db:
+        for value in (b"1", b"2", b"3"):
+            db.put(b"k", value)
+        result = db.flush()
+        assert result is not None and result.sst is not None
+        assert result.sst.row_count == expected_rows
+        assert db.get(b"k") == b"3"
+
+
+def test_racing_flushers_one_wins_and_the_loser_deletes_its_sst() -> None:
+    inner = MemoryStore()
+    with kvstore.open(inner, **QUIET) as a, kvstore.open(inner, **QUIET) as b:
+        for i in range(10):
+            a.put(b"k%d" % i, b"v")
+        b.refresh()
+        won = a.flush()
+        assert won is not None and won.sst is not None
+        # b has not seen a's flush: it flushes the same versions, loses the
+        # race on the tree, and must clean up.
+        assert b.flush() is None
+        assert sst_paths(inner) == {won.sst.path}
+        assert b._state.tree_path == a._state.tree_path
+        assert b.verify().ok
+
+
+def test_flush_rebases_over_a_concurrent_compaction() -> None:
+    inner = MemoryStore()
+    with kvstore.open(inner, **QUIET) as a, kvstore.open(inner, **QUIET) as b:
+        for round_ in range(3):
+            a.put(b"r%d" % round_, b"v")
+            a.flush()
+        b.refresh()
+        b.put(b"from-b", b"1")
+        a.refresh()
+        compacted = a.compact(full=True)
+        assert len(compacted) == 1
+        result = b.flush()  # b has not seen the compaction: rebased onto it
+        assert result is not None and result.sst is not None
+        tree: TreeManifest = b._state.tree
+        assert [info["path"] for info in tree.l0] == [result.sst.path]
+        assert len(tree.runs) == 1
+        assert b.get(b"r1") == b"v" and b.get(b"from-b") == b"1"
+        assert b.verify().ok
+
+
+def test_background_flush_triggers_on_the_version_threshold() -> None:
+    options = {"poll_interval_s": 0, "flush_max_versions": 4, "maintenance_interval_s": 0.01}
+    with kvstore.open(MemoryStore(), **options) as db:
+        for i in range(12):
+            db.put(b"k%02d" % i, b"v")
+        wait_for(lambda: db._state.tree.flushed_upto >= 8)
+        assert all(db.get(b"k%02d" % i) == b"v" for i in range(12))
+        assert db.maintenance_stats()["flushes"] >= 1
+
+
+def test_background_flush_triggers_on_the_memtable_size() -> None:
+    options = {"poll_interval_s": 0, "flush_max_bytes": 4096, "maintenance_interval_s": 0.01}
+    with kvstore.open(MemoryStore(), **options) as db:
+        db.put(b"big", b"x" * 8192)
+        wait_for(lambda: db._state.tree.flushed_upto >= 1)
+        assert db.get(b"big") == b"x" * 8192
+
+
+def test_traced_get_counts_ssts_and_agrees_with_get_row() -> None:
+    with kvstore.open(MemoryStore(), **QUIET) as db:
+        for flush in range(3):
+            for i in range(flush, 30, 3):
+                db.put(b"k%02d" % i, b"v%d" % flush)
+            db.flush()
+        layers, seq = db._state.layers, db.seq
+        for i in range(31):
+            key = b"k%02d" % i
+            row, consulted, read = get_row_traced(layers, key, seq)
+            assert row == get_row(layers, key, seq)
+            assert read <= consulted <= 3
+            if row is not None:
+                assert read >= 1
+
+
+@pytest.mark.parametrize("bad", [{"flush_max_versions": 1}, {"flush_max_bytes": 0}, {"max_space_amplification": 0.0}])
+def test_bad_maintenance_options_are_rejected(bad: dict) -> None:
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        kvstore.open(MemoryStore(), **bad)

@@ -1,0 +1,209 @@
+"""GC: what it deletes, what it must keep, and GC racing writers and readers."""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+import kvstore
+from kvstore.chain import HINT_PATH, VersionChain
+from kvstore.objstore.memory import MemoryStore
+from maintenance_util import QUIET, sst_paths
+
+SHORT = dict(QUIET, retention_window_s=0, gc_grace_s=0, gc_min_roots=1)
+
+
+def _churn(db: kvstore.Store, rounds: int = 4) -> dict[bytes, bytes]:
+    model: dict[bytes, bytes] = {}
+    for round_ in range(rounds):
+        for i in range(10):
+            db.put(b"k%d" % i, b"r%d" % round_)
+            model[b"k%d" % i] = b"r%d" % round_
+        db.delete(b"k%d" % round_)
+        model.pop(b"k%d" % round_)
+        db.flush()
+    db.compact(full=True)
+    return model
+
+
+def test_gc_inside_the_window_deletes_only_old_unreferenced_files() -> None:
+    inner = MemoryStore()
+    with kvstore.open(inner, **QUIET) as db:
+        _churn(db)
+        inner.put("sst/orphan.sst", b"left by a crashed flush")
+        report = db.gc()
+        assert report.deleted_roots == () and report.deleted_ssts == () and report.deleted_trees == ()
+        assert "sst/orphan.sst" in sst_paths(inner)  # younger than the grace period
+    with kvstore.open(inner, **dict(QUIET, gc_grace_s=0)) as db:
+        report = db.gc()
+        assert report.deleted_ssts == ("sst/orphan.sst",) and report.deleted_roots == ()
+        assert db.verify().ok
+
+
+def test_gc_outside_the_window_deletes_old_roots_trees_and_ssts() -> None:
+    inner = MemoryStore()
+    with kvstore.open(inner, **SHORT) as db:
+        _churn(db)
+        model = _churn(db)  # the first round's SSTs are now referenced by old roots only
+        head = db.version
+        report = db.gc()
+        assert report.deleted_roots and report.deleted_roots[0] == 0
+        assert report.deleted_trees and report.deleted_ssts and report.bytes_freed > 0
+        versions = VersionChain(inner).list_versions()
+        assert versions == list(range(report.oldest_kept, head + 1))  # still dense
+        assert inner.get(HINT_PATH) == str(head).encode()
+        verify = db.verify()
+        assert verify.ok and verify.unreferenced == ()
+        assert dict(db.scan()) == model
+    with kvstore.open(inner, create=False, **QUIET) as db:  # version 0 is gone; open still works
+        assert db.version == head and dict(db.scan()) == model
+
+
+def test_dry_run_reports_without_deleting() -> None:
+    inner = MemoryStore()
+    with kvstore.open(inner, **SHORT) as db:
+        _churn(db)
+        _churn(db)
+        before = {meta.path for meta in inner.list()}
+        dry = db.gc(dry_run=True)
+        assert dry.dry_run and dry.deleted_roots and dry.deleted_ssts
+        assert {meta.path for meta in inner.list()} == before
+        real = db.gc()
+        assert (real.deleted_roots, real.deleted_ssts, real.deleted_trees) == (
+            dry.deleted_roots,
+            dry.deleted_ssts,
+            dry.deleted_trees,
+        )
+
+
+def test_gc_keeps_unflushed_roots_and_the_minimum_count() -> None:
+    inner = MemoryStore()
+    with kvstore.open(inner, **SHORT) as db:
+        for i in range(20):
+            db.put(b"k%d" % i, b"v")
+        assert db.gc().deleted_roots == ()  # all unflushed: opening needs every one
+        db.flush()
+        db.put(b"after", b"v")
+    with kvstore.open(inner, **dict(SHORT, gc_min_roots=5)) as db:
+        report = db.gc()
+        assert report.oldest_kept == db.version - 4
+        assert len(VersionChain(inner).list_versions()) == 5
+        assert db.get(b"k7") == b"v" and db.get(b"after") == b"v"
+
+
+def test_an_open_snapshot_keeps_its_files_through_gc() -> None:
+    with kvstore.open(MemoryStore(), **SHORT) as db:
+        expected = _churn(db, rounds=2)
+        with db.snapshot() as snap:
+            _churn(db, rounds=3)
+            report = db.gc()
+            assert report.floor.reason == "snapshot"
+            assert dict(snap.scan()) == expected
+            with db.at(version=snap.version) as view:
+                assert dict(view.scan()) == expected
+        assert db.gc().deleted_roots  # released: now they go
+
+
+def test_gc_never_deletes_young_files() -> None:
+    inner = MemoryStore()
+    with kvstore.open(inner, **dict(QUIET, retention_window_s=0, gc_min_roots=1)) as db:
+        _churn(db)
+        report = db.gc()  # default grace: an hour
+        assert report.deleted_roots == () and report.deleted_ssts == () and report.deleted_trees == ()
+
+
+def test_gc_argument_is_checked() -> None:
+    with kvstore.open(MemoryStore(), **QUIET) as db:
+        with pytest.raises(TypeError, match="dry_run"):
+            db.gc(dry_run="yes")  # type: ignore[arg-type]
+
+
+# -- GC against live writer and reader processes --------------------------------
+
+WINDOW_S = 3.0  # readers hold snapshots (<= 0.6 s) well inside it
+GRACE_S = 1.0
+RUN_S = 6.0
+SHARED = {
+    "fsync": False,
+    "retention_window_s": WINDOW_S,
+    "gc_grace_s": GRACE_S,
+    "gc_interval_s": 0.0,
+    "poll_interval_s": 0.05,
+    "maintenance_interval_s": 0.05,
+    "flush_max_versions": 6,
+    "l0_compaction_trigger": 2,
+    "hint_interval_s": 0.05,
+}
+
+
+def _writer(url: str, writer: int, run_s: float) -> list[int]:
+    acked = []
+    with kvstore.open(url, **SHARED) as db:
+        deadline = time.monotonic() + run_s
+        batch_no = 0
+        while time.monotonic() < deadline:
+            batch = kvstore.WriteBatch()
+            for j in range(10):
+                batch.put(b"w%d-%05d-%d" % (writer, batch_no, j), b"x" * 50)
+                batch.put(b"shared-%d" % j, b"w%d-%d" % (writer, batch_no))
+            db.write(batch)
+            acked.append(batch_no)
+            batch_no += 1
+            time.sleep(0.005)
+    return acked
+
+
+def _reader(url: str, seed: int, run_s: float) -> tuple[int, list[str]]:
+    rng = random.Random(seed)
+    reads, errors = 0, []
+    with kvstore.open(url, create=False, **dict(SHARED, background_maintenance=False)) as db:
+        deadline = time.monotonic() + run_s
+        while time.monotonic() < deadline:
+            try:
+                with db.snapshot(fresh=True) as snap:
+                    first = list(snap.scan())
+                    hold_until = time.monotonic() + rng.uniform(0.1, 0.6)
+                    while time.monotonic() < hold_until:
+                        if first:
+                            key, value = rng.choice(first)
+                            if snap.get(key) != value:
+                                errors.append(f"snapshot {snap.version}: {key!r} changed")
+                        reads += 1
+                    if list(snap.scan()) != first:
+                        errors.append(f"snapshot {snap.version}: second scan differs")
+            except Exception as exc:  # any failure is what this test looks for
+                errors.append(repr(exc))
+    return reads, errors
+
+
+@pytest.mark.slow
+def test_gc_with_concurrent_writer_and_reader_processes(tmp_path: Path) -> None:
+    url = str(tmp_path / "store")
+    kvstore.open(url, **SHARED).close()
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(4) as pool:
+        writers = [pool.apply_async(_writer, (url, w, RUN_S)) for w in range(2)]
+        readers = [pool.apply_async(_reader, (url, r, RUN_S + 1)) for r in range(2)]
+        deleted = {"roots": 0, "files": 0}
+        with kvstore.open(url, **dict(SHARED, background_maintenance=False)) as gc_db:
+            while not all(job.ready() for job in writers + readers):
+                report = gc_db.gc()
+                deleted["roots"] += len(report.deleted_roots)
+                deleted["files"] += len(report.deleted_ssts) + len(report.deleted_trees)
+                time.sleep(0.1)
+        acked = [job.get() for job in writers]
+        outcomes = [job.get() for job in readers]
+    for reads, errors in outcomes:
+        assert errors == [] and reads > 0
+    assert deleted["roots"] > 0 and deleted["files"] > 0, "GC had nothing to do: the test proves nothing"
+    with kvstore.open(url, create=False, **dict(SHARED, background_maintenance=False)) as db:
+        for writer, batches in enumerate(acked):
+            assert batches
+            for batch_no in batches[:: max(1, len(batches) // 50)] + batches[-1:]:
+                assert db.get(b"w%d-%05d-0" % (writer, batch_no)) == b"x" * 50
+        report = db.verify()
+        assert report.ok, report.problems
