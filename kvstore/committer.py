@@ -191,6 +191,8 @@ class Committer:
         pending = group
         for attempt in range(options.max_commit_attempts):
             with self._state.chain_lock:
+                if time.monotonic() - self._state.last_sync > options.stale_check_s:
+                    self._state.catch_up(stale_after_s=options.stale_check_s)
                 pending = self._check_tree_changes(pending)
                 accepted = self.validator(pending) if self.validator is not None else pending
                 for rejected in pending:
@@ -271,6 +273,7 @@ class Committer:
                 self._delete_orphan(delta_sst["path"])
             return False
         state.apply_root(root, rows)
+        state.last_sync = time.monotonic()  # we just created the head
         self.groups_committed += 1
         for pending in accepted:
             pending.version = version

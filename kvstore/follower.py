@@ -18,8 +18,9 @@ class Follower:
     kill the thread, and readers simply stay on the last version they saw.
     """
 
-    def __init__(self, state: EngineState, interval_s: float) -> None:
+    def __init__(self, state: EngineState, interval_s: float, stale_after_s: float | None = None) -> None:
         self._state = state
+        self._stale_after_s = stale_after_s
         self._interval_s = interval_s
         self._stop = threading.Event()
         self.errors = 0
@@ -29,7 +30,7 @@ class Follower:
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
             try:
-                self._state.catch_up()
+                self._state.catch_up(stale_after_s=self._stale_after_s)
             except StoreError as exc:
                 self.errors += 1
                 log.warning("following %s failed (will retry): %s", self._state.store.url, exc)

@@ -48,6 +48,10 @@ class StoreOptions:
     # Default transaction lifetime: a forgotten transaction stops pinning the
     # oracle's memory and retention after this long.
     txn_ttl_s: float = 3600.0
+    # A handle that has not confirmed the chain head for this long double-checks
+    # (hint + probes) before committing, so a root GC removed while it slept is
+    # never re-created. Must stay far below gc_grace_s; costs a few HEADs.
+    stale_check_s: float = 30.0
 
     # -- maintenance: flush, compaction, retention, GC (kvstore.maintenance) --
     # Run flush and compaction in background threads of this handle; off for

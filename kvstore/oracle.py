@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from kvstore.errors import ConflictError, TransactionExpiredError
+from kvstore.errors import ConflictError, SnapshotTooOldError, TransactionExpiredError
 from kvstore.format.root import RootFile
 from kvstore.format.rows import Row
 
@@ -87,6 +87,9 @@ class Oracle:
         self._running: dict[int, _Running] = {}
         self._ids = itertools.count(1)
         self._next_sweep = 0.0
+        # Transactions that started before this seq cannot be validated: the
+        # versions between their start and it may be gone (see set_horizon).
+        self._horizon = 0
 
     # -- transactions --------------------------------------------------------
 
@@ -115,6 +118,16 @@ class Oracle:
         with self._lock:
             self._running.pop(txn_id, None)
             self._collect()
+
+    def set_horizon(self, seq: int) -> None:
+        """Refuse to validate transactions that started before ``seq``.
+
+        Called when the store rebuilt its state after falling behind GC: the
+        write sets of the versions it skipped are unknown.
+        """
+        with self._lock:
+            self._horizon = max(self._horizon, seq)
+            self._committed.clear()
 
     def is_running(self, txn_id: int) -> bool:
         with self._lock:
@@ -197,6 +210,11 @@ class Oracle:
     def _check(self, check: TxnValidation, earlier_in_group: list[frozenset[bytes]]) -> Exception | None:
         if check.txn_id not in self._running or check.deadline <= time.monotonic():
             return TransactionExpiredError(f"transaction {check.txn_id} outlived its TTL before it could commit")
+        if check.start_seq < self._horizon:
+            return SnapshotTooOldError(
+                f"transaction {check.txn_id} started at seq {check.start_seq}, before versions this handle "
+                f"could not read (GC removed them while it was idle); retry it"
+            )
         serializable = check.isolation == SERIALIZABLE
         candidates = [c for c in self._committed if c.seq > check.start_seq]
         candidates.extend(Committed(-1, -1, keys) for keys in earlier_in_group)

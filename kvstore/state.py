@@ -21,7 +21,9 @@ snapshots) keep their complete view; nothing is trimmed in place.
 from __future__ import annotations
 
 import bisect
+import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
@@ -35,6 +37,8 @@ from kvstore.format.sst import SSTInfo, SSTReader
 from kvstore.format.tree import TreeManifest, decode_tree
 from kvstore.memtable import Memtable
 from kvstore.objstore.base import ObjectStore
+
+log = logging.getLogger(__name__)
 
 # Called with every newly applied version and its rows (the oracle listens).
 VersionListener = Callable[[RootFile, list[Row]], None]
@@ -102,6 +106,11 @@ class EngineState:
         # Checkpoint map of the latest version: carried into every new root.
         self.checkpoints: dict[str, dict] = {}
         self.listeners: list[VersionListener] = []
+        # Called with the new head seq when the state had to be rebuilt from
+        # the latest version (see catch_up): the oracle then refuses older txns.
+        self.reload_listeners: list[Callable[[int], None]] = []
+        # When this handle last confirmed it had the latest version.
+        self.last_sync = time.monotonic()
         self._open_parallelism = max(1, open_parallelism)
 
     @property
@@ -138,6 +147,7 @@ class EngineState:
                 # Only the head's tree matters (installed above): older
                 # unflushed versions may point at trees since replaced.
                 self.apply_root(root, install_tree=False)
+            self.last_sync = time.monotonic()
 
     def _install_tree(self, tree_path: str | None) -> None:
         if tree_path == self.tree_path:
@@ -213,13 +223,41 @@ class EngineState:
         for listener in self.listeners:
             listener(root, rows)
 
-    def catch_up(self) -> list[RootFile]:
-        """Apply every version other writers committed after ours; return them."""
+    def catch_up(self, stale_after_s: float | None = None) -> list[RootFile]:
+        """Apply every version other writers committed after ours; return them.
+
+        Tailing probes ``version + 1`` only, which cannot tell "no newer
+        version" from "GC deleted it": a handle asleep for longer than the
+        retention window plus GC grace could find its successor gone, and a
+        commit there would re-create a root nobody reads. So when the handle
+        has not confirmed the head for ``stale_after_s`` seconds, a miss is
+        double-checked by locating the latest version (hint + galloping); if
+        the chain moved on past a gap, the state is rebuilt from the latest.
+        """
         applied: list[RootFile] = []
         with self.chain_lock:
             while True:
                 root = self.chain.try_read_root(self.version + 1)
                 if root is None:
-                    return applied
+                    break
                 self.apply_root(root)
                 applied.append(root)
+            stale = stale_after_s is not None and time.monotonic() - self.last_sync > stale_after_s
+            if stale and not applied:
+                latest = self.chain.find_latest()
+                if latest is not None and latest > self.version:
+                    log.warning(
+                        "%s: versions %d..%d were removed by GC while this handle was idle; reloading at %d",
+                        self.store.url, self.version + 1, latest, latest,
+                    )
+                    self._reload(latest)
+            self.last_sync = time.monotonic()
+        return applied
+
+    def _reload(self, latest: int) -> None:
+        # Requires chain_lock. Start over from an empty picture of the store.
+        self.tree_path, self.tree = None, TreeManifest()
+        self.layers = Layers(Memtable())
+        self.load(latest)
+        for listener in self.reload_listeners:
+            listener(self.last_seq)

@@ -96,7 +96,10 @@ class Store(TransactionMixin, MaintenanceMixin):
         self._oracle = Oracle()
         self._state.listeners.append(self._oracle.record_version)
         self._committer = Committer(self._state, options, self.writer_id, self._hint, self._oracle.validate_group)
-        self._follower = Follower(self._state, options.poll_interval_s) if options.poll_interval_s > 0 else None
+        self._state.reload_listeners.append(self._oracle.set_horizon)
+        self._follower = (
+            Follower(self._state, options.poll_interval_s, options.stale_check_s) if options.poll_interval_s > 0 else None
+        )
         self._start_maintenance()  # flush/compaction threads (kvstore.maintenance)
 
     # -- lifecycle -------------------------------------------------------------
@@ -165,7 +168,7 @@ class Store(TransactionMixin, MaintenanceMixin):
     def refresh(self) -> int:
         """Catch up with versions other writers committed; return the latest version."""
         self._check_open()
-        self._state.catch_up()
+        self._state.catch_up(stale_after_s=self.options.stale_check_s)
         return self._state.version
 
     # -- writes --------------------------------------------------------------
