@@ -106,6 +106,8 @@ class StoreOptions:
             if expected in (int, float) and kwargs[name] < 0:
                 raise ValueError(f"store option {name!r} must be >= 0, got {value!r}")
         options = cls(**kwargs)
+        if options.stale_check_s >= options.gc_grace_s:
+            raise ValueError("stale_check_s must be below gc_grace_s, or an idle handle could miss a GC'd gap")
         if options.max_group_commits < 1 or options.max_commit_attempts < 1:
             raise ValueError("max_group_commits and max_commit_attempts must be >= 1")
         if options.backoff_max_s < options.backoff_min_s:
