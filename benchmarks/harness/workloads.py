@@ -1,0 +1,329 @@
+"""The workloads W1-W7, each a function of (engine, prepared data, sizes).
+
+A workload returns :class:`Measurement` records and never decides what a
+good number is. Each one also counts what would make its numbers
+meaningless — gets that found nothing, scans that came back short, counter
+increments that were lost — so the report and the quick test can tell a fast
+engine from a broken one.
+
+Timing: ``time.perf_counter`` around each operation for latencies, and wall
+time from the release of a start barrier to the last thread's exit for
+rates. Every measured phase stops at its deadline (``phase_seconds``); ``n``
+in the results is what really ran.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from harness.data import KEY_BYTES, VALUE_BYTES, unique_keys
+from harness.engine import CommitTarget, Engine
+
+LOWER: Final = "lower"
+HIGHER: Final = "higher"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """How a metric is shown: its label, which direction is better (None: not
+    compared) and its format."""
+
+    label: str
+    better: str | None
+    fmt: str
+
+
+# Display order is this order.
+METRICS: Final[dict[str, Metric]] = {
+    "rows_per_s": Metric("rows/s", HIGHER, ",.0f"),
+    "commits_per_s": Metric("commits/s", HIGHER, ",.0f"),
+    "gets_per_s": Metric("gets/s", HIGHER, ",.0f"),
+    "abort_rate": Metric("abort rate", LOWER, ".1%"),
+    "p50_ms": Metric("p50 ms", LOWER, ",.3f"),
+    "p99_ms": Metric("p99 ms", LOWER, ",.3f"),
+    "p50_us": Metric("p50 µs", LOWER, ",.1f"),
+    "p99_us": Metric("p99 µs", LOWER, ",.1f"),
+    "bytes_written_mb": Metric("MB written", LOWER, ",.1f"),
+    "write_amplification": Metric("bytes written ÷ logical bytes", LOWER, ",.2f"),
+    "disk_mb": Metric("MB on disk", LOWER, ",.1f"),
+    # Informational: what settling cost differs too much in kind (a B-tree
+    # sync vs an LSM flush) for a ratio to mean anything.
+    "settle_s": Metric("settle s (flush etc.)", None, ",.2f"),
+    "n": Metric("n (operations measured)", None, ",.0f"),
+}
+
+
+@dataclass
+class Measurement:
+    """One engine's figures for one case of one workload.
+
+    ``compare_case`` names the case whose peer figures a ratio should use
+    when peers have no figure for this case (lakekv's Arrow scan form is
+    compared with the peers' row form). ``checks`` holds sanity counters that
+    must be zero for the figures to mean anything.
+    """
+
+    workload: str
+    case: str
+    engine: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    checks: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    compare_case: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v not in (None, [], {})}
+
+
+# -- helpers -------------------------------------------------------------------
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """The ``q``-quantile of ``samples`` by the nearest-rank method.
+
+    >>> percentile([1.0, 2.0, 3.0, 4.0], 0.5), percentile([1.0, 2.0, 3.0, 4.0], 0.99)
+    (3.0, 4.0)
+    """
+    if not samples:
+        raise ValueError("no samples")
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def latency_metrics(latencies: Sequence[float], unit: str = "ms") -> dict[str, float]:
+    """p50/p99 of per-operation latencies (seconds) in ``unit`` ("ms" or "us")."""
+    scale = 1e3 if unit == "ms" else 1e6
+    return {f"p50_{unit}": percentile(latencies, 0.5) * scale, f"p99_{unit}": percentile(latencies, 0.99) * scale}
+
+
+@dataclass
+class ThreadTally:
+    """What one worker thread did."""
+
+    latencies: list[float] = field(default_factory=list)
+    committed: int = 0
+    aborted: int = 0
+
+
+def run_threads(threads: int, seconds: float, body: Callable[[int, float, ThreadTally], None]) -> tuple[list[ThreadTally], float]:
+    """Run ``body(thread_index, deadline, tally)`` on ``threads`` threads at once.
+
+    All threads start together at a barrier; the wall time runs from its
+    release to the last thread's exit. An exception in any thread is re-raised
+    here after all have stopped, so a failed engine never yields a figure.
+    """
+    tallies = [ThreadTally() for _ in range(threads)]
+    errors: list[BaseException] = []
+    started: list[float] = []
+    barrier = threading.Barrier(threads + 1, action=lambda: started.append(time.perf_counter()))
+
+    def worker(index: int) -> None:
+        barrier.wait()
+        try:
+            body(index, started[0] + seconds, tallies[index])
+        except BaseException as exc:  # re-raised by the caller below
+            errors.append(exc)
+
+    pool = [threading.Thread(target=worker, args=(i,), name=f"bench-{i}") for i in range(threads)]
+    for thread in pool:
+        thread.start()
+    barrier.wait()
+    for thread in pool:
+        thread.join()
+    elapsed = time.perf_counter() - started[0]
+    if errors:
+        raise errors[0]
+    return tallies, elapsed
+
+
+# -- W1 ------------------------------------------------------------------------
+
+
+def w1_bulk_load(
+    engine: Engine, batches: Sequence[Sequence[tuple[bytes, bytes]]], device_written: Callable[[], int] | None,
+) -> Measurement:
+    """Load every batch (one durable commit each), then settle the engine.
+
+    Bytes written are the block device's write counter across ``os.sync()``
+    calls before and after load and settle: everything the engine made the
+    disk write (WAL, SSTs, B-tree pages, journal), background threads
+    included. (``/proc/self/io`` is not used: with large folios it counts a
+    whole folio per small random write and overstated LMDB's writes 5×.)
+    Never capped: a half-loaded store would make W4/W5 meaningless.
+    """
+    rows = sum(len(batch) for batch in batches)
+    os.sync()  # earlier engines' writeback must not be counted or compete
+    written_before = device_written() if device_written else 0
+    started = time.perf_counter()
+    for batch in batches:
+        engine.write_batch(batch)
+    load_s = time.perf_counter() - started
+    settle_started = time.perf_counter()
+    settled = engine.settle()
+    settle_s = time.perf_counter() - settle_started
+    metrics = {"rows_per_s": rows / load_s, "settle_s": settle_s, "disk_mb": engine.disk_bytes() / 1e6, "n": rows}
+    notes = [f"settle: {settled}"]
+    if device_written is not None:
+        os.sync()
+        written = device_written() - written_before
+        metrics["bytes_written_mb"] = written / 1e6
+        metrics["write_amplification"] = written / (rows * (KEY_BYTES + VALUE_BYTES))
+    else:
+        notes.append("bytes written not measured: the data directory is not on a block device")
+    return Measurement(
+        "W1", f"bulk load, {rows:,} rows in batches of {len(batches[0]):,}", engine.key, metrics=metrics, notes=notes,
+    )
+
+
+# -- W2, W3, W7: durable single-key commits -------------------------------------
+
+
+def durable_commits(
+    workload: str, case: str, target: CommitTarget, threads: int, per_thread: int, seconds: float, tag: bytes,
+) -> Measurement:
+    """``threads`` writers, each committing ``per_thread`` fresh keys one at a time.
+
+    Every key is new (a 16-byte key under ``tag`` and the thread's number),
+    so no engine gets an overwrite shortcut; values are 100 random bytes.
+    """
+    value = random.Random(tag).randbytes(VALUE_BYTES)
+    keys = [unique_keys(tag + b"%02d" % t, per_thread) for t in range(threads)]
+
+    def body(index: int, deadline: float, tally: ThreadTally) -> None:
+        put = target.put
+        clock = time.perf_counter
+        out = tally.latencies
+        for key in keys[index]:
+            began = clock()
+            put(key, value)
+            ended = clock()
+            out.append(ended - began)
+            if ended > deadline:
+                break
+        tally.committed = len(out)
+
+    tallies, elapsed = run_threads(threads, seconds, body)
+    latencies = [x for t in tallies for x in t.latencies]
+    committed = sum(t.committed for t in tallies)
+    return Measurement(
+        workload, case, target.key,
+        metrics={"commits_per_s": committed / elapsed, **latency_metrics(latencies), "n": committed},
+    )
+
+
+# -- W4: point gets ------------------------------------------------------------
+
+
+def w4_point_gets(engine: Engine, case: str, keys: Sequence[bytes], seconds: float) -> Measurement:
+    """Get ``keys`` once untimed (warms every cache the timed pass will touch),
+    then again timed: the hot-cache figure."""
+    engine.timed_gets(keys, time.perf_counter() + seconds)
+    started = time.perf_counter()
+    latencies, missing = engine.timed_gets(keys, started + seconds)
+    elapsed = time.perf_counter() - started
+    return Measurement(
+        "W4", case, engine.key,
+        metrics={"gets_per_s": len(latencies) / elapsed, **latency_metrics(latencies, "us"), "n": len(latencies)},
+        checks={"missing_keys": missing},
+    )
+
+
+# -- W5: range scans -----------------------------------------------------------
+
+
+def w5_range_scans(
+    engine: Engine, ranges: Sequence[tuple[bytes, bytes]], span: int, seconds: float,
+) -> list[Measurement]:
+    """Scan each ``[start, end)`` range (``span`` rows) in every form the engine offers."""
+    results = []
+    for form, scan in engine.scan_forms().items():
+        total = short = 0
+        started = time.perf_counter()
+        deadline = started + seconds
+        scans = 0
+        for start, end in ranges:
+            rows = scan(start, end, span)
+            total += rows
+            short += rows != span
+            scans += 1
+            if time.perf_counter() > deadline:
+                break
+        elapsed = time.perf_counter() - started
+        results.append(Measurement(
+            "W5", f"range scan of {span:,} keys, {form} form", engine.key,
+            metrics={"rows_per_s": total / elapsed, "n": scans},
+            checks={"short_scans": short},
+            compare_case=None if form == "rows" else f"range scan of {span:,} keys, rows form",
+        ))
+    return results
+
+
+# -- W6: read-modify-write transactions ----------------------------------------
+
+
+def w6_prepare(engine: Engine, levels: Sequence[int], batch_rows: int) -> dict[int, list[bytes]]:
+    """Create the counters of every contention level (value ``0``); return them by level."""
+    by_level: dict[int, list[bytes]] = {}
+    for level, count in enumerate(levels):
+        keys = unique_keys(b"c%d-" % level, count)
+        by_level[count] = keys
+        for start in range(0, count, batch_rows):
+            engine.write_batch([(k, b"0") for k in keys[start:start + batch_rows]])
+    return by_level
+
+
+# Counters read back to check for lost updates only up to this many keys:
+# reading 100k counters back would cost more than the workload itself, and
+# lost updates show up where contention is, on the small levels.
+MAX_KEYS_TO_VERIFY: Final = 1000
+
+
+def w6_transactions(
+    engine: Engine, case: str, keys: Sequence[bytes], threads: int, per_thread: int, seconds: float, seed: int,
+) -> Measurement:
+    """``threads`` threads each run ``per_thread`` SERIALIZABLE increments of a
+    counter chosen uniformly from ``keys``; aborts are counted, not retried.
+
+    Afterwards, if ``keys`` is small, the counters are read back: their sum
+    must equal the number of commits (``lost_updates`` counts the difference).
+    """
+    before = sum(int(engine.get(k) or b"0") for k in keys) if len(keys) <= MAX_KEYS_TO_VERIFY else None
+
+    def body(index: int, deadline: float, tally: ThreadTally) -> None:
+        rng = random.Random(seed * 1000 + index)
+        rmw = engine.rmw
+        clock = time.perf_counter
+        for _ in range(per_thread):
+            began = clock()
+            if rmw(keys[rng.randrange(len(keys))]):
+                tally.committed += 1
+            else:
+                tally.aborted += 1
+            ended = clock()
+            tally.latencies.append(ended - began)
+            if ended > deadline:
+                break
+
+    tallies, elapsed = run_threads(threads, seconds, body)
+    committed = sum(t.committed for t in tallies)
+    aborted = sum(t.aborted for t in tallies)
+    checks = {}
+    if before is not None:
+        after = sum(int(engine.get(k) or b"0") for k in keys)
+        checks["lost_updates"] = committed - (after - before)
+    latencies = [x for t in tallies for x in t.latencies]
+    return Measurement(
+        "W6", case, engine.key,
+        metrics={
+            "commits_per_s": committed / elapsed, "abort_rate": aborted / max(1, committed + aborted),
+            **latency_metrics(latencies), "n": committed + aborted,
+        },
+        checks=checks,
+    )
