@@ -29,14 +29,15 @@ def get_row(layers: Layers, key: bytes, snapshot_seq: int) -> Row | None:
     row = layers.memtable.get(key, snapshot_seq)
     if row is not None:
         return row
+    # SSTReader.get consults the key range and bloom filter itself (no I/O
+    # when they rule the key out), so there is no separate may_contain here.
     for sst in layers.l0:
-        if sst.may_contain(key):
-            row = sst.get(key, snapshot_seq)
-            if row is not None:
-                return row
+        row = sst.get(key, snapshot_seq)
+        if row is not None:
+            return row
     for run in layers.runs:
         sst = run.find(key)
-        if sst is not None and sst.may_contain(key):
+        if sst is not None:
             row = sst.get(key, snapshot_seq)
             if row is not None:
                 return row
