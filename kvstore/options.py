@@ -50,7 +50,8 @@ class StoreOptions:
     txn_ttl_s: float = 3600.0
     # A handle that has not confirmed the chain head for this long double-checks
     # (hint + probes) before committing, so a root GC removed while it slept is
-    # never re-created. Must stay far below gc_grace_s; costs a few HEADs.
+    # never re-created. Keep it far below retention_window_s + gc_grace_s (the
+    # age a root must reach before GC deletes it); costs a few HEADs.
     stale_check_s: float = 30.0
 
     # -- maintenance: flush, compaction, retention, GC (kvstore.maintenance) --
@@ -106,8 +107,6 @@ class StoreOptions:
             if expected in (int, float) and kwargs[name] < 0:
                 raise ValueError(f"store option {name!r} must be >= 0, got {value!r}")
         options = cls(**kwargs)
-        if options.stale_check_s >= options.gc_grace_s:
-            raise ValueError("stale_check_s must be below gc_grace_s, or an idle handle could miss a GC'd gap")
         if options.max_group_commits < 1 or options.max_commit_attempts < 1:
             raise ValueError("max_group_commits and max_commit_attempts must be >= 1")
         if options.backoff_max_s < options.backoff_min_s:
