@@ -9,7 +9,7 @@ and the merge iterator's hot loop works on them directly.
 
 from __future__ import annotations
 
-from typing import Final, Optional, Tuple
+from typing import Final, Optional, Sequence, Tuple
 
 import pyarrow as pa
 
@@ -41,7 +41,24 @@ MAX_SEQ: Final = 2**64 - 1
 
 def rows_to_batch(rows: list[Row]) -> pa.RecordBatch:
     """Build a record batch with :data:`ROW_SCHEMA` from row tuples (already sorted)."""
-    keys, seqs, kinds, values, expires = (list(col) for col in zip(*rows)) if rows else ([], [], [], [], [])
+    if not rows:
+        return columns_to_batch((), (), (), (), ())
+    keys, seqs, kinds, values, expires = zip(*rows)
+    return columns_to_batch(keys, seqs, kinds, values, expires)
+
+
+def columns_to_batch(
+    keys: Sequence[bytes],
+    seqs: Sequence[int],
+    kinds: Sequence[int],
+    values: Sequence[bytes | None],
+    expires: Sequence[int | None],
+) -> pa.RecordBatch:
+    """Build a :data:`ROW_SCHEMA` batch from one Python sequence per column.
+
+    Raises:
+        pyarrow.ArrowInvalid / OverflowError: a value does not fit its column type.
+    """
     return pa.RecordBatch.from_arrays(
         [
             pa.array(keys, pa.binary()),

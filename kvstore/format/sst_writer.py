@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from kvstore.format.bloom import MAX_BITS_PER_KEY, BloomFilter
 from kvstore.format.checksum import crc32c
-from kvstore.format.rows import DELETE, ROW_SCHEMA, Row, rows_to_batch
+from kvstore.format.rows import DELETE, ROW_SCHEMA, Row, columns_to_batch, rows_to_batch
 from kvstore.format.sst_format import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_BLOOM_BITS_PER_KEY,
@@ -149,16 +149,7 @@ def _rows_to_batch(rows: list[Row], first_row: int) -> pa.RecordBatch:
                 f"rows_or_batches: row {first_row + bad} {name} must be {expected}, not {type(column[bad]).__name__}"
             )
     try:
-        return pa.RecordBatch.from_arrays(
-            [
-                pa.array(keys, pa.binary()),
-                pa.array(seqs, pa.uint64()),
-                pa.array(kinds, pa.uint8()),
-                pa.array(values, pa.binary()),
-                pa.array(expires, pa.int64()),
-            ],
-            schema=ROW_SCHEMA,
-        )
+        return columns_to_batch(keys, seqs, kinds, values, expires)
     except (pa.ArrowInvalid, OverflowError) as exc:
         raise ValueError(f"rows_or_batches: rows {first_row}..: seq, kind or expire_at_ms out of range: {exc}") from exc
 
