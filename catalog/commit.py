@@ -52,8 +52,16 @@ def begin(store: Store, isolation: str, fresh: bool = False) -> tuple[Transactio
     return txn, CatalogWriter(txn)
 
 
+def apply_one(op: Op, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+    """Apply one op; a precondition it observed that no longer holds is a retryable conflict."""
+    try:
+        return op.apply(w, ctx, rebase)
+    except Retry as exc:
+        raise RetryableConflictError(str(exc), ours=op.kind, object=op.object_name) from None
+
+
 def apply_all(ops: Sequence[Op], w: CatalogWriter, ctx: Context, rebase: bool) -> list[dict[str, Any]]:
-    return [op.apply(w, ctx, rebase) for op in ops]
+    return [apply_one(op, w, ctx, rebase) for op in ops]
 
 
 def _theirs(exc: ConflictError, ours: Op) -> tuple[str | None, int | None]:
@@ -176,8 +184,6 @@ def _rebase_failure(exc: BaseException, ops: Sequence[Op]) -> BaseException:
     obj = op.object_name if op else None
     if isinstance(exc, (CatalogConflictError,)):
         return exc
-    if isinstance(exc, Retry):
-        return RetryableConflictError(str(exc), ours=ours, object=obj)
     if isinstance(exc, (CatalogError, SchemaMismatchError, ValueError)):
         return IncompatibleConflictError(
             f"after a concurrent commit, {_names(ops)} no longer applies: {exc}", ours=ours, object=obj

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from catalog.access import CatalogReader, CatalogWriter
-from catalog.commit import Context, Outcome, commit_ops
+from catalog.commit import Context, Outcome, apply_one, commit_ops
 from catalog.datafiles import DEFAULT_TARGET_FILE_BYTES
 from catalog.errors import ReadOnlyError
 from catalog.ops import Op
@@ -256,7 +256,7 @@ class LakeTransaction(CatalogSession):
         self._check_active()
         recorded, self._writer.recorded = self._writer.recorded, None  # the op's own reads are not the caller's
         try:
-            self._summaries.append(op.apply(self._writer, self.lake._ctx, rebase=False))
+            self._summaries.append(apply_one(op, self._writer, self.lake._ctx, rebase=False))
         except BaseException:
             from catalog.commit import _cleanup
 
