@@ -93,6 +93,7 @@ def commit_ops(
     ``summaries``), as a multi-table transaction does; ``recorded`` are the
     caller's own reads in it, repeated on every rebase.
     """
+    unsettled = False  # a commit that failed other than by conflict may have landed
     try:
         if started is None:
             txn, w = begin(store, isolation)
@@ -122,6 +123,9 @@ def commit_ops(
                         ours=ops[0].kind if ops else "transaction",
                         version=getattr(exc, "version", None),
                     ) from exc
+            except BaseException:
+                unsettled = True
+                raise
             time.sleep(random.uniform(0, backoff))
             backoff = min(0.2, backoff * 2)
             txn, w = begin(store, isolation, fresh=True)
@@ -137,7 +141,9 @@ def commit_ops(
                 raise _rebase_failure(exc, ops) from exc
         raise AssertionError("unreachable")  # the loop returns or raises
     except BaseException:
-        _cleanup(ctx, ops)
+        # If it landed, its entries point at the new files: keep them (gc() removes them if not).
+        if not unsettled:
+            _cleanup(ctx, ops)
         raise
 
 
