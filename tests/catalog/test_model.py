@@ -58,8 +58,9 @@ class CatalogModel(RuleBasedStateMachine):
                 raise AssertionError("namespace without parent accepted")
             except errors.NoSuchNamespaceError:
                 return
-        self._remember(self.lake.create_namespace(ns))
+        version = self.lake.create_namespace(ns)
         self.namespaces.add(ns)
+        self._remember(version)
 
     @rule(name=table_names, partitioned=st.booleans())
     def create_table(self, name: str, partitioned: bool) -> None:
@@ -82,8 +83,9 @@ class CatalogModel(RuleBasedStateMachine):
     @rule(data=st.data(), values=ids, g=groups)
     def append(self, data: st.DataObject, values: list[int], g: str) -> None:
         name = data.draw(st.sampled_from(sorted(self.tables)))
-        self._remember(self.lake.load_table(name).append(_data(values, g)))
+        version = self.lake.load_table(name).append(_data(values, g))
         self.tables[name].update((v, g) for v in values)
+        self._remember(version)
 
     @precondition(lambda self: self.tables)
     @rule(data=st.data(), values=ids, g=groups, filtered=st.booleans())
@@ -91,19 +93,21 @@ class CatalogModel(RuleBasedStateMachine):
         name = data.draw(st.sampled_from(sorted(self.tables)))
         t = self.lake.load_table(name)
         if filtered:
-            self._remember(t.overwrite(_data(values, g), filter=pc.field("g") == g))
+            version = t.overwrite(_data(values, g), filter=pc.field("g") == g)
             self.tables[name] = Counter({k: n for k, n in self.tables[name].items() if k[1] != g})
         else:
-            self._remember(t.overwrite(_data(values, g)))
+            version = t.overwrite(_data(values, g))
             self.tables[name] = Counter()
         self.tables[name].update((v, g) for v in values)
+        self._remember(version)
 
     @precondition(lambda self: self.tables)
     @rule(data=st.data(), below=st.integers(0, 30))
     def delete(self, data: st.DataObject, below: int) -> None:
         name = data.draw(st.sampled_from(sorted(self.tables)))
-        self._remember(self.lake.load_table(name).delete(pc.field("id") < below))
+        version = self.lake.load_table(name).delete(pc.field("id") < below)
         self.tables[name] = Counter({k: n for k, n in self.tables[name].items() if k[0] >= below})
+        self._remember(version)
 
     @precondition(lambda self: self.tables)
     @rule(data=st.data(), target_name=table_names)
@@ -116,15 +120,17 @@ class CatalogModel(RuleBasedStateMachine):
                 raise AssertionError("impossible rename accepted")
             except (errors.NoSuchNamespaceError, errors.TableAlreadyExistsError):
                 return
-        self._remember(self.lake.rename_table(name, target_name))
+        version = self.lake.rename_table(name, target_name)
         self.tables[target_name] = self.tables.pop(name)
+        self._remember(version)
 
     @precondition(lambda self: self.tables)
     @rule(data=st.data())
     def drop(self, data: st.DataObject) -> None:
         name = data.draw(st.sampled_from(sorted(self.tables)))
-        self._remember(self.lake.drop_table(name))
+        version = self.lake.drop_table(name)
         del self.tables[name]
+        self._remember(version)
 
     @precondition(lambda self: self.tables)
     @rule(data=st.data())
@@ -165,4 +171,4 @@ class CatalogModel(RuleBasedStateMachine):
 
 
 TestCatalogModel = CatalogModel.TestCase
-TestCatalogModel.settings = settings(max_examples=30, stateful_step_count=25, deadline=None)
+TestCatalogModel.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
