@@ -94,6 +94,7 @@ def commit_ops(
     caller's own reads in it, repeated on every rebase.
     """
     unsettled = False  # a commit that failed other than by conflict may have landed
+    lost: ConflictError | None = None  # the conflict we are rebasing over
     try:
         if started is None:
             txn, w = begin(store, isolation)
@@ -114,6 +115,7 @@ def commit_ops(
                 return Outcome(version, summaries)
             except ConflictError as exc:
                 txn.rollback()
+                lost = exc
                 if isinstance(exc, CatalogConflictError):
                     raise
                 _decide(exc, ops)
@@ -138,7 +140,7 @@ def commit_ops(
                 summaries = apply_all(ops, w, ctx, rebase=True)
             except BaseException as exc:
                 txn.rollback()
-                raise _rebase_failure(exc, ops) from exc
+                raise _rebase_failure(exc, ops, lost) from exc
         raise AssertionError("unreachable")  # the loop returns or raises
     except BaseException:
         # If it landed, its entries point at the new files: keep them (gc() removes them if not).
@@ -177,18 +179,26 @@ def _decide(exc: ConflictError, ops: Sequence[Op]) -> None:
             ) from exc
 
 
-def _rebase_failure(exc: BaseException, ops: Sequence[Op]) -> BaseException:
+def _rebase_failure(exc: BaseException, ops: Sequence[Op], lost: ConflictError | None = None) -> BaseException:
     """What a failed re-application means to the caller."""
     op = ops[0] if ops else None
     ours = op.kind if op else "transaction"
     obj = op.object_name if op else None
     if isinstance(exc, (CatalogConflictError,)):
-        return exc
+        return _name_winner(exc, ops, lost)
     if isinstance(exc, (CatalogError, SchemaMismatchError, ValueError)):
-        return IncompatibleConflictError(
+        return _name_winner(IncompatibleConflictError(
             f"after a concurrent commit, {_names(ops)} no longer applies: {exc}", ours=ours, object=obj
-        )
+        ), ops, lost)
     return exc
+
+
+def _name_winner(error: CatalogConflictError, ops: Sequence[Op], lost: ConflictError | None) -> CatalogConflictError:
+    """An error raised while rebasing names the commit we lost to (its kind and version)."""
+    op = next((o for o in ops if o.object_name == error.object), ops[0] if ops else None)
+    if lost is not None and op is not None and error.theirs is None and error.version is None:
+        error.theirs, error.version = _theirs(lost, op)
+    return error
 
 
 def _cleanup(ctx: Context, ops: Sequence[Op]) -> None:
