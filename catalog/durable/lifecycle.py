@@ -113,7 +113,10 @@ def finish(work: Work, txid: str, state: str) -> set[str]:
             stack.append(child)
         current_record = work.record(current)
         if current_record is not None and current_record.state == ACTIVE:
-            work.put_record(current_record.with_state(state, work.now_ms))
+            # A descendant whose own deadline already passed ended then, as expired,
+            # before whatever ends its ancestor now.
+            own = EXPIRED if current_record.state_at(work.now_ms) == EXPIRED else state
+            work.put_record(current_record.with_state(own, work.now_ms))
         nodes |= locks.release_all(work, current)
     return nodes
 

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import kvstore
 
-from catalog.durable import keys, lifecycle, locks
+from catalog.durable import checks, keys, lifecycle, locks
 from catalog.durable.errors import LockConflictError, TransactionExpiredError
 from catalog.durable.records import ACQUIRED, ACTIVE, EXPIRED, PENDING, DurableConfig, LockRecord, TxnRecord
 from catalog.durable.work import Work, run, wall_clock_ms
@@ -100,6 +100,10 @@ class TransactionManager:
             return config
 
         return self.run(change)  # type: ignore[no-any-return]
+
+    def check(self) -> list[str]:
+        """Violations of the stored invariants (see :func:`.checks.check_all`); empty when sound."""
+        return self.run(checks.check_all)  # type: ignore[no-any-return]
 
     # -- transactions ----------------------------------------------------------------
 

@@ -248,3 +248,11 @@ def test_two_handles_agree(store_url: str, manager: TransactionManager) -> None:
             manager.begin().lock(N, "shared")
         tx.abort()
         assert other.attach(tx.id).state == "aborted"
+
+
+def test_child_expired_before_parent_abort_stays_expired(manager: TransactionManager, clock: FakeClock) -> None:
+    outer = manager.begin(timeout=100)
+    inner = manager.begin(timeout=1, parent=outer)
+    clock.advance(2)  # inner's deadline passes; nobody looks
+    outer.abort()
+    assert (outer.state, inner.state) == ("aborted", "expired")
