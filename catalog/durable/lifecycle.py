@@ -121,7 +121,7 @@ def finish(work: Work, txid: str, state: str) -> set[str]:
     return nodes
 
 
-def _finish_dead(work: Work, txid: str) -> set[str]:
+def finish_dead(work: Work, txid: str) -> set[str]:
     """Finish a transaction that is active in storage but dead in effect."""
     if work.record(txid) is None:
         return locks.release_all(work, txid)
@@ -140,7 +140,7 @@ def settle(work: Work, nodes: set[str]) -> None:
         dead = {lock.txn for lock in locks.node_locks(work, node) if work.is_dead(lock.txn)}
         if dead:
             for txid in dead:
-                todo |= _finish_dead(work, txid)
+                todo |= finish_dead(work, txid)
             todo.add(node)
             continue
         locks.promote(work, node)
@@ -159,7 +159,7 @@ def abort(work: Work, txid: str) -> None:
     if state == ACTIVE:
         settle(work, finish(work, txid, ABORTED))
     elif record.state == ACTIVE:  # dead in effect: finish what is left
-        settle(work, _finish_dead(work, txid))
+        settle(work, finish_dead(work, txid))
 
 
 def commit(work: Work, txid: str, apply: ApplyOps | None) -> TxnRecord:
@@ -172,7 +172,7 @@ def commit(work: Work, txid: str, apply: ApplyOps | None) -> TxnRecord:
     record = require_active(work, txid)
     for child in children(work, txid):
         if work.is_dead(child):
-            settle(work, _finish_dead(work, child))
+            settle(work, finish_dead(work, child))
         elif work.require(child).state == ACTIVE:
             raise TransactionStateError(f"transaction {txid} cannot commit: its child {child} is still open")
     if record.parent is not None:

@@ -128,6 +128,7 @@ def acquire(
         attribute_key=attribute_key,
         implicit=implicit,
         created_ms=work.now_ms,
+        version=work.txn.version if mode == SNAPSHOT else None,
     )
     holder = blocker(request, related, existing)
     if holder is not None:

@@ -66,9 +66,9 @@ class TransactionManager:
         self.poll_max_s = _check_seconds(poll_max_s, "poll_max_s")
         self.apply_ops = apply_ops
 
-    def run(self, operation: Callable[[Work], Any]) -> Any:
+    def run(self, operation: Callable[[Work], Any], keep_cleanup: bool = True) -> Any:
         """Run ``operation`` in one serializable lakekv transaction (see :func:`.work.run`)."""
-        return run(self.store, operation, self.clock)
+        return run(self.store, operation, self.clock, keep_cleanup=keep_cleanup)
 
     # -- configuration -------------------------------------------------------------
 

@@ -108,6 +108,8 @@ class LockRecord:
 
     ``implicit`` marks a lock a catalog operation took (or used): the node has a
     staged change in the transaction, so the lock cannot be unlocked.
+    ``version`` (snapshot locks only) is the lakekv version the lock froze:
+    the transaction reads the node as of it.
     """
 
     id: str
@@ -120,6 +122,7 @@ class LockRecord:
     attribute_key: str | None = None
     implicit: bool = False
     created_ms: int = field(default=0, compare=False)
+    version: int | None = None
 
     @property
     def key(self) -> str | None:

@@ -8,7 +8,7 @@ never both decide that incompatible locks are free. The loser retries from a
 fresh snapshot.
 
 Operations validate first and write afterwards. If an operation raises one of
-our own errors (:class:`~.errors.DurableTransactionError`) after only cleaning
+our own errors (:data:`~.errors.DEFERRABLE_ERRORS`) after only cleaning
 up expired transactions it noticed, :func:`run` still commits those clean-ups
 and then re-raises, so noticing an expiry is never wasted work.
 """
@@ -23,7 +23,7 @@ import kvstore
 from kvstore.errors import ConflictError
 
 from catalog.durable import keys
-from catalog.durable.errors import DurableTransactionError, TransactionStateError
+from catalog.durable.errors import DEFERRABLE_ERRORS, TransactionStateError
 from catalog.durable.records import ACTIVE, EXPIRED, DurableConfig, TxnRecord
 
 T = TypeVar("T")
@@ -104,21 +104,30 @@ class Work:
         return self.effective(txid)[0] == EXPIRED
 
 
-def run(store: kvstore.Store, operation: Callable[[Work], T], clock: Callable[[], int]) -> T:
+def run(
+    store: kvstore.Store, operation: Callable[[Work], T], clock: Callable[[], int], *, keep_cleanup: bool = True
+) -> T:
     """Run ``operation`` in a fresh SERIALIZABLE lakekv transaction and commit, retrying on conflict.
 
+    ``keep_cleanup=False`` is for operations that may raise after writing
+    state of their own (several locks, then a staged operation): nothing of a
+    failed attempt is committed then.
+
     Raises:
-        DurableTransactionError: what ``operation`` raised (after committing the
+        LockConflictError / TransactionStateError / TransactionExpiredError: what ``operation`` raised (after committing the
             expiry clean-ups it made, see the module docstring).
         ConflictError: still conflicting after ``MAX_ATTEMPTS`` attempts.
     """
     backoff = _BACKOFF_MIN_S
     for attempt in range(MAX_ATTEMPTS):
         txn = store.begin(kvstore.SERIALIZABLE, fresh=True)
-        deferred: DurableTransactionError | None = None
+        deferred: Exception | None = None
         try:
             result = operation(Work(txn, clock()))
-        except DurableTransactionError as exc:
+        except DEFERRABLE_ERRORS as exc:
+            if not keep_cleanup:
+                txn.rollback()
+                raise
             deferred = exc
         except BaseException:
             txn.rollback()
