@@ -200,3 +200,40 @@ class RemoteDriver(Driver):
         self._proc.join(timeout=30)
         if self._proc.is_alive():
             self._proc.terminate()
+
+
+# -- acceptance 3: one durable transaction shared by several processes ----------------
+
+LAKE_OPTIONS = {"poll_interval_s": 0, "background_maintenance": False}
+
+
+def append_in_transaction(url: str, txid: str, table: str, n: int) -> None:
+    """Attach to ``txid`` and append ``n`` rows to ``table`` (staged: nothing visible until commit)."""
+    import pyarrow as pa
+
+    import catalog
+
+    with catalog.open(url, **LAKE_OPTIONS) as lake:
+        tx = lake.attach(txid)
+        tx.ping()
+        tx.load_table(table).append(pa.table({"id": list(range(n)), "day": ["mon"] * n}))
+
+
+def commit_transaction(url: str, txid: str) -> None:
+    import catalog
+
+    with catalog.open(url, **LAKE_OPTIONS) as lake:
+        lake.attach(txid).commit()
+
+
+def attach_and_hang(url: str, txid: str, ready: Any) -> None:
+    """Attach, report ready, then wait forever for a commit that never comes (the test kills us)."""
+    import time
+
+    import catalog
+
+    with catalog.open(url, **LAKE_OPTIONS) as lake:
+        lake.attach(txid)
+        ready.put("attached")
+        while True:
+            time.sleep(1)
