@@ -179,3 +179,15 @@ def test_commit_of_expired_transaction_shows_nothing(lake: catalog.Lakehouse) ->
     with pytest.raises(catalog.errors.TransactionExpiredError):
         tx.commit()
     assert count(lake, "sales.t1") == 0
+
+
+def test_parent_cannot_write_where_child_locked(lake: catalog.Lakehouse) -> None:
+    outer = lake.begin()
+    inner = lake.begin(parent=outer)
+    inner.load_table("sales.t1").overwrite(rows(1))  # exclusive, held by the child
+    with pytest.raises(LockConflictError, match=inner.id):
+        outer.load_table("sales.t1").append(rows(1))
+    inner.commit()  # the exclusive lock moves up: now the parent may write
+    outer.load_table("sales.t1").append(rows(2))
+    outer.commit()
+    assert count(lake, "sales.t1") == 3
