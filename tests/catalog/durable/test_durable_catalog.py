@@ -191,3 +191,30 @@ def test_parent_cannot_write_where_child_locked(lake: catalog.Lakehouse) -> None
     outer.load_table("sales.t1").append(rows(2))
     outer.commit()
     assert count(lake, "sales.t1") == 3
+
+
+def test_plain_commits_respect_durable_locks(lake: catalog.Lakehouse, monkeypatch: pytest.MonkeyPatch) -> None:
+    tx = lake.begin()
+    tx.lock("sales.t1", "exclusive")
+    with pytest.raises(LockConflictError, match=tx.id):
+        lake.load_table("sales.t1").append(rows(1))
+    with pytest.raises(LockConflictError):
+        with lake.transaction() as plain:
+            plain.load_table("sales.t2").append(rows(1))
+            plain.load_table("sales.t1").append(rows(1))
+    assert (count(lake, "sales.t1"), count(lake, "sales.t2")) == (0, 0)
+    assert [p for p in lake.objects.list("data/")] == []  # the refused commits' files are gone
+    shared = lake.begin()
+    shared.lock("sales.t2", "shared")
+    lake.load_table("sales.t2").append(rows(1))  # append is shared: compatible
+    with pytest.raises(LockConflictError):
+        lake.load_table("sales.t2").overwrite(rows(1))
+    tx.commit()
+    lake.load_table("sales.t1").append(rows(2))
+    assert count(lake, "sales.t1") == 2
+    expired = lake.begin(timeout=1)
+    expired.lock("sales.t3", "exclusive")
+    import catalog.durable.guard as guard
+
+    monkeypatch.setattr(guard, "wall_clock_ms", lambda: 10**15)  # the holder's deadline passed for this writer
+    lake.load_table("sales.t3").append(rows(1))
