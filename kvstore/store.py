@@ -41,6 +41,7 @@ def open(url: str | ObjectStore, create: bool = True, **options: Any) -> Store: 
     Args:
         url: ``file:///abs/dir``, a path, ``memory://name``, ``s3://bucket/prefix``,
             or an already built :class:`~kvstore.objstore.base.ObjectStore`.
+            ``http(s)://host:port`` (a ``lakekv serve`` server) gives a :class:`~kvstore.remote.RemoteStore`.
         create: create the store if it does not exist (else raise).
         **options: :class:`~kvstore.options.StoreOptions` fields, plus backend
             options (``endpoint_url``, ``key``, ``secret``, ``commit_store``, ...)
@@ -50,6 +51,10 @@ def open(url: str | ObjectStore, create: bool = True, **options: Any) -> Store: 
         FileNotFoundError: no store there and ``create`` is false.
         TypeError / ValueError: a bad option.
     """
+    if isinstance(url, str) and url.startswith(("http://", "https://")):
+        from kvstore.remote import RemoteStore  # a `lakekv serve` server: same API over HTTP
+
+        return RemoteStore(url, **options)  # type: ignore[return-value]
     store_fields = set(StoreOptions.__dataclass_fields__)
     store_opts = {k: v for k, v in options.items() if k in store_fields}
     backend_opts = {k: v for k, v in options.items() if k not in store_fields}
