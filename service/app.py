@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import AsyncIterator
 
 import anyio.to_thread
@@ -31,9 +32,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-import kvstore
+import catalog
 from kvstore.errors import StoreError
 from service import kv_api
+from service.iceberg import routes as iceberg_routes
+from service.iceberg.warehouse import Warehouse
 from service.config import ServerConfig
 from service.errors import ApiError, error_response, to_api_error
 from service.metrics import Metrics, MetricsAndAccessLog
@@ -65,9 +68,18 @@ def create_app(config: ServerConfig) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         anyio.to_thread.current_default_thread_limiter().total_tokens = config.worker_threads
-        store = await run_in_threadpool(lambda: kvstore.open(config.url, **dict(config.store_options)))
+        # One store handle serves both APIs: the catalog's keys and the KV
+        # API's (under their own prefix) live in the same lakekv store.
+        lake = await run_in_threadpool(lambda: catalog.open(config.url, **dict(config.store_options)))
+        store = lake.store
         txns = TxnRegistry(store, config.max_open_txns, config.max_txn_ttl_s)
         app.state.kv = kv_api.KvState(config, store, txns, metrics)
+        try:
+            warehouse: Warehouse | None = Warehouse.for_lakehouse(config.url, config.warehouse)
+        except ValueError as exc:
+            warehouse = None
+            logging.getLogger("lakekv.serve").warning("Iceberg REST API disabled: %s", exc)
+        app.state.iceberg = iceberg_routes.IcebergState(lake, warehouse, metrics)
 
         async def sweep_forever() -> None:
             while True:
@@ -80,7 +92,7 @@ def create_app(config: ServerConfig) -> Starlette:
         finally:
             sweeper.cancel()
             txns.close()
-            await run_in_threadpool(store.close)
+            await run_in_threadpool(lake.close)
 
     async def metrics_endpoint(request: Request) -> Response:
         return await metrics.endpoint(request)
@@ -89,6 +101,7 @@ def create_app(config: ServerConfig) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),
         *kv_api.ROUTES,
+        *iceberg_routes.ROUTES,
     ]
     middleware = [
         Middleware(MetricsAndAccessLog, metrics=metrics),
