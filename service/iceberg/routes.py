@@ -379,27 +379,29 @@ async def rename_view(request: Request) -> Response:
 
 
 NS = "/v1/namespaces/{namespace}"
+# HEAD routes come before GET ones: Starlette also answers HEAD from a GET
+# route, which for a table would read its metadata just to send no body.
 ROUTES = [
     Route("/v1/config", get_config, methods=["GET"]),
     Route("/v1/namespaces", list_namespaces, methods=["GET"]),
     Route("/v1/namespaces", create_namespace, methods=["POST"]),
-    Route(NS, load_namespace, methods=["GET"]),
     Route(NS, namespace_exists, methods=["HEAD"]),
+    Route(NS, load_namespace, methods=["GET"]),
     Route(NS, drop_namespace, methods=["DELETE"]),
     Route(NS + "/properties", update_namespace_properties, methods=["POST"]),
     Route(NS + "/tables", list_tables, methods=["GET"]),
     Route(NS + "/tables", create_table, methods=["POST"]),
     Route(NS + "/register", register_table, methods=["POST"]),
-    Route(NS + "/tables/{table}", load_table, methods=["GET"]),
     Route(NS + "/tables/{table}", table_exists, methods=["HEAD"]),
+    Route(NS + "/tables/{table}", load_table, methods=["GET"]),
     Route(NS + "/tables/{table}", commit_table, methods=["POST"]),
     Route(NS + "/tables/{table}", drop_table, methods=["DELETE"]),
     Route("/v1/tables/rename", rename_table, methods=["POST"]),
     Route("/v1/transactions/commit", commit_transaction, methods=["POST"]),
     Route(NS + "/views", list_views, methods=["GET"]),
     Route(NS + "/views", create_view, methods=["POST"]),
-    Route(NS + "/views/{view}", load_view, methods=["GET"]),
     Route(NS + "/views/{view}", view_exists, methods=["HEAD"]),
+    Route(NS + "/views/{view}", load_view, methods=["GET"]),
     Route(NS + "/views/{view}", replace_view, methods=["POST"]),
     Route(NS + "/views/{view}", drop_view, methods=["DELETE"]),
     Route("/v1/views/rename", rename_view, methods=["POST"]),

@@ -31,7 +31,8 @@ from pydantic import ValidationError
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.table import CommitTableRequest
-from pyiceberg.table.metadata import TableMetadata, TableMetadataV2, new_table_metadata
+from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import TableMetadata, TableMetadataV1, new_table_metadata
 from pyiceberg.table.sorting import SortOrder
 from pyiceberg.table.update import AssertCreate, SetLocationUpdate, update_table_metadata
 
@@ -97,9 +98,11 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def _empty_metadata() -> TableMetadata:
-    # The base that a staged create's updates are applied to (as pyiceberg's
-    # own catalogs do): a v2 table with no schema, location or snapshots.
-    return TableMetadataV2(location="", last_column_id=-1, schemas=[], partition_specs=[], sort_orders=[])
+    # The base a staged create's updates are applied to, as pyiceberg's own
+    # catalogs build it: unvalidated v1 metadata with an empty schema; the
+    # client's updates (upgrade-format-version first) fill in the rest, and
+    # the result is validated (enforce_validation) before it is written.
+    return TableMetadataV1.model_construct(last_column_id=-1, schema=Schema())
 
 
 def _apply(warehouse: Warehouse, base: Current | None, request: CommitTableRequest) -> TableMetadata:
