@@ -32,6 +32,7 @@ import base64
 import http.client
 import json
 import random
+import ssl
 import threading
 import time
 import urllib.parse
@@ -100,7 +101,9 @@ def _ttl_of(expire_at_ms: int | None) -> float | None:
 class _Http:
     """One keep-alive connection per thread, retries, and error decoding."""
 
-    def __init__(self, url: str, token: str | None, timeout: float, retry_s: float) -> None:
+    def __init__(
+        self, url: str, token: str | None, timeout: float, retry_s: float, ca_file: str | None = None
+    ) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"url must be http(s)://host[:port], got {url!r}")
@@ -111,14 +114,18 @@ class _Http:
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._timeout = timeout
         self._retry_s = retry_s
+        # https: verify the server against the system CAs, or ca_file (e.g. a self-signed certificate).
+        self._ssl = ssl.create_default_context(cafile=ca_file) if self._https else None
         self._local = threading.local()
         self.url = url
 
     def _connection(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-            conn = cls(self._host, self._port, timeout=self._timeout)
+            if self._https:
+                conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._ssl)
+            else:
+                conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
             self._local.conn = conn
         return conn  # type: ignore[no-any-return]
 
@@ -149,7 +156,8 @@ class _Http:
                 data = response.read()
             except (OSError, http.client.HTTPException) as exc:
                 self._drop()
-                if time.monotonic() >= deadline:
+                # A TLS failure (untrusted certificate, wrong host) will not heal by retrying.
+                if isinstance(exc, ssl.SSLError) or time.monotonic() >= deadline:
                     raise ObjectStoreError(f"{method} {self.url}{path}: server unreachable: {exc!r}") from exc
                 time.sleep(delay)
                 delay = min(_RETRY_MAX_S, delay * 2)
@@ -217,11 +225,12 @@ class RemoteStore:
 
     def __init__(
         self, url: str, token: str | None = None, timeout: float = 60.0, retry_s: float = 10.0,
-        page_rows: int = 1000, create: bool = True,
+        page_rows: int = 1000, create: bool = True, ca_file: str | None = None,
     ) -> None:
         """Args:
             url: ``http(s)://host:port`` of the server.
             token: bearer token, if the server requires one.
+            ca_file: PEM file of the CA (or self-signed certificate) to trust for https.
             timeout: seconds to wait for one response.
             retry_s: how long transport failures are retried before ObjectStoreError.
             page_rows: rows per scan page.
@@ -230,7 +239,7 @@ class RemoteStore:
         """
         if token is not None and not isinstance(token, str):
             raise TypeError(f"token must be a str, not {type(token).__name__}")
-        self._http = _Http(url, token, timeout, retry_s)
+        self._http = _Http(url, token, timeout, retry_s, ca_file)
         self._page_rows = page_rows
         self._closed = False
 

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -33,18 +34,19 @@ class ServerProcess:
 
     def __init__(
         self, store_url: str, log_path: Path, token: str | None = None, port: int | None = None,
-        extra_args: tuple[str, ...] = (),
+        extra_args: tuple[str, ...] = (), tls: bool = False,
     ) -> None:
         self.store_url = store_url
         self.log_path = log_path
         self.token = token
         self.port = port or free_port()
         self.extra_args = extra_args
+        self.tls = tls  # the caller passes --tls-cert/--tls-key in extra_args
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -78,7 +80,13 @@ class ServerProcess:
         raise RuntimeError(f"server not healthy after {_START_TIMEOUT_S}s:\n{self.log_tail()}")
 
     def healthy(self) -> bool:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+        conn: http.client.HTTPConnection
+        if self.tls:  # readiness only: the certificate is the test's to check
+            conn = http.client.HTTPSConnection(
+                "127.0.0.1", self.port, timeout=2, context=ssl._create_unverified_context()
+            )
+        else:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
         try:
             conn.request("GET", "/healthz")
             response = conn.getresponse()

@@ -12,6 +12,7 @@ import pytest
 from conftest import SMALL_BODY_LIMIT, TOKEN
 
 import kvstore
+from kvstore.errors import ObjectStoreError
 from kvstore.remote import RemoteStore
 from service.cli import add_serve_arguments, config_from_args
 from service.config import ServerConfig, check_bind, is_loopback
@@ -196,3 +197,28 @@ def test_client_keys_cannot_reach_server_records(server, remote_db: RemoteStore)
     assert [k for k, _ in remote_db.scan()] == [b"sys/idem/forged"]
     status, _, raw = request(server, "GET", "/metrics")
     assert status == 200 and b"lakekv_http_requests_total" in raw
+
+
+# -- TLS -------------------------------------------------------------------------
+
+
+def test_tls_with_a_self_signed_certificate(tmp_path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=120,
+    )
+    server = ServerProcess(
+        "memory://tls-test", tmp_path / "server.log", extra_args=("--tls-cert", str(cert), "--tls-key", str(key)),
+        tls=True,
+    ).start()
+    try:
+        assert server.url.startswith("https://")
+        with kvstore.open(server.url, ca_file=str(cert)) as db:
+            db.put(b"secret", b"over tls")
+            assert db.get(b"secret") == b"over tls"
+        with kvstore.open(server.url) as db, pytest.raises(ObjectStoreError, match="CERTIFICATE_VERIFY_FAILED"):
+            db.get(b"secret")  # not trusted without the CA file
+    finally:
+        assert server.stop() == 0
