@@ -11,7 +11,10 @@ needs more than one GIL to keep a server busy), each thread with its own
 keep-alive connection. The embedded run uses the same number of threads in
 one process on a fresh store of the same kind (a local directory). Reported
 per workload: requests/s, p50/p99 latency in ms, errors (must be 0), and the
-server/embedded throughput ratio. Requires the ``server`` extra.
+server/embedded throughput ratio for KV get and put. The Iceberg workload
+commits a property change to each client's own table (write the metadata
+JSON, swap the catalog pointer); it has no embedded peer. Requires the
+``server`` extra.
 """
 
 from __future__ import annotations
@@ -46,11 +49,28 @@ def path_key(key: bytes) -> str:
     return base64.urlsafe_b64encode(key).rstrip(b"=").decode()
 
 
+ICEBERG_SCHEMA = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+
+
+def _create_iceberg_table(conn: http.client.HTTPConnection, name: str) -> str:
+    """Create table bench.<name>; return its UUID (commits assert it, as clients do)."""
+    body = json.dumps({"name": name, "schema": ICEBERG_SCHEMA})
+    conn.request("POST", "/v1/namespaces/bench/tables", body=body, headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    data = json.loads(response.read())
+    if response.status != 200:
+        raise RuntimeError(f"create table {name}: {response.status} {data}")
+    return str(data["metadata"]["table-uuid"])
+
+
 def _client_thread(port: int, op: str, keys: int, seconds: float, seed: int, out: list) -> None:
     rng = random.Random(seed)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     latencies: list[float] = []
     errors = 0
+    # Iceberg: one table per client, each commit sets a property (the
+    # metadata-only commit path: write metadata JSON, swap the pointer).
+    table_uuid = _create_iceberg_table(conn, f"t{seed}") if op == "iceberg" else ""
     deadline = time.perf_counter() + seconds
     n = 0
     while time.perf_counter() < deadline:
@@ -60,10 +80,20 @@ def _client_thread(port: int, op: str, keys: int, seconds: float, seed: int, out
         try:
             if op == "get":
                 conn.request("GET", "/kv/v1/keys/" + path_key(key), headers={"Accept": "application/octet-stream"})
-            else:
+            elif op == "put":
                 conn.request(
                     "PUT", "/kv/v1/keys/" + path_key(key), body=VALUE,
                     headers={"Content-Type": "application/octet-stream"},
+                )
+            else:
+                commit = {
+                    "identifier": {"namespace": ["bench"], "name": f"t{seed}"},
+                    "requirements": [{"type": "assert-table-uuid", "uuid": table_uuid}],
+                    "updates": [{"action": "set-properties", "updates": {"n": str(n)}}],
+                }
+                conn.request(
+                    "POST", f"/v1/namespaces/bench/tables/t{seed}", body=json.dumps(commit),
+                    headers={"Content-Type": "application/json"},
                 )
             response = conn.getresponse()
             response.read()
@@ -202,6 +232,12 @@ def main() -> int:
             results = {}
             for op in ("get", "put"):
                 results[f"http {op}"] = run_http(server.port, op, args.clients, args.procs, args.keys, args.seconds)
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+            conn.request("POST", "/v1/namespaces", body=json.dumps({"namespace": ["bench"]}),
+                         headers={"Content-Type": "application/json"})
+            conn.getresponse().read()
+            conn.close()
+            results["iceberg commit"] = run_http(server.port, "iceberg", args.clients, args.procs, args.keys, args.seconds)
         finally:
             server.stop()
         with kvstore.open(os.path.join(tmp, "embedded")) as db:
@@ -211,9 +247,9 @@ def main() -> int:
 
     print(f"{args.clients} clients, {args.seconds:g} s per workload, local-directory store, "
           f"{os.cpu_count()} CPUs, commit {os.popen('git rev-parse --short HEAD').read().strip()}")
-    print(f"{'workload':<14} {'req/s':>10} {'p50 ms':>9} {'p99 ms':>9} {'errors':>7}")
+    print(f"{'workload':<15} {'req/s':>10} {'p50 ms':>9} {'p99 ms':>9} {'errors':>7}")
     for name, r in results.items():
-        print(f"{name:<14} {r['req_per_s']:>10.0f} {r['p50_ms']:>9} {r['p99_ms']:>9} {r['errors']:>7}")
+        print(f"{name:<15} {r['req_per_s']:>10.0f} {r['p50_ms']:>9} {r['p99_ms']:>9} {r['errors']:>7}")
     for op in ("get", "put"):
         embedded = results[f"embedded {op}"]["req_per_s"]
         ratio = results[f"http {op}"]["req_per_s"] / embedded if embedded else float("nan")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 KiB: Final = 1024
 MiB: Final = 1024 * KiB
@@ -53,7 +53,7 @@ class ServerConfig:
     tls_cert: str | None = None
     tls_key: str | None = None
     # Extra kvstore.open options (tests use poll_interval_s etc.).
-    store_options: tuple[tuple[str, object], ...] = ()
+    store_options: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:

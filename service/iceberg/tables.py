@@ -185,7 +185,8 @@ def commit_transaction(lake: catalog.Lakehouse, warehouse: Warehouse, requests: 
             with lake.transaction() as tx:
                 for name, request in zip(names, requests):
                     stage_commit(tx, warehouse, name, request)
-            return int(tx.version)
+            assert tx.version is not None  # set by a successful commit
+            return tx.version
         except LOST_RACE:
             continue
         except ConflictError as exc:
