@@ -276,7 +276,9 @@ async def drop_table(request: Request) -> Response:
 def _drop_table(state: _Enabled, name: str, purge: bool) -> None:
     table = state.lake.load_table(name)
     location = table.location if table.format == tables.ICEBERG else None
-    state.lake.drop_table(name)
+    # A native table's files are the catalog's to purge (its gc knows them);
+    # an Iceberg table's files are known only to its metadata: purged here.
+    state.lake.drop_table(name, purge=purge and location is None)
     if purge and location:
         # Files leave only after the pointer is gone; older lakehouse
         # versions that still name this table can no longer read it.

@@ -264,5 +264,13 @@ def test_views_create_load_replace_list_drop(rest: RestCatalog, lake_server: Ser
     assert status == 200 and body["metadata"]["current-version-id"] == 2
     with embedded(lake_server) as lake:
         assert lake.load_view("v.one").sql == "SELECT 2 AS x"
-    rest.drop_view("v.one")
-    assert not rest.view_exists("v.one")
+    status, _ = _commit(lake_server, "/v1/views/rename", {
+        "source": {"namespace": ["v"], "name": "one"}, "destination": {"namespace": ["v"], "name": "two"},
+    })
+    assert status == 204 and rest.list_views("v") == [("v", "two")]
+    status, _, raw = request(lake_server, "GET", "/v1/namespaces/v/views/two")
+    assert status == 200 and json.loads(raw)["metadata"]["current-version-id"] == 2
+    status, body = _commit(lake_server, "/v1/namespaces/v/views/two", {"updates": [{"action": "drop-everything"}]})
+    assert status == 400 and "unknown view update" in body["error"]["message"]
+    rest.drop_view("v.two")
+    assert not rest.view_exists("v.two")
