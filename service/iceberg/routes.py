@@ -153,6 +153,7 @@ _ENDPOINTS: Final = [
 
 
 async def get_config(request: Request) -> JSONResponse:
+    _state(request)  # 503 when the Iceberg API is disabled
     return JSONResponse({"defaults": {}, "overrides": {}, "endpoints": _ENDPOINTS})
 
 

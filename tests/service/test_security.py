@@ -222,3 +222,10 @@ def test_tls_with_a_self_signed_certificate(tmp_path) -> None:
             db.get(b"secret")  # not trusted without the CA file
     finally:
         assert server.stop() == 0
+
+
+def test_iceberg_api_needs_a_warehouse(server) -> None:
+    # The session server runs on memory://: no location Iceberg clients could share.
+    for path in ("/v1/config", "/v1/namespaces"):
+        status, _, raw = request(server, "GET", path)
+        assert status == 503 and "--warehouse" in json.loads(raw)["error"]["message"]
