@@ -479,10 +479,19 @@ class RemoteTransaction:
         self._check_active()
         headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
         try:
-            return int(self._call(lambda: self._http.json("POST", f"{self._path}/commit", headers=headers))["seq"])
-        finally:
+            seq = int(self._call(lambda: self._http.json("POST", f"{self._path}/commit", headers=headers))["seq"])
+        except ConflictError:
+            self._state = "aborted"  # as embedded: a conflict aborts the transaction
+            raise
+        except TransactionExpiredError:
+            self._state = "expired"
+            raise
+        except BaseException:
             if self._state == "active":
-                self._state = "committed"  # as embedded: a failed commit also ends the transaction
+                self._state = "failed"  # as embedded: another error ends it too (outcome in the message)
+            raise
+        self._state = "committed"
+        return seq
 
     def rollback(self) -> None:
         """Discard the transaction. Idempotent; a no-op after commit."""
