@@ -410,7 +410,7 @@ class RemoteTransaction:
 
     @property
     def state(self) -> str:
-        """``"active"``, ``"committed"``, ``"rolled back"`` or ``"expired"``."""
+        """As embedded: ``"active"``, ``"committed"``, ``"aborted"``, ``"failed"``, ``"rolled back"`` or ``"expired"``."""
         return self._state
 
     def _check_active(self) -> None:
@@ -478,11 +478,19 @@ class RemoteTransaction:
         """
         self._check_active()
         headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
+        # The states after a commit attempt are the embedded ones (see Transaction.state).
         try:
-            return int(self._call(lambda: self._http.json("POST", f"{self._path}/commit", headers=headers))["seq"])
-        finally:
-            if self._state == "active":
-                self._state = "committed"  # as embedded: a failed commit also ends the transaction
+            seq = int(self._call(lambda: self._http.json("POST", f"{self._path}/commit", headers=headers))["seq"])
+        except (ConflictError, SnapshotTooOldError):
+            self._state = "aborted"
+            raise
+        except TransactionExpiredError:
+            raise  # _call marked it expired
+        except BaseException:
+            self._state = "failed"
+            raise
+        self._state = "committed"
+        return seq
 
     def rollback(self) -> None:
         """Discard the transaction. Idempotent; a no-op after commit."""
