@@ -172,13 +172,13 @@ async def txn_locks(request: Request) -> JSONResponse:
 
 
 async def unlock(request: Request) -> JSONResponse:
-    lake, txid, node = _lake(request), request.path_params["txid"], request.query_params.get("node")
+    lake, txid, node = _lake(request), request.path_params["txid"], request.query_params.get("node", "")
     await _run(lambda: _attach(lake, txid).unlock(node))
     return JSONResponse({})
 
 
 async def node_locks(request: Request) -> JSONResponse:
-    lake, node = _lake(request), request.query_params.get("node")
+    lake, node = _lake(request), request.query_params.get("node", "")
     return JSONResponse({"locks": await _run(lambda: [asdict(r) for r in lake.locks(node)])})
 
 
