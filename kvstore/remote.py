@@ -410,7 +410,7 @@ class RemoteTransaction:
 
     @property
     def state(self) -> str:
-        """``"active"``, ``"committed"``, ``"rolled back"`` or ``"expired"``."""
+        """As embedded: ``"active"``, ``"committed"``, ``"aborted"``, ``"failed"``, ``"rolled back"`` or ``"expired"``."""
         return self._state
 
     def _check_active(self) -> None:
@@ -478,17 +478,16 @@ class RemoteTransaction:
         """
         self._check_active()
         headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
+        # The states after a commit attempt are the embedded ones (see Transaction.state).
         try:
             seq = int(self._call(lambda: self._http.json("POST", f"{self._path}/commit", headers=headers))["seq"])
-        except ConflictError:
-            self._state = "aborted"  # as embedded: a conflict aborts the transaction
+        except (ConflictError, SnapshotTooOldError):
+            self._state = "aborted"
             raise
         except TransactionExpiredError:
-            self._state = "expired"
-            raise
+            raise  # _call marked it expired
         except BaseException:
-            if self._state == "active":
-                self._state = "failed"  # as embedded: another error ends it too (outcome in the message)
+            self._state = "failed"
             raise
         self._state = "committed"
         return seq

@@ -34,7 +34,7 @@ from starlette.routing import Route
 
 import catalog
 from kvstore.errors import StoreError
-from service import kv_api
+from service import durable_api, kv_api
 from service.iceberg import routes as iceberg_routes
 from service.iceberg.warehouse import Warehouse
 from service.config import ServerConfig
@@ -101,6 +101,7 @@ def create_app(config: ServerConfig) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),
         *kv_api.ROUTES,
+        *durable_api.ROUTES,
         *iceberg_routes.ROUTES,
     ]
     middleware = [

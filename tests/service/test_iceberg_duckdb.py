@@ -77,9 +77,9 @@ def test_begin_commit_into_two_tables_is_one_lakehouse_version(lake_server: Serv
         assert lake.version == before + 1, "two tables, one transaction: exactly one new lakehouse version"
         for table, old in pointers.items():
             assert lake.load_table(f"bank.{table}").metadata_location != old
-        if hasattr(lake.store, "history"):  # kvstore's version log (engine branch) feeds lake.history()
-            ops = lake.history(limit=1)[0].operations
-            assert sorted(op["object"] for op in ops) == ["bank.credits", "bank.debits"]
+        entry = lake.history(limit=1)[0]
+        assert entry.version == before + 1
+        assert sorted(op["object"] for op in entry.operations) == ["bank.credits", "bank.debits"]
     assert con.execute("SELECT * FROM lake.bank.debits").fetchall() == [(1, 500)]
     assert con.execute("SELECT * FROM lake.bank.credits").fetchall() == [(1, 500)]
     con.close()
