@@ -428,3 +428,22 @@ def test_snapshot_read_a_write_b_allows_the_write_skew(me: catalog.Lakehouse, pe
         theirs = peer("append", table="db.a", ids=[99])
     assert tx.version is not None and tx.version > theirs
     assert content(me, "db.b") == sorted(tagged([3], "me"))  # computed from A before the peer's row
+
+
+@pytest.mark.parametrize("read", ["listing", "scan"])
+def test_transaction_whose_read_object_was_dropped_is_retryable(me: catalog.Lakehouse, peer: Peer, read: str) -> None:
+    """A drop of something the transaction only *read* asks for a redo; it does not make its write incompatible."""
+    _two_tables(me)
+    theirs = None
+    with pytest.raises(RetryableConflictError) as info:
+        with me.transaction(isolation="serializable") as tx:
+            if read == "listing":
+                seen = len(tx.list_tables("db"))
+            else:
+                seen = tx.load_table("db.c").scan().to_arrow().num_rows
+            tx.load_table("db.b").append(rows([seen], "me"))
+            theirs = peer("drop_table", table="db.c")
+    assert theirs is not None
+    check_conflict(info.value, RetryableConflictError, ours="append", theirs="drop_table", version=theirs, obj=None)
+    assert content(me, "db.b") == []
+    assert me.list_tables("db") == ["db.a", "db.b"]
