@@ -114,6 +114,7 @@ def commit_ops(
         backoff = 0.002
         for attempt in range(max_rebases + 1):
             try:
+                _respect_durable_locks(txn, w, ops)
                 txn.set_summary({"ops": summaries})
                 txn.commit()
                 version = txn.commit_version if txn.commit_version is not None else txn.version
@@ -151,6 +152,17 @@ def commit_ops(
         # If it landed, its entries point at the new files: keep them (gc() removes them if not).
         if not unsettled:
             _cleanup(ctx, ops)
+        raise
+
+
+def _respect_durable_locks(txn: Transaction, w: CatalogWriter, ops: Sequence[Op]) -> None:
+    """A plain commit must not break a durable transaction's lock (see catalog.durable.guard)."""
+    from catalog.durable.guard import check_plain_commit  # late: catalog.durable imports this package
+
+    try:
+        check_plain_commit(w, ops)
+    except BaseException:
+        txn.rollback()
         raise
 
 
