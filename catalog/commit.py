@@ -132,7 +132,7 @@ def commit_ops(
                         version=getattr(exc, "version", None),
                     ) from exc
             except BaseException:
-                unsettled = True
+                unsettled = txn.state == "failed"  # the commit itself failed (not a rejection)
                 raise
             time.sleep(random.uniform(0, backoff))
             backoff = min(0.2, backoff * 2)
