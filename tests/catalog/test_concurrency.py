@@ -20,15 +20,10 @@ from typing import Any
 import pytest
 
 import catalog
-import kvstore
 from lake_peer import LOCAL, QUIET, SCHEMA
 from lake_workers import Logged, appender, mixed_writer, property_changer, run_processes
 
-pytestmark = [
-    pytest.mark.timeout(600),
-    # Until the engine branch lands (Store.history()). Remove with the merge.
-    pytest.mark.skipif(not hasattr(kvstore.Store, "history"), reason="needs the engine's Store.history()"),
-]
+pytestmark = pytest.mark.timeout(600)
 
 APPENDERS = 4
 APPENDS_EACH = 25

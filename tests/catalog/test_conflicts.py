@@ -18,18 +18,12 @@ import pyarrow.compute as pc
 import pytest
 
 import catalog
-import kvstore
 from catalog import IncompatibleConflictError, RetryableConflictError
 from kvstore import ConflictError
 from lake_peer import SCHEMA, rows
 from race_fixtures import lake_url, me, peer, remote_process  # noqa: F401 - fixtures
 
-pytestmark = [
-    pytest.mark.timeout(120),
-    # Until the engine branch lands: the winner's version and descriptor on
-    # ConflictError, and Store.history(). Remove with the merge.
-    pytest.mark.skipif(not hasattr(kvstore.Store, "history"), reason="needs the engine's Store.history()"),
-]
+pytestmark = pytest.mark.timeout(120)
 
 T = "db.t"
 Peer = Callable[..., int]
