@@ -64,16 +64,21 @@ def apply_all(ops: Sequence[Op], w: CatalogWriter, ctx: Context, rebase: bool) -
     return [apply_one(op, w, ctx, rebase) for op in ops]
 
 
-def _theirs(exc: ConflictError, ours: Op) -> tuple[str | None, int | None]:
-    """The winning operation's kind (on our object if possible) and version."""
+def _theirs(exc: ConflictError, ours: Op, related_only: bool = False) -> tuple[str | None, int | None]:
+    """The winning operation's kind (on our object if possible; with ``related_only``, else None) and version."""
     version = getattr(exc, "version", None)
     descriptor = getattr(exc, "descriptor", None) or {}
     theirs = ((descriptor.get("summary") or {}).get("ops")) or []
     table_id = getattr(ours, "table_id", None)
     for op in theirs:
-        if op.get("object") == ours.object_name or (table_id is not None and op.get("table_id") == table_id):
+        if _related(op.get("object"), ours.object_name) or (table_id is not None and op.get("table_id") == table_id):
             return op.get("kind"), version
-    return (theirs[0].get("kind") if theirs else None), version
+    return (theirs[0].get("kind") if theirs and not related_only else None), version
+
+
+def _related(a: str | None, b: str) -> bool:
+    """The same object, or a namespace and something inside it."""
+    return a is not None and (a == b or a.startswith(b + ".") or b.startswith(a + "."))
 
 
 def commit_ops(
@@ -127,7 +132,7 @@ def commit_ops(
                         version=getattr(exc, "version", None),
                     ) from exc
             except BaseException:
-                unsettled = True
+                unsettled = txn.state == "failed"  # the commit itself failed (not a rejection)
                 raise
             time.sleep(random.uniform(0, backoff))
             backoff = min(0.2, backoff * 2)
@@ -171,7 +176,9 @@ def _decide(exc: ConflictError, ops: Sequence[Op]) -> None:
     """Raise the classified error unless every op may be rebased over the winner."""
     for op in ops:
         theirs, version = _theirs(exc, op)
-        outcome = classify(op.kind, theirs)
+        # A winner on another object reached us through something we read (a
+        # listing, another table): rebase, which re-checks those reads.
+        outcome = classify(op.kind, _theirs(exc, op, related_only=True)[0])
         if outcome == RETRY:
             raise RetryableConflictError(
                 f"{op.kind} of {op.object_name!r} conflicts with a concurrent {theirs} (version {version}); "
