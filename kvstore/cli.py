@@ -294,7 +294,19 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("dest", metavar="DEST", help="destination store URL (must be empty)")
     export.add_argument("--version", type=_non_negative, help="version to export (default: the latest)")
     url_command("verify", "read every live file; check checksums and references (exit 1 on problems)", _cmd_verify)
+    _add_catalog_commands(commands)
     return parser
+
+
+def _add_catalog_commands(commands: argparse._SubParsersAction) -> None:
+    """``lakekv lake ...`` lives in the catalog package; the engine works without it."""
+    try:
+        from catalog.cli import add_lake_commands
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("catalog", "catalog.cli"):
+            raise
+        return
+    add_lake_commands(commands)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
