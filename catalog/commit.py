@@ -115,7 +115,7 @@ def commit_ops(
         for attempt in range(max_rebases + 1):
             _respect_durable_locks(txn, w, ops)  # refuses before anything is sent: settled
             try:
-                txn.set_summary({"ops": summaries})
+                txn.set_summary({"ops": bounded(summaries)})
                 txn.commit()
                 version = txn.commit_version if txn.commit_version is not None else txn.version
                 return Outcome(version, summaries)
@@ -164,6 +164,33 @@ def _respect_durable_locks(txn: Transaction, w: CatalogWriter, ops: Sequence[Op]
     except BaseException:
         txn.rollback()
         raise
+
+
+# The engine keeps a commit's summary in its root file, up to 64 KiB.
+SUMMARY_BUDGET = 48 * 1024
+
+
+def bounded(summaries: list[dict[str, Any]], budget: int = SUMMARY_BUDGET) -> list[dict[str, Any]]:
+    """The op summaries, cut to fit the root file: a huge transaction (thousands of
+    creates) keeps its first summaries and one ``"more"`` entry with the totals of the rest."""
+    import json
+
+    sizes = [len(json.dumps(s, separators=(",", ":"))) + 1 for s in summaries]
+    if sum(sizes) <= budget:
+        return summaries
+    kept: list[dict[str, Any]] = []
+    used = 512  # room for the "more" entry
+    for summary, size in zip(summaries, sizes):
+        if used + size > budget:
+            break
+        kept.append(summary)
+        used += size
+    rest = summaries[len(kept) :]
+    more: dict[str, Any] = {"kind": "more", "object": None, "operations": len(rest)}
+    for key in ("files_added", "files_removed", "rows_added", "rows_removed"):
+        more[key] = sum(int(s.get(key, 0) or 0) for s in rest)
+    more["kinds"] = sorted({str(s.get("kind")) for s in rest})[:20]
+    return kept + [more]
 
 
 def _names(ops: Sequence[Op]) -> str:
