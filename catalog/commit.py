@@ -108,8 +108,8 @@ def commit_ops(
             assert summaries is not None
         backoff = 0.002
         for attempt in range(max_rebases + 1):
+            _respect_durable_locks(txn, w, ops)  # before the commit: a refusal is settled, its files go
             try:
-                _respect_durable_locks(txn, w, ops)
                 txn.set_summary({"ops": summaries})
                 txn.commit()
                 version = txn.commit_version if txn.commit_version is not None else txn.version
