@@ -37,7 +37,7 @@ False
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, Sequence, TypeVar
 
 from catalog.durable.records import EXCLUSIVE, PENDING, SHARED, SNAPSHOT
 
@@ -53,6 +53,9 @@ class LockLike(Protocol):
     def child_key(self) -> str | None: ...
     @property
     def attribute_key(self) -> str | None: ...
+
+
+L = TypeVar("L", bound=LockLike)
 
 
 def conflicts(
@@ -93,7 +96,7 @@ def same_queue(a: LockLike, b: LockLike) -> bool:
     return (a.child_key, a.attribute_key) == (b.child_key, b.attribute_key)
 
 
-def blocker(request: LockLike, related: frozenset[str], ahead: list[LockLike]) -> LockLike | None:
+def blocker(request: LockLike, related: frozenset[str], ahead: Sequence[L]) -> L | None:
     """The first lock that keeps ``request`` from being acquired now, or None.
 
     Args:

@@ -62,10 +62,8 @@ def children(work: Work, txid: str) -> list[str]:
 
 def begin(work: Work, parent: str | None, timeout_s: float | None, title: str | None) -> TxnRecord:
     config = work.config
-    if timeout_s is None:
-        timeout_ms = config.default_timeout_ms
-    else:
-        timeout_ms = min(int(timeout_s * 1000), config.max_timeout_ms)
+    requested_ms = config.default_timeout_ms if timeout_s is None else max(1, int(timeout_s * 1000))
+    timeout_ms = min(requested_ms, config.max_timeout_ms)  # the cap applies to the default too
     ancestors: tuple[str, ...] = ()
     if parent is not None:
         ancestors = (*require_active(work, parent).ancestors, parent)

@@ -152,8 +152,8 @@ class TransactionManager:
             found = []
             for _, raw in work.txn.scan(prefix=keys.TXN_PREFIX):
                 record = TxnRecord.decode(raw)
-                work._records.setdefault(record.id, record)
-            for txid in list(work._records):
+                work.remember(record)
+            for txid in work.known():
                 record = work.require(txid)
                 state = work.effective(txid)[0] if record.state == ACTIVE else record.state
                 if state == ACTIVE or include_finished:

@@ -67,6 +67,14 @@ class Work:
             raise TransactionStateError(f"no transaction {txid} in this store")
         return record
 
+    def remember(self, record: TxnRecord) -> None:
+        """Cache a record this Work read by a scan (a later ``record()`` reuses it)."""
+        self._records.setdefault(record.id, record)
+
+    def known(self) -> list[str]:
+        """Ids of every record this Work has read or written."""
+        return list(self._records)
+
     def put_record(self, record: TxnRecord) -> None:
         self._records[record.id] = record
         self.txn.put(keys.txn_key(record.id), record.encode())

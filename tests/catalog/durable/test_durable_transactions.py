@@ -52,6 +52,9 @@ def test_timeout_capped_by_store_wide_maximum(manager: TransactionManager) -> No
     manager.configure(max_timeout_s=30, default_timeout_s=5)
     assert manager.begin(timeout=7200).record().timeout_ms == 30_000
     assert manager.begin().record().timeout_ms == 5_000
+    manager.configure(max_timeout_s=2)
+    assert manager.begin().record().timeout_ms == 2_000  # the default is capped too
+    assert manager.begin(timeout=0.0001).record().timeout_ms == 1
     with pytest.raises(ValueError, match="max_locks_per_txn"):
         manager.configure(max_locks_per_txn=0)
 
