@@ -96,7 +96,9 @@ def property_changer(url: str, options: dict[str, Any], table: str, start: Any, 
             n = len(versions)
             updates = {"round": str(n), f"key-{n % 3}": str(n)}
             versions.append(t.update_properties(updates=updates))
-            if stop.is_set():
+            # A brief pause: changing properties beside the appends, not
+            # starving them (a props commit is much cheaper than an append).
+            if stop.wait(0.05):
                 return versions
 
 
