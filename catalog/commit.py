@@ -113,8 +113,8 @@ def commit_ops(
             assert summaries is not None
         backoff = 0.002
         for attempt in range(max_rebases + 1):
+            _respect_durable_locks(txn, w, ops)  # refuses before anything is sent: settled
             try:
-                _respect_durable_locks(txn, w, ops)
                 txn.set_summary({"ops": summaries})
                 txn.commit()
                 version = txn.commit_version if txn.commit_version is not None else txn.version

@@ -112,7 +112,7 @@ def check_history(url: str, seen_acquired: set[str]) -> dict[str, int]:
         for version in chain.list_versions():
             root = chain.read_root(version)
             assert root.delta_sst is None, "stress commits are small; an SST delta means the checker must read it"
-            rows = root.delta.to_pylist()
+            rows = root.delta_batch().to_pylist()
             for seq in sorted({row["seq"] for row in rows}):
                 touched: set[str] = set()
                 for row in rows:
