@@ -96,7 +96,9 @@ def property_changer(url: str, options: dict[str, Any], table: str, start: Any, 
             n = len(versions)
             updates = {"round": str(n), f"key-{n % 3}": str(n)}
             versions.append(t.update_properties(updates=updates))
-            if stop.is_set():
+            # A brief pause: changing properties beside the appends, not
+            # starving them (a props commit is much cheaper than an append).
+            if stop.wait(0.05):
                 return versions
 
 
@@ -164,3 +166,28 @@ def mixed_writer(
                     lake.refresh()
             log.append(Logged(version, worker, table, kind, ids, tag, where, retries, seen))
     return log
+
+
+def compactor(url: str, options: dict[str, Any], tables: list[str], start: Any, stop: Any) -> list[Logged]:
+    """Compact every table in turn until the writers finish, and once more after; retries on conflicts."""
+    start.wait(60)
+    log: list[Logged] = []
+    with catalog.open(url, **options) as lake:
+        while True:
+            last_round = stop.is_set()  # one more round after the writers finished
+            lake.refresh()  # a quiet handle sees the writers' files only when it asks
+            for table in tables:
+                retries = 0
+                while True:
+                    seen = lake.version
+                    try:
+                        report = lake.compact_table(table, target_file_bytes=1 << 20)
+                        break
+                    except RetryableConflictError:  # an input file was rewritten meanwhile
+                        retries += 1
+                        lake.refresh()
+                if report.version is not None:
+                    log.append(Logged(report.version, -1, table, "compact", (), "", None, retries, seen))
+            if last_round:
+                return log
+            stop.wait(0.05)

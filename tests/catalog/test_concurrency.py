@@ -5,8 +5,8 @@
   conflict, the row count is exact and history shows the 100 appends — on a
   local directory and on SeaweedFS (S3).
 * A mixed run: appends, overwrites (whole and filtered) and deletes from
-  several processes on two tables, each process retrying
-  ``RetryableConflictError``. A serial-order checker replays the committed
+  several processes on two tables while another compacts them, each process
+  retrying ``RetryableConflictError``. A serial-order checker replays the committed
   operations in version order (history plus each process's log of what each
   committed call wrote, keyed by the version it returned) on an in-memory
   model and compares every table at every version with it.
@@ -21,7 +21,7 @@ import pytest
 
 import catalog
 from lake_peer import LOCAL, QUIET, SCHEMA
-from lake_workers import Logged, appender, mixed_writer, property_changer, run_processes
+from lake_workers import Logged, appender, compactor, mixed_writer, property_changer, run_processes
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -80,6 +80,8 @@ TABLES = ["db.a", "db.b"]
 def _apply(model: list[tuple[int, str]], op: Logged) -> list[tuple[int, str]]:
     """``op`` applied to a table's rows, as the catalog documents it."""
     new_rows = [(i, op.tag) for i in op.ids]
+    if op.kind == "compact":
+        return model  # same rows, other files
     if op.kind == "append":
         return model + new_rows
     if op.where is None:  # whole overwrite
@@ -153,8 +155,9 @@ def test_mixed_writers_match_a_serial_replay(tmp_path: Path) -> None:
         first_version = lake.version
     writers = 3
     workers: list[Any] = [(mixed_writer, (url, LOCAL, TABLES, w, 15, 1000 + w)) for w in range(writers)]
+    workers.append((compactor, (url, LOCAL, TABLES)))
     logs = [op for per_worker in run_processes(workers) for op in per_worker]
-    assert len(logs) == writers * 15
+    assert len([op for op in logs if op.kind != "compact"]) == writers * 15
     with catalog.open(url, **LOCAL) as lake:
         stats = check_serial_order(lake, logs, first_version)
     assert stats["versions"] + stats["noops"] == len(logs)
