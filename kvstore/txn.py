@@ -57,6 +57,9 @@ class Transaction:
         self._read_ranges: list[tuple[bytes | None, bytes | None]] = []
         self._lock_keys: set[bytes] = set()
         self._state = "active"  # active | committed | rolled back | expired
+        # The version whose root file holds our writes, once committed with writes.
+        self.commit_version: int | None = None
+        self._summary: dict | None = None
         store.watermark.pin(start_seq)
         store._oracle.on_expire(txn_id, self._expired_by_oracle)
 
@@ -113,13 +116,31 @@ class Transaction:
                 read_ranges=tuple(self._read_ranges),
             )
             descriptor = {"op": "txn", "txn": self.id, "isolation": self.isolation, "keys": len(self._writes)}
+            if self._summary is not None:
+                descriptor["summary"] = self._summary
             pending = PendingCommit(dict(self._writes), descriptor, validation=validation)
-            return self._store._committer.submit(pending).seq
+            done = self._store._committer.submit(pending)
+            self.commit_version = done.version
+            return done.seq
         except TransactionExpiredError:
             self._finish("expired")
             raise
         finally:
             self._finish("committed" if self._state == "active" else self._state)
+
+    def set_summary(self, summary: dict) -> None:
+        """Attach a JSON-serialisable description of this commit, kept in its root file."""
+        import json
+
+        if not isinstance(summary, dict):
+            raise TypeError(f"summary must be a dict, not {type(summary).__name__}")
+        try:
+            encoded = json.dumps(summary)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"summary must be JSON-serialisable: {exc}") from None
+        if len(encoded) > 64 * 1024:
+            raise ValueError(f"summary is {len(encoded)} bytes encoded; the limit is 64 KiB")
+        self._summary = summary
 
     def rollback(self) -> None:
         """Discard the transaction. Idempotent; a no-op after commit."""

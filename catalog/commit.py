@@ -1,0 +1,190 @@
+"""Committing catalog operations: one lakekv transaction, rebased when it loses.
+
+:func:`commit_ops` applies a list of :mod:`catalog.ops` records in one
+SERIALIZABLE (or SNAPSHOT) lakekv transaction and commits it with a summary
+of the operations, which ``lake.history()`` reads back. When the commit
+loses to a concurrent one, the pair of operations decides
+(:func:`catalog.conflicts.classify`): rebase — start a fresh transaction on
+the newest version, repeat the caller's recorded reads (they must return the
+same), re-apply every op with ``rebase=True``, commit again, at most
+``max_rebases`` times with jittered backoff — or raise
+:class:`~catalog.errors.RetryableConflictError` /
+:class:`~catalog.errors.IncompatibleConflictError`. Data files written for a
+commit that finally fails are deleted (best effort; ``lake.gc()`` removes any
+left behind once they are older than the grace period).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from catalog.access import CatalogWriter
+from catalog.conflicts import FAIL, RETRY, classify
+from catalog.errors import (
+    CatalogConflictError,
+    CatalogError,
+    IncompatibleConflictError,
+    RetryableConflictError,
+    SchemaMismatchError,
+)
+from catalog.ops import Context, Op, Retry
+from kvstore.errors import ConflictError
+from kvstore.store import Store
+from kvstore.txn import Transaction
+
+log = logging.getLogger(__name__)
+
+MAX_REBASES = 20
+
+
+@dataclass
+class Outcome:
+    version: int
+    summaries: list[dict[str, Any]]
+
+
+def begin(store: Store, isolation: str, fresh: bool = False) -> tuple[Transaction, CatalogWriter]:
+    txn = store.begin(isolation=isolation, fresh=fresh)
+    return txn, CatalogWriter(txn)
+
+
+def apply_all(ops: Sequence[Op], w: CatalogWriter, ctx: Context, rebase: bool) -> list[dict[str, Any]]:
+    return [op.apply(w, ctx, rebase) for op in ops]
+
+
+def _theirs(exc: ConflictError, ours: Op) -> tuple[str | None, int | None]:
+    """The winning operation's kind (on our object if possible) and version."""
+    version = getattr(exc, "version", None)
+    descriptor = getattr(exc, "descriptor", None) or {}
+    theirs = ((descriptor.get("summary") or {}).get("ops")) or []
+    table_id = getattr(ours, "table_id", None)
+    for op in theirs:
+        if op.get("object") == ours.object_name or (table_id is not None and op.get("table_id") == table_id):
+            return op.get("kind"), version
+    return (theirs[0].get("kind") if theirs else None), version
+
+
+def commit_ops(
+    store: Store,
+    ctx: Context,
+    ops: Sequence[Op],
+    *,
+    isolation: str = "serializable",
+    started: tuple[Transaction, CatalogWriter] | None = None,
+    recorded: list[tuple[str, bytes, bytes]] | None = None,
+    summaries: list[dict[str, Any]] | None = None,
+    max_rebases: int = MAX_REBASES,
+) -> Outcome:
+    """Apply ``ops`` and commit them as one lakehouse version.
+
+    ``started`` is a transaction the ops were already applied to (with their
+    ``summaries``), as a multi-table transaction does; ``recorded`` are the
+    caller's own reads in it, repeated on every rebase.
+    """
+    try:
+        if started is None:
+            txn, w = begin(store, isolation)
+            try:
+                summaries = apply_all(ops, w, ctx, rebase=False)
+            except BaseException:
+                txn.rollback()
+                raise
+        else:
+            txn, w = started
+            assert summaries is not None
+        backoff = 0.002
+        for attempt in range(max_rebases + 1):
+            try:
+                txn.set_summary({"ops": summaries})
+                txn.commit()
+                version = txn.commit_version if txn.commit_version is not None else txn.version
+                return Outcome(version, summaries)
+            except ConflictError as exc:
+                txn.rollback()
+                if isinstance(exc, CatalogConflictError):
+                    raise
+                _decide(exc, ops)
+                if attempt == max_rebases:
+                    raise RetryableConflictError(
+                        f"{_names(ops)} lost {max_rebases + 1} races in a row; retry later",
+                        ours=ops[0].kind if ops else "transaction",
+                        version=getattr(exc, "version", None),
+                    ) from exc
+            time.sleep(random.uniform(0, backoff))
+            backoff = min(0.2, backoff * 2)
+            txn, w = begin(store, isolation, fresh=True)
+            try:
+                if recorded and not w.reads_unchanged(recorded):
+                    raise RetryableConflictError(
+                        "the transaction read data that a concurrent commit changed; run it again",
+                        ours=ops[0].kind if ops else "read",
+                    )
+                summaries = apply_all(ops, w, ctx, rebase=True)
+            except BaseException as exc:
+                txn.rollback()
+                raise _rebase_failure(exc, ops) from exc
+        raise AssertionError("unreachable")  # the loop returns or raises
+    except BaseException:
+        _cleanup(ctx, ops)
+        raise
+
+
+def _names(ops: Sequence[Op]) -> str:
+    if len(ops) == 1:
+        return f"{ops[0].kind} of {ops[0].object_name!r}"
+    return f"transaction of {len(ops)} operations"
+
+
+def _decide(exc: ConflictError, ops: Sequence[Op]) -> None:
+    """Raise the classified error unless every op may be rebased over the winner."""
+    for op in ops:
+        theirs, version = _theirs(exc, op)
+        outcome = classify(op.kind, theirs)
+        if outcome == RETRY:
+            raise RetryableConflictError(
+                f"{op.kind} of {op.object_name!r} conflicts with a concurrent {theirs} (version {version}); "
+                "redo it on the new data",
+                ours=op.kind,
+                theirs=theirs,
+                object=op.object_name,
+                version=version,
+            ) from exc
+        if outcome == FAIL:
+            raise IncompatibleConflictError(
+                f"{op.kind} of {op.object_name!r} is incompatible with a concurrent {theirs} (version {version})",
+                ours=op.kind,
+                theirs=theirs,
+                object=op.object_name,
+                version=version,
+            ) from exc
+
+
+def _rebase_failure(exc: BaseException, ops: Sequence[Op]) -> BaseException:
+    """What a failed re-application means to the caller."""
+    op = ops[0] if ops else None
+    ours = op.kind if op else "transaction"
+    obj = op.object_name if op else None
+    if isinstance(exc, (CatalogConflictError,)):
+        return exc
+    if isinstance(exc, Retry):
+        return RetryableConflictError(str(exc), ours=ours, object=obj)
+    if isinstance(exc, (CatalogError, SchemaMismatchError, ValueError)):
+        return IncompatibleConflictError(
+            f"after a concurrent commit, {_names(ops)} no longer applies: {exc}", ours=ours, object=obj
+        )
+    return exc
+
+
+def _cleanup(ctx: Context, ops: Sequence[Op]) -> None:
+    for op in ops:
+        for path in op.new_paths():
+            try:
+                ctx.objects.delete(path)
+            except FileNotFoundError:
+                continue
+            except Exception as exc:  # noqa: BLE001 - best effort: gc() removes what is left
+                log.warning("could not delete %s after a failed commit (gc will): %s", path, exc)
