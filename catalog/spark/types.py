@@ -53,6 +53,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from catalog.errors import SchemaMismatchError
+
 __all__ = [
     "spark_type",
     "spark_schema",
@@ -191,31 +193,34 @@ def _is_widening(source: DataType, target: DataType) -> bool:
 def check_writable(data_schema: StructType, table_schema: pa.Schema, table: str = "?") -> None:
     """Refuse a DataFrame whose columns do not fit the table, naming the column.
 
-    Columns are matched by name (exactly; column order does not matter). Every
-    table column must be present; a column the table does not have is an
-    error rather than silently dropped.
+    Columns are matched by name (exactly; column order does not matter), as
+    the catalog's own writes do: a missing nullable column is written as
+    nulls, a missing required column or a column the table does not have is
+    an error rather than silently dropped.
 
     Raises:
-        ValueError: a missing or extra column, or a type that is not a widening
-            of the table column's type.
+        SchemaMismatchError: a missing required or extra column, or a type
+            that is not a widening of the table column's type.
     """
     target = spark_schema(table_schema)
     by_name = {field.name: field for field in data_schema.fields}
     for field in target.fields:
         source = by_name.pop(field.name, None)
         if source is None:
-            raise ValueError(
-                f"table {table}: the DataFrame has no column {field.name!r} "
-                f"(it has {data_schema.fieldNames()})"
+            if field.nullable:
+                continue
+            raise SchemaMismatchError(
+                f"table {table}: the DataFrame has no column {field.name!r}, which the table "
+                f"requires (not null); DataFrame columns: {data_schema.fieldNames()}"
             )
         if not _is_widening(source.dataType, field.dataType):
-            raise ValueError(
+            raise SchemaMismatchError(
                 f"table {table}: column {field.name!r} is {source.dataType.simpleString()} in the "
                 f"DataFrame but {field.dataType.simpleString()} in the table; cast it explicitly"
             )
     if by_name:
         extra = sorted(by_name)
-        raise ValueError(
+        raise SchemaMismatchError(
             f"table {table}: column {extra[0]!r} is not in the table (table columns: {target.fieldNames()})"
         )
 
@@ -224,6 +229,13 @@ def to_table_batches(batches: Iterable[pa.RecordBatch], table_schema: pa.Schema)
     """Cast Spark's write batches to the table's Arrow schema (checked by :func:`check_writable`)."""
     target = pa.schema([field.remove_metadata() for field in table_schema])
     for batch in batches:
-        # safe=True: a widening never fails, so any cast error here is a bug
-        # we want to see rather than a silent wrap-around.
-        yield batch.select(target.names).cast(target, safe=True)
+        columns = []
+        for field in target:
+            index = batch.schema.get_field_index(field.name)
+            if index < 0:  # a nullable column the DataFrame leaves out (check_writable)
+                columns.append(pa.nulls(batch.num_rows, field.type))
+            else:
+                # safe=True: a widening never fails, so any cast error here is
+                # a bug we want to see rather than a silent wrap-around.
+                columns.append(batch.column(index).cast(field.type, safe=True))
+        yield pa.RecordBatch.from_arrays(columns, schema=target)

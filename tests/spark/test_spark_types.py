@@ -21,6 +21,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from catalog.errors import SchemaMismatchError
 from catalog.spark.types import (
     check_writable,
     spark_arrow_schema,
@@ -134,7 +135,7 @@ def test_nested_type_error_names_the_path() -> None:
         spark_type(pa.struct([pa.field("inner", pa.uint64())]), "outer")
 
 
-TABLE = pa.schema([pa.field("id", pa.int64()), pa.field("price", pa.decimal128(10, 2)), pa.field("name", pa.string())])
+TABLE = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("price", pa.decimal128(10, 2)), pa.field("name", pa.string())])
 
 
 def df_schema(**types: object) -> StructType:
@@ -149,7 +150,7 @@ def test_writable_accepts_exact_and_widening_types_in_any_order() -> None:
 @pytest.mark.parametrize(
     ("schema", "message"),
     [
-        (df_schema(id=LongType(), price=DecimalType(10, 2)), "no column 'name'"),
+        (df_schema(price=DecimalType(10, 2), name=StringType()), "no column 'id'"),
         (df_schema(id=LongType(), price=DecimalType(10, 2), name=StringType(), extra=LongType()), "'extra' is not in"),
         (df_schema(id=DoubleType(), price=DecimalType(10, 2), name=StringType()), "'id' is double"),
         (df_schema(id=LongType(), price=DecimalType(12, 2), name=StringType()), "'price' is decimal"),
@@ -158,14 +159,20 @@ def test_writable_accepts_exact_and_widening_types_in_any_order() -> None:
     ],
 )
 def test_writable_names_the_offending_column(schema: StructType, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(SchemaMismatchError, match=message):
         check_writable(schema, TABLE, table="ns.t")
+
+
+def test_writable_allows_leaving_out_nullable_columns() -> None:
+    check_writable(df_schema(id=LongType()), TABLE)
+    (out,) = to_table_batches([pa.record_batch({"id": [1]})], TABLE)
+    assert out.to_pydict() == {"id": [1], "price": [None], "name": [None]}
 
 
 def test_writable_timestamps_keep_their_kind() -> None:
     table = pa.schema([pa.field("at", pa.timestamp("us", tz="UTC"))])
     check_writable(df_schema(at=TimestampType()), table)
-    with pytest.raises(ValueError, match="'at' is timestamp_ntz"):
+    with pytest.raises(SchemaMismatchError, match="'at' is timestamp_ntz"):
         check_writable(df_schema(at=TimestampNTZType()), table)
 
 
