@@ -11,7 +11,7 @@ Optional: importing it needs ``pyspark`` (the ``spark`` extra). Nothing in
 
 from catalog.spark.local import local_spark, prepare_environment
 from catalog.spark.options import SourceOptions, parse_options
-from catalog.spark.register import Registration, register
+from catalog.spark.sql_names import Registration, register
 from catalog.spark.source import LakehouseDataSource, open_lakehouse
 from catalog.spark.types import check_writable, spark_arrow_schema, spark_schema
 

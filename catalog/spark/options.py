@@ -14,6 +14,8 @@ option                  when   meaning
 ``timestampAsOf``       read   read the lakehouse as of a time: epoch seconds
                                or ISO-8601 (no zone means UTC)
 ``partitionBytes``      read   target bytes of data files per Spark partition
+``pruneFiles``          read   ``true``: skip data files that the query's
+                               pushed filters rule out (see below)
 ``createIfMissing``     write  ``true``: create the table from the DataFrame
                                schema (with ``partitionBy`` columns)
 ``partitionBy``         write  comma-separated partition columns for
@@ -21,6 +23,14 @@ option                  when   meaning
                                is refused by Spark for Python sources)
 ``targetFileBytes``     write  target size of the Parquet files tasks write
 ======================  =====  ==============================================
+
+``pruneFiles`` is off by default because of PySpark 4.3 itself: it keeps the
+read plan (partitions and read function) of the *first* query planned over a
+relation on the shared data source object and reuses it for later queries
+over the same DataFrame or registered view, and a filtered query replaces it
+(later Spark versions scope it to the scan). A file list pruned for
+``WHERE a = 1`` would then serve ``count(*)`` too, and drop rows. Turn it on
+for a DataFrame that runs one query (the usual ``load().where(...)``).
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ class SourceOptions:
     version_as_of: int | None = None
     timestamp_as_of: float | None = None
     partition_bytes: int = DEFAULT_PARTITION_BYTES
+    prune_files: bool = False
     create_if_missing: bool = False
     partition_by: tuple[str, ...] = ()
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
@@ -155,6 +166,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         version_as_of=version,
         timestamp_as_of=parse_timestamp(timestamp_raw) if timestamp_raw is not None else None,
         partition_bytes=_positive_int(options, "partitionBytes", DEFAULT_PARTITION_BYTES),
+        prune_files=_bool(options, "pruneFiles"),
         create_if_missing=_bool(options, "createIfMissing"),
         partition_by=_partition_by(options),
         target_file_bytes=_positive_int(options, "targetFileBytes", DEFAULT_TARGET_FILE_BYTES),

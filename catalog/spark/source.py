@@ -139,7 +139,7 @@ class LakehouseReader(DataSourceReader):
         self._filters: list[Filter] = []
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - PySpark's name
-        """Keep the filters for pruning files, and give every one back to Spark.
+        """Keep the filters for pruning files (option pruneFiles), and give every one back to Spark.
 
         Pruning only drops files; Spark still filters the rows it gets, so
         returning all filters keeps results exact (see catalog.spark.filters).
@@ -159,7 +159,10 @@ class LakehouseReader(DataSourceReader):
                     f"table {options.table!r} now has columns {expected.simpleString()}, but the "
                     f"DataFrame was defined over {self._spark_schema.simpleString()}: load it again"
                 )
-            files = table.files(filter=pruning_expression(self._filters, table.schema))
+            # Only on request: see SourceOptions / pruneFiles for the PySpark
+            # 4.3 plan reuse that makes filter-dependent plans unsafe.
+            expression = pruning_expression(self._filters, table.schema) if options.prune_files else None
+            files = table.files(filter=expression)
             return list(plan_partitions(files, options.partition_bytes, table.schema))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -12,6 +12,12 @@ overwrite commit). A persistent ``CREATE TABLE ... USING lakehouse`` would
 drop the options on the way to a Python data source (PySpark 4.3), and a view
 over a DataFrame would pin one version and refuse inserts.
 
+PySpark 4.3 plans a view's read once and reuses that plan until a write
+through Spark invalidates it (see ``pruneFiles`` in catalog.spark.options), so
+a view shows the table as of its first query: call :func:`register` again to
+see commits made since by other writers. File pruning stays off for views,
+which many queries share.
+
 Spark temporary views have one-part names, so a namespaced table keeps its
 full dotted name as ONE identifier and is written in backquotes:
 ``SELECT * FROM `sales.orders```. Unquoted, ``sales.orders`` would mean
