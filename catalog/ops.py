@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -32,7 +34,7 @@ import pyarrow.compute as pc
 
 from catalog import keys
 from catalog.access import CatalogWriter
-from catalog.datafiles import DataFile, read_file, write_files
+from catalog.datafiles import DataFile, decode_values, has_stats, read_file, write_files
 from catalog.errors import (
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
@@ -345,34 +347,62 @@ def _check_native(definition: TableDef, name: str) -> None:
         raise ValueError(f"table {name!r} has format {definition.format!r}; only native parquet tables take data here")
 
 
+class _BoundsCache:
+    """Statistics arrays of recent plans, keyed by (column, type, the exact file ids).
+
+    Building them decodes one JSON value per file and column; planning the
+    same table again (the common case: nothing or little changed) reuses them.
+    """
+
+    def __init__(self, entries: int = 64) -> None:
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple, ColumnBounds | None] = OrderedDict()
+        self._entries = entries
+
+    def get(self, key: tuple, build: Any) -> ColumnBounds | None:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        value = build()
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self._entries:
+                self._items.popitem(last=False)
+        return value
+
+
+_BOUNDS = _BoundsCache()
+
+
 def bounds_for(files: list[DataFile], schema: pa.Schema) -> Any:
     """A ``column -> ColumnBounds`` function over ``files`` for :func:`may_match`."""
     fields = {f.name: f for f in schema}
-    rows = pa.array([f.rows for f in files], pa.int64())
-    cache: dict[str, ColumnBounds | None] = {}
+    ids: tuple[str, ...] | None = None
+
+    def build(f: pa.Field) -> ColumnBounds | None:
+        if not has_stats(f.type):
+            return None
+        fid = str(field_id(f))
+        stats = [e.stats.get(fid) for e in files]
+        try:
+            return ColumnBounds(
+                mins=decode_values([None if s is None else s[0] for s in stats], f.type),
+                maxs=decode_values([None if s is None else s[1] for s in stats], f.type),
+                nulls=pa.array([None if s is None else s[2] for s in stats], pa.int64()),
+                rows=pa.array([e.rows for e in files], pa.int64()),
+            )
+        except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError):
+            return None  # statistics of an older type: prune nothing on this column
 
     def bounds(column: str) -> ColumnBounds | None:
-        if column in cache:
-            return cache[column]
+        nonlocal ids
         f = fields.get(column)
-        result = None
-        if f is not None:
-            from catalog.datafiles import decode_values, has_stats
-
-            if has_stats(f.type):
-                fid = str(field_id(f))
-                stats = [e.stats.get(fid) for e in files]
-                try:
-                    result = ColumnBounds(
-                        mins=decode_values([None if s is None else s[0] for s in stats], f.type),
-                        maxs=decode_values([None if s is None else s[1] for s in stats], f.type),
-                        nulls=pa.array([None if s is None else s[2] for s in stats], pa.int64()),
-                        rows=rows,
-                    )
-                except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError):
-                    result = None  # statistics of an older type: prune nothing on this column
-        cache[column] = result
-        return result
+        if f is None:
+            return None
+        if ids is None:
+            ids = tuple(e.id for e in files)
+        return _BOUNDS.get((field_id(f), str(f.type), ids), lambda: build(f))
 
     return bounds
 

@@ -121,7 +121,10 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
             continue
         col = data.column(f.name)
         if col.type != f.type:
-            if not (can_widen(col.type, f.type) or _safe_relabel(col.type, f.type)):
+            # Integers of another width are accepted when every value fits (checked by the
+            # safe cast below): Python ints arrive as int64 whatever the column holds.
+            same_kind = pa.types.is_integer(col.type) and pa.types.is_integer(f.type)
+            if not (same_kind or can_widen(col.type, f.type) or _safe_relabel(col.type, f.type)):
                 raise SchemaMismatchError(f"column {f.name!r}: data type {col.type} does not match the table's {f.type}")
             try:
                 col = col.cast(f.type, safe=True)
