@@ -22,6 +22,9 @@ option                  when   meaning
                                ``createIfMissing`` (``.partitionBy()`` itself
                                is refused by Spark for Python sources)
 ``targetFileBytes``     write  target size of the Parquet files tasks write
+``transaction``         write  id of a durable transaction (``lake.begin()``):
+                               stage the write in it; it becomes visible, with
+                               the transaction's other writes, at its commit
 ======================  =====  ==============================================
 
 ``pruneFiles`` is off by default because of PySpark 4.3 itself: it keeps the
@@ -65,6 +68,7 @@ class SourceOptions:
     create_if_missing: bool = False
     partition_by: tuple[str, ...] = ()
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
+    transaction: str | None = None
 
 
 def _get(options: Mapping[str, str], key: str) -> str | None:
@@ -170,4 +174,5 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         create_if_missing=_bool(options, "createIfMissing"),
         partition_by=_partition_by(options),
         target_file_bytes=_positive_int(options, "targetFileBytes", DEFAULT_TARGET_FILE_BYTES),
+        transaction=(_get(options, "transaction") or "").strip() or None,
     )

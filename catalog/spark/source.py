@@ -15,7 +15,8 @@ same version whatever commits meanwhile.
 
 Writes: each task writes Parquet files through ``Table.write_files`` and
 returns their entries; ``commit()`` commits them as ONE catalog operation
-(``append`` or ``overwrite``); ``abort()`` deletes the files of the tasks that
+(``append`` or ``overwrite``), or stages it in the durable transaction named
+by option ``transaction``; ``abort()`` deletes the files of the tasks that
 finished. Files of a failed task are deleted by that task when it can, and
 are otherwise orphans that ``lake.gc()`` removes after the grace period.
 """
@@ -70,6 +71,17 @@ def reading_session(options: SourceOptions) -> Iterator[Any]:
                 yield past
         else:
             yield lake
+
+
+def writing_session(lake: catalog.Lakehouse, options: SourceOptions) -> Any:
+    """Where a write goes: the lakehouse, or the durable transaction named by option transaction.
+
+    Inside a transaction, tables (even ones it created) are loaded through
+    it, and ``commit_files`` stages the operation instead of committing.
+    """
+    if options.transaction is None:
+        return lake
+    return lake.attach(options.transaction)
 
 
 def _native_table(session: Any, name: str) -> catalog.Table:
@@ -199,7 +211,7 @@ class LakehouseWriter(DataSourceArrowWriter):
         self._overwrite = overwrite
 
     def _load(self, lake: catalog.Lakehouse) -> catalog.Table:
-        table = _native_table(lake, self._table_name)
+        table = _native_table(writing_session(lake, self._options), self._table_name)
         if table.id != self._table_id:
             raise NoSuchTableError(
                 f"table {self._table_name!r} was dropped or replaced while the write ran; nothing was committed"
@@ -262,8 +274,9 @@ def _delete_files(objects: Any, paths: list[str]) -> None:
 def _prepare_write(options: SourceOptions, schema: StructType, overwrite: bool) -> LakehouseWriter:
     """Check (and with createIfMissing, create) the target table at planning time."""
     with open_lakehouse(options.lakehouse) as lake:
+        session = writing_session(lake, options)
         try:
-            table = _native_table(lake, options.table)
+            table = _native_table(session, options.table)
         except NoSuchTableError:
             if not options.create_if_missing:
                 raise NoSuchTableError(
@@ -273,9 +286,8 @@ def _prepare_write(options: SourceOptions, schema: StructType, overwrite: bool) 
             missing = [c for c in options.partition_by if c not in schema.fieldNames()]
             if missing:
                 raise ValueError(f"partitionBy column {missing[0]!r} is not a DataFrame column ({schema.fieldNames()})")
-            table = lake.create_table(
-                options.table, spark_arrow_schema(schema), partition_by=list(options.partition_by) or None
-            )
+            session.create_table(options.table, spark_arrow_schema(schema), partition_by=list(options.partition_by) or None)
+            table = _native_table(session, options.table)
         else:
             if options.partition_by and list(options.partition_by) != table.partition_by:
                 raise ValueError(
