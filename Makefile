@@ -18,7 +18,7 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(STAMP): $(PY) $(BUILD_INPUTS)
-	$(PY) -m pip install --quiet -e ".[test,bench]"
+	$(PY) -m pip install --quiet -e ".[test,bench,server]"
 	$(PY) -c "import cython_ext._checksum, cython_ext._bloom, cython_ext._merge"  # fail here if an extension did not compile
 	touch $(STAMP)
 

@@ -64,16 +64,21 @@ def apply_all(ops: Sequence[Op], w: CatalogWriter, ctx: Context, rebase: bool) -
     return [apply_one(op, w, ctx, rebase) for op in ops]
 
 
-def _theirs(exc: ConflictError, ours: Op) -> tuple[str | None, int | None]:
-    """The winning operation's kind (on our object if possible) and version."""
+def _theirs(exc: ConflictError, ours: Op, related_only: bool = False) -> tuple[str | None, int | None]:
+    """The winning operation's kind (on our object if possible; with ``related_only``, else None) and version."""
     version = getattr(exc, "version", None)
     descriptor = getattr(exc, "descriptor", None) or {}
     theirs = ((descriptor.get("summary") or {}).get("ops")) or []
     table_id = getattr(ours, "table_id", None)
     for op in theirs:
-        if op.get("object") == ours.object_name or (table_id is not None and op.get("table_id") == table_id):
+        if _related(op.get("object"), ours.object_name) or (table_id is not None and op.get("table_id") == table_id):
             return op.get("kind"), version
-    return (theirs[0].get("kind") if theirs else None), version
+    return (theirs[0].get("kind") if theirs and not related_only else None), version
+
+
+def _related(a: str | None, b: str) -> bool:
+    """The same object, or a namespace and something inside it."""
+    return a is not None and (a == b or a.startswith(b + ".") or b.startswith(a + "."))
 
 
 def commit_ops(
@@ -108,9 +113,9 @@ def commit_ops(
             assert summaries is not None
         backoff = 0.002
         for attempt in range(max_rebases + 1):
-            _respect_durable_locks(txn, w, ops)  # before the commit: a refusal is settled, its files go
+            _respect_durable_locks(txn, w, ops)  # refuses before anything is sent: settled
             try:
-                txn.set_summary({"ops": summaries})
+                txn.set_summary({"ops": bounded(summaries)})
                 txn.commit()
                 version = txn.commit_version if txn.commit_version is not None else txn.version
                 return Outcome(version, summaries)
@@ -127,7 +132,7 @@ def commit_ops(
                         version=getattr(exc, "version", None),
                     ) from exc
             except BaseException:
-                unsettled = True
+                unsettled = txn.state == "failed"  # the commit itself failed (not a rejection)
                 raise
             time.sleep(random.uniform(0, backoff))
             backoff = min(0.2, backoff * 2)
@@ -161,6 +166,33 @@ def _respect_durable_locks(txn: Transaction, w: CatalogWriter, ops: Sequence[Op]
         raise
 
 
+# The engine keeps a commit's summary in its root file, up to 64 KiB.
+SUMMARY_BUDGET = 48 * 1024
+
+
+def bounded(summaries: list[dict[str, Any]], budget: int = SUMMARY_BUDGET) -> list[dict[str, Any]]:
+    """The op summaries, cut to fit the root file: a huge transaction (thousands of
+    creates) keeps its first summaries and one ``"more"`` entry with the totals of the rest."""
+    import json
+
+    sizes = [len(json.dumps(s, separators=(",", ":"))) + 1 for s in summaries]
+    if sum(sizes) <= budget:
+        return summaries
+    kept: list[dict[str, Any]] = []
+    used = 512  # room for the "more" entry
+    for summary, size in zip(summaries, sizes):
+        if used + size > budget:
+            break
+        kept.append(summary)
+        used += size
+    rest = summaries[len(kept) :]
+    more: dict[str, Any] = {"kind": "more", "object": None, "operations": len(rest)}
+    for key in ("files_added", "files_removed", "rows_added", "rows_removed"):
+        more[key] = sum(int(s.get(key, 0) or 0) for s in rest)
+    more["kinds"] = sorted({str(s.get("kind")) for s in rest})[:20]
+    return kept + [more]
+
+
 def _names(ops: Sequence[Op]) -> str:
     if len(ops) == 1:
         return f"{ops[0].kind} of {ops[0].object_name!r}"
@@ -171,7 +203,9 @@ def _decide(exc: ConflictError, ops: Sequence[Op]) -> None:
     """Raise the classified error unless every op may be rebased over the winner."""
     for op in ops:
         theirs, version = _theirs(exc, op)
-        outcome = classify(op.kind, theirs)
+        # A winner on another object reached us through something we read (a
+        # listing, another table): rebase, which re-checks those reads.
+        outcome = classify(op.kind, _theirs(exc, op, related_only=True)[0])
         if outcome == RETRY:
             raise RetryableConflictError(
                 f"{op.kind} of {op.object_name!r} conflicts with a concurrent {theirs} (version {version}); "

@@ -85,6 +85,11 @@ class Lakehouse(CatalogSession):
     def __repr__(self) -> str:
         return f"Lakehouse({self.url!r}, version={self.version})"
 
+    @staticmethod
+    def open(url: object, create: bool = True, background: bool = True, **options: Any) -> Lakehouse:  # noqa: A003
+        """``catalog.Lakehouse.open(url)`` is :func:`catalog.open` (DESIGN.md's spelling)."""
+        return open(url, create=create, background=background, **options)
+
     @property
     def url(self) -> str:
         return str(self.objects.url)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from catalog.commit import bounded
 from catalog.access import CatalogWriter
 from catalog.durable import keys, lifecycle, locks
 from catalog.durable.implicit import removed_nodes
@@ -70,7 +71,7 @@ class DurableLake:
                 ) from exc
             for node in removed_nodes(op):
                 locks.drop_pending(work, node, except_txn=frozenset({record.id}))
-        work.txn.set_summary({"ops": summaries, "durable_transaction": record.id, "title": record.title})
+        work.txn.set_summary({"ops": bounded(summaries), "durable_transaction": record.id, "title": record.title})
 
     # -- gc ----------------------------------------------------------------------------
 

@@ -14,22 +14,16 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import catalog
-import kvstore
 from lake_peer import LOCAL, QUIET, SCHEMA
 from lake_workers import Logged, appender, mixed_writer, property_changer, run_processes
 
-pytestmark = [
-    pytest.mark.timeout(600),
-    # Until the engine branch lands (Store.history()). Remove with the merge.
-    pytest.mark.skipif(not hasattr(kvstore.Store, "history"), reason="needs the engine's Store.history()"),
-]
+pytestmark = pytest.mark.timeout(600)
 
 APPENDERS = 4
 APPENDS_EACH = 25
@@ -115,26 +109,17 @@ def check_serial_order(lake: catalog.Lakehouse, logs: list[Logged], first_versio
     """Replay ``logs`` in history order on a model; compare every table at every version.
 
     Every committed call must be the one operation history shows at the
-    version it returned; every call that returned a version it had already
-    seen must have been a no-op at that version; history must hold nothing
-    else on these tables.
+    version it returned; every call that returned the version its handle had
+    already seen committed nothing, and must have been a no-op on the model
+    at that version; history must hold nothing else on these tables.
     """
     lake.refresh()
     history = [e for e in reversed(lake.history(limit=None)) if e.version > first_version]
-    logged: dict[int, list[Logged]] = defaultdict(list)
-    for op in logs:
-        logged[op.version].append(op)
     committed = {op.version: op for op in logs if op.version > op.seen}
     assert len(committed) == sum(op.version > op.seen for op in logs), "two committed calls share a version"
     ids = {t: lake.load_table(t).id for t in TABLES}
     model: dict[str, list[tuple[int, str]]] = {t: [] for t in TABLES}
-    seen_versions = set()
-    stats = {"versions": 0, "noops": 0}
-    # A call that ran before any other commit and changed nothing returns first_version,
-    # which history (operations after first_version) does not list: the tables were empty then.
-    for noop in logged[first_version]:
-        assert _is_noop(model[noop.table], noop), f"{noop} returned the starting version {first_version} but is not a no-op"
-        stats["noops"] += 1
+    states = [(first_version, {t: list(r) for t, r in model.items()})]  # (version, model after it)
     for entry in history:
         ops = [op for op in entry.operations if op.get("table_id") in ids.values()]
         if not ops:
@@ -144,19 +129,19 @@ def check_serial_order(lake: catalog.Lakehouse, logs: list[Logged], first_versio
         assert mine is not None, f"version {entry.version} ({ops[0]['kind']}) was committed by no logged call"
         assert (ops[0]["kind"], ops[0]["table_id"]) == (mine.kind, ids[mine.table]), (entry, mine)
         model[mine.table] = _apply(model[mine.table], mine)
-        seen_versions.add(entry.version)
-        stats["versions"] += 1
+        states.append((entry.version, {t: list(r) for t, r in model.items()}))
         with lake.at(version=entry.version) as past:
             for t in TABLES:
                 assert _table_rows(past, t) == sorted(model[t]), f"{t} at version {entry.version} differs from the model"
-        for noop in logged[entry.version]:
-            if noop is not mine:
-                assert _is_noop(model[noop.table], noop), f"{noop} returned version {entry.version} but changed nothing"
-                stats["noops"] += 1
-    assert seen_versions == set(committed), "a committed call's version is missing from history"
+    assert {v for v, _ in states[1:]} == set(committed), "a committed call's version is missing from history"
+    noops = [op for op in logs if op.version <= op.seen]
+    for op in noops:
+        assert op.version == op.seen and op.version >= first_version, op
+        at = [state for version, state in states if version <= op.version][-1]
+        assert _is_noop(at[op.table], op), f"{op} returned version {op.version} but the model says it changes rows"
     for t in TABLES:
         assert _table_rows(lake, t) == sorted(model[t]), f"final {t} differs from the serial replay"
-    return stats
+    return {"versions": len(states) - 1, "noops": len(noops)}
 
 
 def test_mixed_writers_match_a_serial_replay(tmp_path: Path) -> None:

@@ -18,18 +18,12 @@ import pyarrow.compute as pc
 import pytest
 
 import catalog
-import kvstore
 from catalog import IncompatibleConflictError, RetryableConflictError
 from kvstore import ConflictError
 from lake_peer import SCHEMA, rows
 from race_fixtures import lake_url, me, peer, remote_process  # noqa: F401 - fixtures
 
-pytestmark = [
-    pytest.mark.timeout(120),
-    # Until the engine branch lands: the winner's version and descriptor on
-    # ConflictError, and Store.history(). Remove with the merge.
-    pytest.mark.skipif(not hasattr(kvstore.Store, "history"), reason="needs the engine's Store.history()"),
-]
+pytestmark = pytest.mark.timeout(120)
 
 T = "db.t"
 Peer = Callable[..., int]
@@ -428,3 +422,22 @@ def test_snapshot_read_a_write_b_allows_the_write_skew(me: catalog.Lakehouse, pe
         theirs = peer("append", table="db.a", ids=[99])
     assert tx.version is not None and tx.version > theirs
     assert content(me, "db.b") == sorted(tagged([3], "me"))  # computed from A before the peer's row
+
+
+@pytest.mark.parametrize("read", ["listing", "scan"])
+def test_transaction_whose_read_object_was_dropped_is_retryable(me: catalog.Lakehouse, peer: Peer, read: str) -> None:
+    """A drop of something the transaction only *read* asks for a redo; it does not make its write incompatible."""
+    _two_tables(me)
+    theirs = None
+    with pytest.raises(RetryableConflictError) as info:
+        with me.transaction(isolation="serializable") as tx:
+            if read == "listing":
+                seen = len(tx.list_tables("db"))
+            else:
+                seen = tx.load_table("db.c").scan().to_arrow().num_rows
+            tx.load_table("db.b").append(rows([seen], "me"))
+            theirs = peer("drop_table", table="db.c")
+    assert theirs is not None
+    check_conflict(info.value, RetryableConflictError, ours="append", theirs="drop_table", version=theirs, obj=None)
+    assert content(me, "db.b") == []
+    assert me.list_tables("db") == ["db.a", "db.b"]
