@@ -9,9 +9,9 @@ transaction — in one process or in many — always agree. Any process can
 Waiting: :meth:`Lock.wait` polls the lock's record, starting after
 ``_POLL_MIN_S`` and doubling up to the manager's ``poll_max_s`` (default
 0.1 s). A waiter therefore learns that its lock was granted — by another
-process committing, aborting, unlocking, or expiring — at most ``poll_max_s``
-plus one catch-up read after the commit that granted it. An expired holder is
-cleared by the first waiter that polls after the holder's deadline.
+process committing, aborting or unlocking — at most ``poll_max_s`` plus one
+catch-up read after the commit that granted it. An expired holder is cleared
+by a waiter within ``_FULL_CHECK_S`` (1 s) after its deadline.
 
 Thread-safety: a manager and its handles may be shared by threads; each call
 is its own lakekv transaction.
@@ -32,6 +32,11 @@ from catalog.durable.work import Work, run, wall_clock_ms
 
 _POLL_MIN_S = 0.005
 DEFAULT_POLL_MAX_S = 0.1
+# Most polls of a waiting lock read its one key; every this often a poll also
+# reads the node's holders and finishes any that expired. Cheap polls keep many
+# waiters from crowding the holders' commits; the period bounds how late an
+# expired holder is noticed by its waiters.
+_FULL_CHECK_S = 1.0
 
 
 def _check_seconds(value: object, what: str) -> float:
@@ -285,6 +290,13 @@ class Lock:
         """The current record, or None once the lock is gone (released, unlocked, merged or dropped)."""
         return self.manager.run(lambda work: lifecycle.lock_status(work, self.node, self.seq, self.id))  # type: ignore[no-any-return]
 
+    def _peek(self) -> LockRecord | None:
+        """The lock's record as of a fresh snapshot: one key read, no clean-up (see wait)."""
+        with self.manager.store.snapshot(fresh=True) as snapshot:
+            raw = snapshot.get(keys.lock_key(self.node, self.seq))
+        record = None if raw is None else LockRecord.decode(raw)
+        return record if record is not None and record.id == self.id else None
+
     @property
     def state(self) -> str:
         """``"acquired"``, ``"pending"``, or ``"released"`` once the lock is gone."""
@@ -302,8 +314,15 @@ class Lock:
         """
         deadline = None if timeout is None else time.monotonic() + _check_seconds(timeout, "timeout")
         delay = _POLL_MIN_S
+        last_full = float("-inf")
         while True:
-            record = self.record()
+            if time.monotonic() - last_full >= _FULL_CHECK_S:
+                record = self.record()  # also clears holders that expired
+                last_full = time.monotonic()
+            else:
+                record = self._peek()
+            if record is None:
+                record = self.record()  # gone at a glance: confirm with the full check
             if record is not None and record.state == ACQUIRED:
                 return self
             if record is None:
