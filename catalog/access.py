@@ -51,17 +51,17 @@ class _FileCache:
 
     def __init__(self, limit: int = 500_000) -> None:
         self._lock = threading.Lock()
-        self._entries: dict[bytes, DataFile] = {}
+        self.entries: dict[bytes, DataFile] = {}
         self._limit = limit
 
     def get(self, key: bytes, raw: bytes) -> DataFile:
-        entry = self._entries.get(key)
+        entry = self.entries.get(key)
         if entry is None:
             entry = DataFile.decode(raw)
             with self._lock:
-                if len(self._entries) >= self._limit:
-                    self._entries.clear()
-                self._entries[key] = entry
+                if len(self.entries) >= self._limit:
+                    self.entries.clear()
+                self.entries[key] = entry
         return entry
 
 
@@ -169,7 +169,18 @@ class CatalogReader:
 
     def live_files(self, table_id: str) -> list[DataFile]:
         prefix = keys.table_files(table_id)
-        return [FILE_CACHE.get(k, v) for k, v in self._scan(prefix)]
+        batches = getattr(self.kv, "scan_batches", None)
+        if self.recorded is not None or batches is None:
+            return [FILE_CACHE.get(k, v) for k, v in self._scan(prefix)]
+        # A plan over thousands of files: Arrow batches cost far less per row
+        # than (key, value) tuples, and decoded entries come from the cache.
+        out: list[DataFile] = []
+        cached = FILE_CACHE.entries.get
+        for batch in batches(prefix=prefix):
+            for key, raw in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                entry = cached(key)
+                out.append(entry if entry is not None else FILE_CACHE.get(key, raw))
+        return out
 
     def gone_files(self, table_id: str) -> list[tuple[bytes, dict[str, Any]]]:
         return [(k, json.loads(v)) for k, v in self.kv.scan(prefix=keys.table_gone(table_id))]
