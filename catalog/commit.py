@@ -64,16 +64,21 @@ def apply_all(ops: Sequence[Op], w: CatalogWriter, ctx: Context, rebase: bool) -
     return [apply_one(op, w, ctx, rebase) for op in ops]
 
 
-def _theirs(exc: ConflictError, ours: Op) -> tuple[str | None, int | None]:
-    """The winning operation's kind (on our object if possible) and version."""
+def _theirs(exc: ConflictError, ours: Op, related_only: bool = False) -> tuple[str | None, int | None]:
+    """The winning operation's kind (on our object if possible; with ``related_only``, else None) and version."""
     version = getattr(exc, "version", None)
     descriptor = getattr(exc, "descriptor", None) or {}
     theirs = ((descriptor.get("summary") or {}).get("ops")) or []
     table_id = getattr(ours, "table_id", None)
     for op in theirs:
-        if op.get("object") == ours.object_name or (table_id is not None and op.get("table_id") == table_id):
+        if _related(op.get("object"), ours.object_name) or (table_id is not None and op.get("table_id") == table_id):
             return op.get("kind"), version
-    return (theirs[0].get("kind") if theirs else None), version
+    return (theirs[0].get("kind") if theirs and not related_only else None), version
+
+
+def _related(a: str | None, b: str) -> bool:
+    """The same object, or a namespace and something inside it."""
+    return a is not None and (a == b or a.startswith(b + ".") or b.startswith(a + "."))
 
 
 def commit_ops(
@@ -94,6 +99,7 @@ def commit_ops(
     caller's own reads in it, repeated on every rebase.
     """
     unsettled = False  # a commit that failed other than by conflict may have landed
+    lost: ConflictError | None = None  # the conflict we are rebasing over
     try:
         if started is None:
             txn, w = begin(store, isolation)
@@ -107,13 +113,15 @@ def commit_ops(
             assert summaries is not None
         backoff = 0.002
         for attempt in range(max_rebases + 1):
+            _respect_durable_locks(txn, w, ops)  # refuses before anything is sent: settled
             try:
-                txn.set_summary({"ops": summaries})
+                txn.set_summary({"ops": bounded(summaries)})
                 txn.commit()
                 version = txn.commit_version if txn.commit_version is not None else txn.version
                 return Outcome(version, summaries)
             except ConflictError as exc:
                 txn.rollback()
+                lost = exc
                 if isinstance(exc, CatalogConflictError):
                     raise
                 _decide(exc, ops)
@@ -124,7 +132,7 @@ def commit_ops(
                         version=getattr(exc, "version", None),
                     ) from exc
             except BaseException:
-                unsettled = True
+                unsettled = txn.state == "failed"  # the commit itself failed (not a rejection)
                 raise
             time.sleep(random.uniform(0, backoff))
             backoff = min(0.2, backoff * 2)
@@ -138,13 +146,51 @@ def commit_ops(
                 summaries = apply_all(ops, w, ctx, rebase=True)
             except BaseException as exc:
                 txn.rollback()
-                raise _rebase_failure(exc, ops) from exc
+                raise _rebase_failure(exc, ops, lost) from exc
         raise AssertionError("unreachable")  # the loop returns or raises
     except BaseException:
         # If it landed, its entries point at the new files: keep them (gc() removes them if not).
         if not unsettled:
             _cleanup(ctx, ops)
         raise
+
+
+def _respect_durable_locks(txn: Transaction, w: CatalogWriter, ops: Sequence[Op]) -> None:
+    """A plain commit must not break a durable transaction's lock (see catalog.durable.guard)."""
+    from catalog.durable.guard import check_plain_commit  # late: catalog.durable imports this package
+
+    try:
+        check_plain_commit(w, ops)
+    except BaseException:
+        txn.rollback()
+        raise
+
+
+# The engine keeps a commit's summary in its root file, up to 64 KiB.
+SUMMARY_BUDGET = 48 * 1024
+
+
+def bounded(summaries: list[dict[str, Any]], budget: int = SUMMARY_BUDGET) -> list[dict[str, Any]]:
+    """The op summaries, cut to fit the root file: a huge transaction (thousands of
+    creates) keeps its first summaries and one ``"more"`` entry with the totals of the rest."""
+    import json
+
+    sizes = [len(json.dumps(s, separators=(",", ":"))) + 1 for s in summaries]
+    if sum(sizes) <= budget:
+        return summaries
+    kept: list[dict[str, Any]] = []
+    used = 512  # room for the "more" entry
+    for summary, size in zip(summaries, sizes):
+        if used + size > budget:
+            break
+        kept.append(summary)
+        used += size
+    rest = summaries[len(kept) :]
+    more: dict[str, Any] = {"kind": "more", "object": None, "operations": len(rest)}
+    for key in ("files_added", "files_removed", "rows_added", "rows_removed"):
+        more[key] = sum(int(s.get(key, 0) or 0) for s in rest)
+    more["kinds"] = sorted({str(s.get("kind")) for s in rest})[:20]
+    return kept + [more]
 
 
 def _names(ops: Sequence[Op]) -> str:
@@ -157,7 +203,9 @@ def _decide(exc: ConflictError, ops: Sequence[Op]) -> None:
     """Raise the classified error unless every op may be rebased over the winner."""
     for op in ops:
         theirs, version = _theirs(exc, op)
-        outcome = classify(op.kind, theirs)
+        # A winner on another object reached us through something we read (a
+        # listing, another table): rebase, which re-checks those reads.
+        outcome = classify(op.kind, _theirs(exc, op, related_only=True)[0])
         if outcome == RETRY:
             raise RetryableConflictError(
                 f"{op.kind} of {op.object_name!r} conflicts with a concurrent {theirs} (version {version}); "
@@ -177,18 +225,26 @@ def _decide(exc: ConflictError, ops: Sequence[Op]) -> None:
             ) from exc
 
 
-def _rebase_failure(exc: BaseException, ops: Sequence[Op]) -> BaseException:
+def _rebase_failure(exc: BaseException, ops: Sequence[Op], lost: ConflictError | None = None) -> BaseException:
     """What a failed re-application means to the caller."""
     op = ops[0] if ops else None
     ours = op.kind if op else "transaction"
     obj = op.object_name if op else None
     if isinstance(exc, (CatalogConflictError,)):
-        return exc
+        return _name_winner(exc, ops, lost)
     if isinstance(exc, (CatalogError, SchemaMismatchError, ValueError)):
-        return IncompatibleConflictError(
+        return _name_winner(IncompatibleConflictError(
             f"after a concurrent commit, {_names(ops)} no longer applies: {exc}", ours=ours, object=obj
-        )
+        ), ops, lost)
     return exc
+
+
+def _name_winner(error: CatalogConflictError, ops: Sequence[Op], lost: ConflictError | None) -> CatalogConflictError:
+    """An error raised while rebasing names the commit we lost to (its kind and version)."""
+    op = next((o for o in ops if o.object_name == error.object), ops[0] if ops else None)
+    if lost is not None and op is not None and error.theirs is None and error.version is None:
+        error.theirs, error.version = _theirs(lost, op)
+    return error
 
 
 def _cleanup(ctx: Context, ops: Sequence[Op]) -> None:

@@ -12,6 +12,7 @@ classification catches the subclass.
 from __future__ import annotations
 
 from kvstore.errors import ConflictError, StoreError
+from kvstore.errors import TransactionExpiredError as _KvTransactionExpiredError
 
 
 class CatalogError(StoreError):
@@ -100,5 +101,31 @@ class IncompatibleConflictError(CatalogConflictError):
     """The operation no longer makes sense: e.g. its table was dropped meanwhile."""
 
 
-# The durable-transaction errors (LockConflictError, TransactionStateError,
-# the catalog's TransactionExpiredError) join this module with catalog/durable/.
+# -- durable transactions and locks (catalog/durable/) -------------------------
+
+
+class LockConflictError(CatalogError):
+    """A lock cannot be taken: names the node, the requested mode and key, and the holding transaction.
+
+    Attributes:
+        node: the locked node ("sales.eu.orders").
+        mode: the requested mode ("snapshot", "shared" or "exclusive").
+        key: the requested child_key or attribute_key, if any.
+        holder: the id of the transaction whose lock is in the way (None when
+            the lock itself is gone, e.g. a pending lock of a finished transaction).
+    """
+
+    def __init__(self, message: str, *, node: str, mode: str, key: str | None, holder: str | None) -> None:
+        super().__init__(message)
+        self.node = node
+        self.mode = mode
+        self.key = key
+        self.holder = holder
+
+
+class TransactionExpiredError(CatalogError, _KvTransactionExpiredError):
+    """A durable transaction (or an ancestor) passed its deadline without a ping; it counts as aborted."""
+
+
+class TransactionStateError(CatalogError):
+    """Not allowed in the transaction's state: commit after abort, commit with an open child, unlock of a changed node, ..."""

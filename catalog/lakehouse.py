@@ -80,9 +80,15 @@ class Lakehouse(CatalogSession):
         self._objects = objects
         self._target_file_bytes = target_file_bytes
         self._ctx = Context(objects, target_file_bytes)
+        self._durable: Any = None  # catalog.durable.lake.DurableLake, made on first use
 
     def __repr__(self) -> str:
         return f"Lakehouse({self.url!r}, version={self.version})"
+
+    @staticmethod
+    def open(url: object, create: bool = True, background: bool = True, **options: Any) -> Lakehouse:  # noqa: A003
+        """``catalog.Lakehouse.open(url)`` is :func:`catalog.open` (DESIGN.md's spelling)."""
+        return open(url, create=create, background=background, **options)
 
     @property
     def url(self) -> str:
@@ -172,12 +178,43 @@ class Lakehouse(CatalogSession):
     def gc(self, dry_run: bool = False, grace_s: float | None = None, progress: bool = False) -> Any:
         from catalog.maintenance import gc
 
-        return gc(self, dry_run, grace_s, progress)
+        staged = self.durable.collect(dry_run)  # files of aborted/expired durable transactions
+        report = gc(self, dry_run, grace_s, progress)
+        report.orphan_files.extend(staged)
+        return report
 
     def export(self, dest_url: str, version: int | None = None, progress: bool = False, **dest_options: Any) -> Any:
         from catalog.maintenance import export
 
         return export(self, dest_url, version, progress, **dest_options)
+
+
+    # -- durable transactions and locks (catalog/durable/, YTsaurus model) ----------
+
+    @property
+    def durable(self) -> Any:
+        """The :class:`catalog.durable.lake.DurableLake` of this handle (created on first use)."""
+        if self._durable is None:
+            from catalog.durable.lake import DurableLake
+
+            self._durable = DurableLake(self)
+        return self._durable
+
+    def begin(self, timeout: float | None = None, parent: Any = None, title: str | None = None) -> Any:
+        """Start a durable transaction (long-running, pinged, nestable, with locks); see catalog.durable."""
+        return self.durable.begin(timeout=timeout, parent=parent, title=title)
+
+    def attach(self, txid: str) -> Any:
+        """The durable transaction ``txid``, begun by any process."""
+        return self.durable.attach(txid)
+
+    def transactions(self, include_finished: bool = False) -> list[Any]:
+        """Durable transaction records (like YTsaurus ``//sys/transactions``)."""
+        return self.durable.transactions(include_finished)  # type: ignore[no-any-return]
+
+    def locks(self, node: str) -> list[Any]:
+        """The locks on a node, in queue order (like YTsaurus ``//sys/locks``)."""
+        return self.durable.locks(node)  # type: ignore[no-any-return]
 
 
 class PastLakehouse(CatalogSession):

@@ -20,6 +20,7 @@ from kvstore.errors import (
     TransactionClosedError,
     TransactionExpiredError,
 )
+from kvstore.history import VersionInfo
 from kvstore.oracle import SERIALIZABLE, SNAPSHOT
 from kvstore.store import Snapshot, Store, open
 from kvstore.txn import Transaction
@@ -30,6 +31,7 @@ __all__ = [
     "Snapshot",
     "WriteBatch",
     "Transaction",
+    "VersionInfo",
     "SNAPSHOT",
     "SERIALIZABLE",
     "errors",

@@ -3,8 +3,9 @@ shared by every write entry point."""
 
 from __future__ import annotations
 
+import json
 import time
-from typing import Iterator
+from typing import Any, Final, Iterator
 
 from kvstore.format.rows import DELETE, PUT
 from kvstore.options import MAX_KEY_BYTES, MAX_VALUE_BYTES
@@ -46,15 +47,66 @@ def check_limit(limit: object) -> int | None:
     return limit  # type: ignore[return-value]
 
 
+# Longest accepted TTL: a century. The expiry is stored as int64 ms, and a
+# value that is meant to outlive that should simply have no TTL.
+MAX_TTL_S: Final = 100 * 366 * 86400
+
+
 def expiry_from_ttl(ttl: float | None) -> int | None:
-    """Absolute expiry (ms since epoch) for a TTL in seconds; None = never."""
+    """Absolute expiry (ms since epoch) for a TTL in seconds; None = never.
+
+    >>> expiry_from_ttl(None) is None
+    True
+    >>> expiry_from_ttl(float("inf"))
+    Traceback (most recent call last):
+    ...
+    ValueError: ttl must be > 0 and at most 3162240000 seconds (100 years), got inf
+
+    Raises:
+        TypeError: ``ttl`` is not a number.
+        ValueError: ``ttl`` is not positive, not finite, or over :data:`MAX_TTL_S`.
+    """
     if ttl is None:
         return None
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
         raise TypeError(f"ttl must be a number of seconds or None, not {type(ttl).__name__}")
-    if not ttl > 0:
-        raise ValueError(f"ttl must be > 0 seconds, got {ttl!r}")
+    if not 0 < ttl <= MAX_TTL_S:  # also false for NaN and infinities
+        raise ValueError(f"ttl must be > 0 and at most {MAX_TTL_S} seconds (100 years), got {ttl!r}")
     return int(time.time() * 1000 + ttl * 1000)
+
+
+# A commit summary is stored in the root file, which every reader of the
+# chain loads: keep it small (the catalog records operation counts, not data).
+MAX_SUMMARY_BYTES: Final = 64 * 1024
+
+
+def check_summary(summary: object) -> dict[str, Any]:
+    """Return a JSON-round-tripped copy of ``summary`` for a commit descriptor.
+
+    The copy is what the root file will hold (tuples become lists), and later
+    changes to the caller's dict do not reach the commit.
+
+    >>> check_summary({"op": "append", "rows": 3})
+    {'op': 'append', 'rows': 3}
+
+    Raises:
+        TypeError: ``summary`` is not a dict, or holds something JSON cannot encode.
+        ValueError: it holds NaN/infinity, a circular reference, or encodes
+            to more than :data:`MAX_SUMMARY_BYTES`.
+    """
+    if not isinstance(summary, dict):
+        raise TypeError(f"summary must be a dict, not {type(summary).__name__}")
+    try:
+        encoded = json.dumps(summary, allow_nan=False, separators=(",", ":"))
+    except TypeError as exc:
+        raise TypeError(f"summary must be JSON-serialisable: {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"summary must be JSON-serialisable: {exc}") from None
+    size = len(encoded.encode())
+    if size > MAX_SUMMARY_BYTES:
+        raise ValueError(f"summary encodes to {size} bytes; the limit is {MAX_SUMMARY_BYTES}")
+    decoded: dict[str, Any] = json.loads(encoded)
+    return decoded
 
 
 def scan_bounds(start: bytes | None, end: bytes | None, prefix: bytes | None) -> tuple[bytes | None, bytes | None]:

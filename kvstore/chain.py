@@ -17,12 +17,12 @@ import threading
 import time
 
 from kvstore.errors import StoreError
+from kvstore.format.names import HINT_PATH
 from kvstore.format.root import RootFile, decode_root, encode_root, parse_root_path, root_path
 from kvstore.objstore.base import ObjectStore
 
 log = logging.getLogger(__name__)
 
-HINT_PATH = "_latest_hint"
 
 
 class VersionChain:
@@ -120,10 +120,12 @@ class HintWriter:
     """Writes ``_latest_hint`` in a background thread, at most once per interval.
 
     The hint is an optimisation for readers; a failure to write it is logged
-    and never reaches a committer.
+    and never reaches a committer. With ``threaded=False`` there is no thread:
+    :meth:`offer` writes inline when the interval has passed (one PUT on that
+    commit's path) and :meth:`close` writes the last pending hint.
     """
 
-    def __init__(self, store: ObjectStore, interval_s: float) -> None:
+    def __init__(self, store: ObjectStore, interval_s: float, *, threaded: bool = True) -> None:
         self._store = store
         self._interval_s = interval_s
         self._cond = threading.Condition()
@@ -132,15 +134,20 @@ class HintWriter:
         self._last_write = float("-inf")  # the first hint is written at once
         self._closed = False
         self.writes = 0
-        self._thread = threading.Thread(target=self._run, name="lakekv-hint", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        if threaded:
+            self._thread = threading.Thread(target=self._run, name="lakekv-hint", daemon=True)
+            self._thread.start()
 
     def offer(self, version: int) -> None:
-        """Note that ``version`` is committed; cheap, never blocks on I/O."""
+        """Note that ``version`` is committed; cheap, never blocks on I/O (when threaded)."""
         with self._cond:
             if self._pending is None or version > self._pending:
                 self._pending = version
                 self._cond.notify()
+            inline = self._thread is None and time.monotonic() - self._last_write >= self._interval_s
+        if inline:
+            self._write(version)
 
     def _run(self) -> None:
         while True:
@@ -174,6 +181,7 @@ class HintWriter:
             pending = self._pending if flush and self._pending is not None and self._pending > self._written else None
             self._closed = True
             self._cond.notify()
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
         if pending is not None:
             self._write(pending)

@@ -18,7 +18,7 @@ import kvstore
 from kvstore.chain import VersionChain
 from kvstore.demo import run_demo
 from kvstore.doctor import run_doctor
-from kvstore.errors import StoreError
+from kvstore.errors import CorruptionError, StoreError
 from kvstore.format.root import parse_root_path, root_path
 from kvstore.objstore import open_store
 from kvstore.verify import verify_store
@@ -49,11 +49,33 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _encode(text: str, hex_mode: bool) -> bytes:
-    return bytes.fromhex(text) if hex_mode else text.encode("utf-8")
+    if not hex_mode:
+        return text.encode("utf-8")
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        raise ValueError(f"--hex: {text!r} is not hex (two hex digits per byte, e.g. 00ff)") from None
+
+
+# Control characters (tab and newline included: they separate fields and
+# lines) are printed escaped, like invalid UTF-8.
+_ESCAPES = {code: f"\\x{code:02x}" for code in [*range(0x20), 0x7F]}
 
 
 def _decode(data: bytes, hex_mode: bool) -> str:
-    return data.hex() if hex_mode else data.decode("utf-8", errors="backslashreplace")
+    r"""Text for one key or value: hex, or UTF-8 with everything ambiguous escaped.
+
+    A literal backslash is doubled, so the key ``b"\\xff"`` (four
+    characters) and the key ``b"\xff"`` (one invalid byte) print differently.
+
+    >>> _decode(b"a\\xff", False), _decode(b"a\xff", False), _decode(b"a\tb", False)
+    ('a\\\\xff', 'a\\xff', 'a\\x09b')
+    """
+    if hex_mode:
+        return data.hex()
+    # 0x5C never occurs inside a multi-byte UTF-8 sequence: safe to double first.
+    text = data.replace(b"\\", b"\\\\").decode("utf-8", errors="backslashreplace")
+    return text.translate(_ESCAPES)
 
 
 def _open_existing(url: str) -> kvstore.Store:
@@ -119,9 +141,9 @@ def _cmd_log(args: argparse.Namespace) -> int:
     with _open_existing(args.url) as db:
         chain = VersionChain(db.objects)
         newest = db.version
-        oldest = max(0, newest - args.limit + 1) if args.limit else 0
+        oldest = 0 if args.all else newest - args.limit + 1
         print("version  committed (storage time)        seqs            rows  writer")
-        for version in range(newest, oldest - 1, -1):
+        for version in range(newest, max(0, oldest) - 1, -1):
             root = chain.try_read_root(version)
             if root is None:
                 print(f"{version:>7}  (removed by retention)")
@@ -129,7 +151,7 @@ def _cmd_log(args: argparse.Namespace) -> int:
             mtime = db.objects.head(root_path(version)).mtime
             when = datetime.fromtimestamp(mtime, tz=timezone.utc).isoformat(timespec="milliseconds")
             seqs = f"{root.first_seq}..{root.last_seq}" if root.last_seq >= root.first_seq else "-"
-            rows = root.delta_sst["row_count"] if root.delta_sst else root.delta.num_rows
+            rows = root.delta_sst["row_count"] if root.delta_sst else root.delta_row_count
             print(f"{version:>7}  {when:<30}  {seqs:<14}  {rows:>5}  {root.writer_id[:12]}")
     return EXIT_OK
 
@@ -168,6 +190,9 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
+    if args.full and not args.once:
+        print("lakekv compact: --full needs --once (a full compaction is a one-off)", file=sys.stderr)
+        return EXIT_USAGE
     if not args.once:
         # Continuous: a handle whose background threads follow the chain,
         # flush and compact (and GC, if asked) until interrupted.
@@ -211,7 +236,11 @@ def _cmd_gc(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     with _open_for_maintenance(args.url) as db:
-        report = db.export(args.dest, version=args.version, progress=True)
+        try:
+            report = db.export(args.dest, version=args.version, progress=True)
+        except CorruptionError as exc:
+            print(f"lakekv export: the source is corrupt; nothing usable was exported: {exc}", file=sys.stderr)
+            return EXIT_FAILED
     print(
         f"exported version {report.version} (roots {report.oldest_version}..{report.version}) to {args.dest}: "
         f"{report.files} files, {report.bytes / _MIB:.1f} MiB"
@@ -220,8 +249,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    objects = open_store(args.url)
+    objects = open_store(args.url, create=False)
     try:
+        if next(iter(objects.list("_")), None) is None:
+            raise FileNotFoundError(f"no lakekv store at {objects.url}")
         report = verify_store(objects)
     finally:
         objects.close()
@@ -234,6 +265,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     )
     print("ok" if report.ok else f"{len(report.problems)} problem(s)")
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from service.cli import run_serve  # the server's dependencies load only for `serve`
+
+    return run_serve(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -275,7 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--hex", action="store_true", help="keys and values are hex, not UTF-8 text")
     url_command("info", "version, seq, objects and sizes of a store", _cmd_info)
     log = url_command("log", "one line per version, newest first", _cmd_log)
-    log.add_argument("--limit", type=_non_negative, default=20, help="versions to show, 0 for all (default 20)")
+    log.add_argument("--limit", type=_non_negative, default=20, help="at most this many versions (default 20)")
+    log.add_argument("--all", action="store_true", help="every version that retention kept")
     demo = commands.add_parser("demo", help="a short tour: write, read, snapshot, scan, reopen")
     demo.add_argument("url", metavar="URL", nargs="?", default="./data/demo", help="store URL (default ./data/demo)")
     demo.set_defaults(handler=_cmd_demo)
@@ -295,6 +333,11 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--version", type=_non_negative, help="version to export (default: the latest)")
     url_command("verify", "read every live file; check checksums and references (exit 1 on problems)", _cmd_verify)
     _add_catalog_commands(commands)
+    serve = commands.add_parser("serve", help="serve the lakehouse over HTTP: Iceberg REST + KV API (`server` extra)")
+    from service.cli import add_serve_arguments  # argument definitions only: no server imports
+
+    add_serve_arguments(serve)
+    serve.set_defaults(handler=_cmd_serve)
     return parser
 
 

@@ -20,6 +20,7 @@ first attempt and the retry can never both land.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import threading
@@ -31,7 +32,8 @@ from typing import Any, Callable
 
 from kvstore.batch import Mutation
 from kvstore.chain import HintWriter, VersionChain, encode_for_publish
-from kvstore.errors import CommitError, ObjectStoreError, StoreClosedError, TreeChangedError
+from kvstore.errors import CommitError, ObjectStoreError, StaleOutputError, StoreClosedError, TreeChangedError
+from kvstore.format.names import new_sst_path
 from kvstore.format.root import RootFile
 from kvstore.format.rows import Row, rows_to_batch
 from kvstore.format.sst import write_sst
@@ -60,6 +62,11 @@ class TreeChange:
     expected_tree: str | None
     new_tree: str
     flushed_upto: int
+    # time.monotonic() after which the change must not be published: its
+    # files are unreferenced until it lands and GC (in any process) deletes
+    # unreferenced files past its grace period. Checked right before the PUT,
+    # after any wait in the queue. None: no limit.
+    deadline: float | None = None
 
 
 def _held_lock() -> Any:
@@ -117,7 +124,11 @@ class Committer:
         writer_id: str,
         hint_writer: HintWriter,
         validator: Validator | None = None,
+        *,
+        threaded: bool = True,
     ) -> None:
+        """``threaded=False``: no commit thread; each ``submit`` commits in the
+        calling thread, one caller at a time (no group commit)."""
         self._state = state
         self._chain: VersionChain = state.chain
         self._options = options
@@ -129,8 +140,11 @@ class Committer:
         self._closed = False
         self.groups_committed = 0
         self.races_lost = 0
-        self._thread = threading.Thread(target=self._run, name="lakekv-committer", daemon=True)
-        self._thread.start()
+        self._inline_lock = threading.Lock()  # serialises inline commits (threaded=False)
+        self._thread: threading.Thread | None = None
+        if threaded:
+            self._thread = threading.Thread(target=self._run, name="lakekv-committer", daemon=True)
+            self._thread.start()
 
     def submit(self, pending: PendingCommit) -> PendingCommit:
         """Queue ``pending`` and wait until it is durable or has failed.
@@ -139,12 +153,18 @@ class Committer:
             StoreClosedError: the store is closed.
             ConflictError / CommitError / ObjectStoreError: as set by the committer.
         """
-        with self._cond:
-            if self._closed:
-                raise StoreClosedError("store is closed")
-            self._queue.append(pending)
-            self._cond.notify()
-        pending.wait()
+        if self._thread is None:
+            with self._inline_lock:
+                if self._closed:
+                    raise StoreClosedError("store is closed")
+                self._commit_safely([pending])
+        else:
+            with self._cond:
+                if self._closed:
+                    raise StoreClosedError("store is closed")
+                self._queue.append(pending)
+                self._cond.notify()
+            pending.wait()
         if pending.error is not None:
             raise pending.error
         return pending
@@ -154,7 +174,11 @@ class Committer:
         with self._cond:
             self._closed = True
             self._cond.notify()
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
+        else:
+            with self._inline_lock:  # wait for an inline commit in flight
+                pass
 
     # -- the thread ------------------------------------------------------------
 
@@ -166,13 +190,16 @@ class Committer:
                 if not self._queue:
                     return
                 group = self._take_group()
-            try:
-                self._commit_group(group)
-            except BaseException as exc:  # deliver any failure to the waiting callers
-                log.exception("commit group failed")
-                for pending in group:
-                    if not pending.finished:
-                        pending.finish(exc)
+            self._commit_safely(group)
+
+    def _commit_safely(self, group: list[PendingCommit]) -> None:
+        try:
+            self._commit_group(group)
+        except BaseException as exc:  # deliver any failure to the waiting callers
+            log.exception("commit group failed")
+            for pending in group:
+                if not pending.finished:
+                    pending.finish(exc)
 
     def _take_group(self) -> list[PendingCommit]:
         group = [self._queue.popleft()]
@@ -218,6 +245,9 @@ class Committer:
         for p in pending:
             change = p.tree_change
             if change is not None:
+                if change.deadline is not None and time.monotonic() > change.deadline:
+                    p.finish(StaleOutputError(f"tree change to {change.new_tree} missed its deadline; GC may take its files"))
+                    continue
                 if change.expected_tree != tree:
                     p.finish(TreeChangedError(f"tree changed from {change.expected_tree} to {tree} meanwhile"))
                     continue
@@ -246,13 +276,18 @@ class Committer:
             seq = pending.seq = first_seq + offset
             rows.extend((key, seq, kind, value, expire) for key, (kind, value, expire) in pending.mutations.items())
             descriptors.append(dict(pending.descriptor, seq=seq))
-        rows.sort(key=_storage_order)
+        try:
+            rows.sort(key=_storage_order)
+            delta = rows_to_batch(rows)
+        except Exception as exc:  # one member's bad data must not fail the others
+            return self._retry_without_unencodable(accepted, data, exc)
         delta_sst = None
-        delta = rows_to_batch(rows)
+        inline_rows: list[Row] = rows
         if delta.nbytes > self._options.inline_delta_bytes:
-            info = write_sst(state.store, f"sst/{uuid.uuid4().hex}.sst", rows)
+            info = write_sst(state.store, new_sst_path(), rows)
             delta_sst = info.to_dict()
             delta = rows_to_batch([])
+            inline_rows = []
         root = RootFile(
             version=version,
             parent=state.version,
@@ -267,8 +302,15 @@ class Committer:
             delta_sst=delta_sst,
             commits=descriptors,
             checkpoints=checkpoints,
+            rows=tuple(inline_rows),
         )
-        if not self._publish(root, encode_for_publish(root)):
+        try:
+            encoded = encode_for_publish(root)
+        except Exception as exc:
+            if delta_sst is not None:
+                self._delete_orphan(delta_sst["path"])
+            return self._retry_without_unencodable(accepted, data, exc)
+        if not self._publish(root, encoded):
             if delta_sst is not None:
                 self._delete_orphan(delta_sst["path"])
             return False
@@ -280,6 +322,26 @@ class Committer:
             pending.finish()
         self._hint.offer(version)
         return True
+
+    def _retry_without_unencodable(
+        self, accepted: list[PendingCommit], data: list[PendingCommit], exc: Exception
+    ) -> bool:
+        """Fail the members that cannot be encoded on their own and retry the rest.
+
+        Only reached when encoding the group failed, so the happy path pays
+        nothing. If no single member is to blame, the error is the group's
+        (e.g. the version number overflowed) and propagates.
+        """
+        culprits = [p for p in data if _encoding_error(p) is not None]
+        if not culprits:
+            raise exc
+        for pending in culprits:
+            cause = _encoding_error(pending)
+            error = CommitError(f"this commit could not be encoded, nothing was written: {cause}")
+            error.__cause__ = cause
+            pending.finish(error)
+        rest = [p for p in accepted if not p.finished]
+        return self._try_commit(rest) if rest else True
 
     def _publish(self, root: RootFile, data: bytes) -> bool:
         """put_if_absent the root; settle ambiguous failures by reading it back."""
@@ -314,6 +376,18 @@ class Committer:
             self._state.store.delete(path)
         except ObjectStoreError as exc:  # GC removes unreferenced SSTs later
             log.warning("could not delete orphan delta SST %s: %s", path, exc)
+
+
+def _encoding_error(pending: PendingCommit) -> Exception | None:
+    """Why ``pending`` alone cannot be encoded into a root file, or None."""
+    try:
+        rows = [(key, 1, kind, value, expire) for key, (kind, value, expire) in pending.mutations.items()]
+        rows.sort(key=_storage_order)
+        rows_to_batch(rows)
+        json.dumps(pending.descriptor, allow_nan=False)
+    except Exception as exc:  # anything: this is the diagnosis of a failure
+        return exc
+    return None
 
 
 def _storage_order(row: Row) -> tuple[bytes, int]:

@@ -22,15 +22,13 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TextIO
 
+from kvstore.errors import CheckFailed
 from kvstore.objstore.base import ObjectStore
 from kvstore.objstore.factory import open_store
 
 _BARRIER_TIMEOUT_S = 120.0  # generous: process start-up on a loaded machine
 _SAMPLE_SIZE = 4096  # bytes per latency sample, about one small root file
 
-
-class CheckFailed(Exception):
-    """A doctor check found the store unsafe; the message says how."""
 
 
 def _payload(writer: str, round_no: int) -> bytes:

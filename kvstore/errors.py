@@ -6,6 +6,8 @@ with a message naming the argument.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class StoreError(Exception):
     """Root of all lakekv engine errors; catch this to catch any of them."""
@@ -31,8 +33,61 @@ class TreeChangedError(CommitError):
     """A flush or compaction lost to another one that changed the tree first; redo it."""
 
 
+class EditConflict(TreeChangedError):
+    """A flush's or compaction's inputs are gone from the tree: another one won."""
+
+
+class StaleOutputError(EditConflict):
+    """Flush/compaction outputs got older than half the GC grace period before
+    their commit: GC may already have taken them, so they are dropped."""
+
+
+class CompactionAborted(StoreError):
+    """A compaction was stopped (the store is closing); its outputs are deleted."""
+
+
+class InjectedFault(ObjectStoreError):
+    """A fault injected by :class:`~kvstore.objstore.faulty.FaultyStore` (tests)."""
+
+
+class CrashedError(ObjectStoreError):
+    """The FaultyStore has "crashed": no call reaches storage any more (tests)."""
+
+
+class CheckFailed(StoreError):
+    """A ``lakekv doctor`` check found the object store unsafe; the message says how."""
+
+
 class ConflictError(StoreError):
-    """A transaction conflicted with a committed one; retrying it may succeed."""
+    """A transaction conflicted with a committed one; retrying it may succeed.
+
+    Attributes (keyword arguments of the constructor, each None when unknown):
+        key: the conflicting key, when a single key conflicted.
+        range: the scanned range ``(start, end)`` (None = unbounded side) a
+            winning write fell into, when a range conflicted.
+        version: the version of the winning commit.
+        descriptor: the winning commit's descriptor as stored in its root
+            file (``"op"``, ``"seq"``, ``"summary"`` when it had one, ...).
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        key: bytes | None = None,
+        range: tuple[bytes | None, bytes | None] | None = None,  # noqa: A002 - the catalog's field name
+        version: int | None = None,
+        descriptor: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.key = key
+        self.range = range
+        self.version = version
+        self.descriptor = descriptor
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only fields survive pickling (errors cross process pools).
+        return (self.__class__, self.args, dict(self.__dict__))
 
 
 class TransactionExpiredError(StoreError):

@@ -24,16 +24,16 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Final, TextIO
+from typing import Any, TextIO
 
-from kvstore.chain import HINT_PATH
 from kvstore.errors import SnapshotTooOldError, StoreError
+from kvstore.format.names import HINT_PATH, IDENTITY_PATH
 from kvstore.format.root import decode_root, root_path
 from kvstore.format.tree import TreeManifest, decode_tree
 from kvstore.objstore.base import ObjectStore
 from kvstore.state import EngineState
+from kvstore.verify import check_sst_bytes
 
-IDENTITY_PATH: Final = "_lakekv_store"  # the same name kvstore.store checks at open
 
 # progress(files_done, files_total, bytes_done, bytes_total)
 Progress = Callable[[int, int, int, int], None]
@@ -96,6 +96,8 @@ def export_version(
     Raises:
         ValueError: ``dest`` already holds a store (or root files).
         SnapshotTooOldError: a file ``version`` needs was removed by retention.
+        CorruptionError: a file failed its checksums or structural checks
+            (every byte copied is verified first; no identity is written).
         StoreError: a copy failed; the destination is left without identity.
     """
     source = state.store
@@ -115,12 +117,14 @@ def export_version(
     except FileNotFoundError as exc:
         raise SnapshotTooOldError(f"version {version} can no longer be exported: {exc} was removed") from exc
 
-    sizes: dict[str, int] = {}
+    # SST path -> its info as recorded by the tree or root referencing it.
+    recorded: dict[str, dict[str, Any]] = {}
     for path, data in trees.items():
-        sizes.update(_sizes_of(decode_tree(data, path)))
+        recorded.update(_ssts_of(decode_tree(data, path)))
     for root in unflushed:
         if root.delta_sst is not None:
-            sizes[root.delta_sst["path"]] = root.delta_sst["size"]
+            recorded[root.delta_sst["path"]] = root.delta_sst
+    sizes = {path: int(info["size"]) for path, info in recorded.items()}
     identity = dict(source_identity, store_id=uuid.uuid4().hex, created_ms=int(time.time() * 1000))
     identity["exported_from"] = {"url": source.url, "store_id": source_identity.get("store_id"), "version": version}
     hint = str(version).encode("ascii")
@@ -137,6 +141,8 @@ def export_version(
 
     def copy_sst(path: str) -> int:
         data = source.get(path)
+        # Never spread a corrupt file: an export is often the backup.
+        check_sst_bytes(data, path, recorded[path])
         dest.put(path, data)
         return len(data)
 
@@ -162,6 +168,6 @@ def export_version(
     return ExportReport(version, first, done["files"], done["bytes"])
 
 
-def _sizes_of(tree: TreeManifest) -> dict[str, int]:
+def _ssts_of(tree: TreeManifest) -> dict[str, dict[str, Any]]:
     infos = [*tree.l0, *(info for run in tree.runs for info in run)]
-    return {info["path"]: int(info["size"]) for info in infos}
+    return {info["path"]: info for info in infos}

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from kvstore.chain import HINT_PATH
+from kvstore.clock import StorageClock
+from kvstore.format.names import HINT_PATH, is_collectable
 from kvstore.format.root import parse_root_path, root_path
 from kvstore.history import RootIndex
 from kvstore.objstore.base import ObjectMeta
@@ -76,9 +76,10 @@ class GarbageCollector:
     """GC passes for one store handle; serialises its own passes. Thread-safe."""
 
     def __init__(
-        self, state: EngineState, index: RootIndex, retention: Retention, options: StoreOptions
+        self, state: EngineState, index: RootIndex, retention: Retention, options: StoreOptions, clock: StorageClock
     ) -> None:
         self._state = state
+        self._clock = clock
         self._index = index
         self._retention = retention
         self._options = options
@@ -86,28 +87,29 @@ class GarbageCollector:
         # tree path -> SST paths it references; manifests never change.
         self._tree_ssts: dict[str, frozenset[str]] = {}
 
-    def run(self, dry_run: bool = False, now: float | None = None) -> GCReport:
+    def run(self, dry_run: bool = False) -> GCReport:
         """One pass (see the module docstring).
 
         Args:
             dry_run: report what would be deleted without deleting anything.
-            now: the wall clock in seconds (tests); default ``time.time()``.
 
         Raises:
             StoreError: a backend call failed (the pass stops; a later one resumes).
         """
         with self._lock:
-            return self._run(dry_run, time.time() if now is None else now)
+            return self._run(dry_run)
 
-    def _run(self, dry_run: bool, now: float) -> GCReport:
+    def _run(self, dry_run: bool) -> GCReport:
         state, index, store = self._state, self._index, self._state.store
         state.catch_up()
         head = state.version
-        floor = self._retention.floor(now)
+        floor = self._retention.floor()
         needed = index.summary(floor.version)
         bound = min(floor.version, needed.oldest_needed if needed is not None else floor.version)
         bound = max(0, min(bound, head - self._options.gc_min_roots + 1))
-        cutoff = now - self._options.gc_grace_s
+        # On the storage's clock, with its resolution accounted for: a file
+        # passes only if it is certainly older than the grace period.
+        cutoff = self._clock.cutoff(self._options.gc_grace_s)
 
         roots = sorted(
             (version, meta) for meta in store.list("_") if (version := parse_root_path(meta.path)) is not None
@@ -124,8 +126,12 @@ class GarbageCollector:
             meta
             for prefix in ("tree/", "sst/")
             for meta in store.list(prefix)
-            if meta.path not in live and meta.mtime <= cutoff
+            if meta.path not in live and meta.mtime <= cutoff and is_collectable(meta.path)
         ]
+        # A flush or compaction may have committed since the roots were
+        # listed: its files are young, but never rely on that alone.
+        live |= self._files_of_versions_after(head)
+        garbage = [meta for meta in garbage if meta.path not in live]
         report = GCReport(
             dry_run=dry_run,
             head=head,
@@ -153,6 +159,22 @@ class GarbageCollector:
                 live.update(ssts)
         self._tree_ssts = {tree: self._tree_ssts[tree] for tree in trees if tree in self._tree_ssts}
         return live
+
+    def _files_of_versions_after(self, head: int) -> set[str]:
+        """Trees, SSTs and delta SSTs of versions committed after ``head``."""
+        state = self._state
+        state.catch_up()
+        files: set[str] = set()
+        for version in range(head + 1, state.version + 1):
+            summary = self._index.summary(version)
+            if summary is None:
+                continue
+            if summary.delta_sst is not None:
+                files.add(summary.delta_sst)
+            if summary.tree is not None:
+                files.add(summary.tree)
+                files.update(self._ssts_of(summary.tree))
+        return files
 
     def _ssts_of(self, tree_path: str) -> frozenset[str]:
         ssts = self._tree_ssts.get(tree_path)

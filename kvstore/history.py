@@ -23,10 +23,11 @@ view with holes.
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Final
+from typing import Any, Callable, Final
 
 from kvstore.chain import VersionChain
 from kvstore.errors import SnapshotTooOldError
@@ -37,6 +38,9 @@ from kvstore.state import EngineState, Layers
 # Root facts cached per process (least recently used evicted first). A
 # summary costs ~300 bytes, so the cache stays under ~20 MB.
 _CACHE_ENTRIES: Final = 65536
+# Version infos carry commit descriptors, summaries included (up to 64 KiB
+# each, typically ~200 bytes): fewer of them, for history pages.
+_INFO_CACHE_ENTRIES: Final = 4096
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,26 @@ class RootSummary:
         return cls(root.version, root.last_seq, root.tree, root.flushed_upto, delta)
 
 
+@dataclass(frozen=True)
+class VersionInfo:
+    """One version of the store, as :meth:`kvstore.Store.history` reports it.
+
+    Attributes:
+        version: the version number.
+        timestamp: when the storage created its root file (its mtime, in
+            seconds since the epoch, on the storage's clock).
+        writer: id of the store handle that committed it.
+        commits: the commit descriptors of the root file, one per
+            transaction or write (``"op"``, ``"seq"``, ``"summary"`` when
+            the commit set one, ...) plus one per tree or checkpoint change.
+    """
+
+    version: int
+    timestamp: float
+    writer: str
+    commits: list[dict[str, Any]]
+
+
 class RootIndex:
     """Cached root-file facts and searches over the chain. Thread-safe."""
 
@@ -76,6 +100,7 @@ class RootIndex:
         self._lock = threading.Lock()
         self._summaries: OrderedDict[int, RootSummary] = OrderedDict()
         self._mtimes: OrderedDict[int, float] = OrderedDict()
+        self._infos: OrderedDict[int, VersionInfo] = OrderedDict()
 
     def summary(self, version: int) -> RootSummary | None:
         """Facts of root ``version``, or None if it does not exist (any more)."""
@@ -89,6 +114,24 @@ class RootIndex:
         summary = RootSummary.of(root)
         self._remember(self._summaries, version, summary)
         return summary
+
+    def info(self, version: int) -> VersionInfo | None:
+        """What :class:`VersionInfo` says of ``version``, or None if its root is gone.
+
+        One GET and one HEAD the first time, then cached. Callers get their
+        own copy of the descriptors, so changing them never reaches the cache.
+        """
+        with self._lock:
+            cached = self._infos.get(version)
+        if cached is None:
+            root = self._chain.try_read_root(version)
+            mtime = self.mtime(version) if root is not None else None
+            if root is None or mtime is None:
+                return None
+            self._remember(self._summaries, version, RootSummary.of(root))
+            cached = VersionInfo(version, mtime, root.writer_id, root.commits)
+            self._remember(self._infos, version, cached, _INFO_CACHE_ENTRIES)
+        return VersionInfo(cached.version, cached.timestamp, cached.writer, copy.deepcopy(cached.commits))
 
     def mtime(self, version: int) -> float | None:
         """Storage timestamp (seconds) of root ``version``, or None if it does not exist."""
@@ -109,11 +152,12 @@ class RootIndex:
             for version in versions:
                 self._summaries.pop(version, None)
                 self._mtimes.pop(version, None)
+                self._infos.pop(version, None)
 
-    def _remember(self, cache: OrderedDict, version: int, value: object) -> None:
+    def _remember(self, cache: OrderedDict, version: int, value: object, limit: int = _CACHE_ENTRIES) -> None:
         with self._lock:
             cache[version] = value
-            if len(cache) > _CACHE_ENTRIES:
+            if len(cache) > limit:
                 cache.popitem(last=False)
 
     def newest_at_or_before(self, when: float, head: int, low: int = 0) -> int:

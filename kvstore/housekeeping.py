@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kvstore.clock import StorageClock
 from kvstore.compaction.edit import EditConflict, TreeEdit
 from kvstore.compaction.install import install_edit
 from kvstore.compaction.planner import CompactionPolicy, CompactionTask, plan, plan_full
@@ -88,13 +89,15 @@ class MaintenanceStats:
 class Housekeeper:
     """See the module docstring. Thread-safe."""
 
-    def __init__(self, state: EngineState, committer: Any, watermark: Watermark, options: StoreOptions) -> None:
+    def __init__(
+        self, state: EngineState, committer: Any, watermark: Watermark, options: StoreOptions, clock: StorageClock
+    ) -> None:
         self._state = state
         self._committer = committer
         self._options = options
         self.index = RootIndex(state.chain)
-        self.retention = Retention(state, self.index, watermark, options)
-        self.collector = GarbageCollector(state, self.index, self.retention, options)
+        self.retention = Retention(state, self.index, watermark, options, clock)
+        self.collector = GarbageCollector(state, self.index, self.retention, options, clock)
         self.stats = MaintenanceStats()
         self._policy = CompactionPolicy.from_options(options)
         self._flush_lock = threading.Lock()
@@ -108,7 +111,7 @@ class Housekeeper:
 
     def start(self) -> None:
         """Start the background threads if the options ask for them."""
-        if not self._options.background_maintenance:
+        if not (self._options.background_maintenance and self._options.background_threads):
             return
         for name, step in (("flush", self._flush_tick), ("compact", self._compact_tick)):
             thread = threading.Thread(target=self._loop, args=(step,), name=f"lakekv-{name}", daemon=True)

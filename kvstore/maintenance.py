@@ -25,12 +25,13 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from kvstore.clock import StorageClock
 from kvstore.committer import PendingCommit
 from kvstore.errors import SnapshotTooOldError
 from kvstore.export import ExportReport, TextProgress, export_version
 from kvstore.flush import FlushResult
 from kvstore.gc import GCReport
-from kvstore.history import layers_at, version_at_timestamp
+from kvstore.history import VersionInfo, layers_at, version_at_timestamp
 from kvstore.housekeeping import CompactionResult, Housekeeper
 from kvstore.objstore.base import ObjectStore
 from kvstore.retention import (
@@ -41,7 +42,8 @@ from kvstore.retention import (
     check_ttl,
     live_checkpoints,
 )
-from kvstore.verify import IDENTITY_PATH, VerifyReport, verify_store
+from kvstore.format.names import IDENTITY_PATH
+from kvstore.verify import VerifyReport, verify_store
 
 if TYPE_CHECKING:
     from kvstore.options import StoreOptions
@@ -63,6 +65,7 @@ class MaintenanceMixin:
     watermark: Watermark
     _state: EngineState
     _committer: Any
+    _clock: StorageClock
     _housekeeper: Housekeeper | None = None
 
     if TYPE_CHECKING:
@@ -72,7 +75,7 @@ class MaintenanceMixin:
     # -- lifecycle (called by Store) --------------------------------------------
 
     def _start_maintenance(self) -> None:
-        self._housekeeper = Housekeeper(self._state, self._committer, self.watermark, self.options)
+        self._housekeeper = Housekeeper(self._state, self._committer, self.watermark, self.options, self._clock)
         self._housekeeper.start()
 
     def _stop_maintenance(self) -> None:
@@ -164,6 +167,47 @@ class MaintenanceMixin:
             version = self._checkpoint_version(checkpoint)
         return self._view_at(keeper, _check_version(version))
 
+    def history(self, limit: int | None = 20, start: int | None = None) -> list[VersionInfo]:
+        """The versions of the store, newest first.
+
+        Args:
+            limit: at most this many versions (None: all that remain).
+            start: the newest version to report (default: the latest this
+                handle has seen); the list goes down from it.
+
+        Returns:
+            :class:`~kvstore.history.VersionInfo` per version, stopping at the
+            first version whose root file GC has removed. Each costs one GET
+            and one HEAD the first time, then comes from a cache.
+
+        Raises:
+            TypeError / ValueError: a bad ``limit`` or ``start`` (negative,
+                or a version that does not exist yet).
+            StoreClosedError: the store is closed.
+        """
+        keeper = self._keeper()
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise TypeError(f"limit must be an int or None, not {type(limit).__name__}")
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
+        if start is None:
+            start = self._state.version
+        else:
+            start = _check_version(start)
+            if start > self._state.version:
+                self._state.catch_up()
+                if start > self._state.version:
+                    raise ValueError(f"version {start} does not exist yet (latest is {self._state.version})")
+        infos: list[VersionInfo] = []
+        version = start
+        while version >= 0 and (limit is None or len(infos) < limit):
+            info = keeper.index.info(version)
+            if info is None:  # GC removes the oldest roots first: nothing older remains
+                break
+            infos.append(info)
+            version -= 1
+        return infos
+
     def _view_at(self, keeper: Housekeeper, version: int) -> Snapshot:
         from kvstore.store import Snapshot  # late: kvstore.store imports this module
 
@@ -239,19 +283,28 @@ class MaintenanceMixin:
 
     # -- export and verify -----------------------------------------------------------
 
-    def export(self, dest_url: str | ObjectStore, version: int | None = None, *, progress: bool = False) -> ExportReport:
+    def export(
+        self, dest_url: str | ObjectStore, version: int | None = None, *, progress: bool = False, **dest_options: Any
+    ) -> ExportReport:
         """Copy ``version`` (default: the latest) and all it needs to an empty store.
 
-        The destination opens at that version on its own.
+        The destination opens at that version on its own. Every byte copied
+        is verified first (checksums and structure): a corrupt source file
+        stops the export before the destination gets its identity.
 
         Args:
             dest_url: a store URL or ObjectStore, with no store in it yet.
             version: the version to export.
             progress: draw a progress line on stderr.
+            **dest_options: backend options for a ``dest_url`` string
+                (``endpoint_url``, ``key``, ``secret``, ``region``, ...; see
+                :func:`~kvstore.objstore.open_store`).
 
         Raises:
-            ValueError: the destination is not empty, or no such version.
+            ValueError: the destination is not empty, no such version, or
+                ``dest_options`` with an ObjectStore destination.
             SnapshotTooOldError: retention removed files the version needs.
+            CorruptionError: a file of the version failed verification.
         """
         self._check_open()
         version = self._state.version if version is None else _check_version(version)
@@ -260,7 +313,9 @@ class MaintenanceMixin:
         if isinstance(dest_url, str):
             from kvstore.objstore import open_store
 
-            dest, owned = open_store(dest_url), True
+            dest, owned = open_store(dest_url, **dest_options), True
+        elif dest_options:
+            raise ValueError(f"dest_options {sorted(dest_options)} need a dest_url string, not an ObjectStore")
         elif isinstance(dest_url, ObjectStore):
             dest, owned = dest_url, False
         else:

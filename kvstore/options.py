@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
@@ -54,6 +55,16 @@ class StoreOptions:
     # age a root must reach before GC deletes it); costs a few HEADs.
     stale_check_s: float = 30.0
 
+    # False makes a cheap short-lived handle (e.g. a worker that opens, commits
+    # once and closes): the handle starts no thread at all. No follower
+    # (reads see the version at open, refresh() and fresh snapshots catch up),
+    # no flush/compaction/GC threads (call flush()/compact()/gc()), commits run
+    # in the calling thread (concurrent callers take turns instead of sharing
+    # a group commit), the _latest_hint is written inline at most once per
+    # hint_interval_s and at close, and open reads unflushed roots one by one
+    # (open_parallelism is not used).
+    background_threads: bool = True
+
     # -- maintenance: flush, compaction, retention, GC (kvstore.maintenance) --
     # Run flush and compaction in background threads of this handle; off for
     # handles that only read, or when `lakekv compact` runs as its own process.
@@ -93,7 +104,19 @@ class StoreOptions:
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> StoreOptions:
-        """Build options from keyword arguments, rejecting unknown names and bad values."""
+        """Build options from keyword arguments, rejecting unknown names and bad values.
+
+        >>> StoreOptions.from_kwargs(poll_interval_s=0).poll_interval_s
+        0.0
+        >>> StoreOptions.from_kwargs(poll_interval_s=float("nan"))
+        Traceback (most recent call last):
+        ...
+        ValueError: store option 'poll_interval_s' must be a finite number, got nan
+
+        Raises:
+            TypeError: a value of the wrong type (``bool`` is not an ``int``).
+            ValueError: an unknown name, or a value out of range.
+        """
         known = {f.name: f for f in fields(cls)}
         for name, value in kwargs.items():
             if name not in known:
@@ -104,6 +127,8 @@ class StoreOptions:
                 kwargs[name] = float(value)
             elif not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
                 raise TypeError(f"store option {name!r} must be {expected.__name__}, not {type(value).__name__}")
+            if expected is float and not math.isfinite(kwargs[name]):
+                raise ValueError(f"store option {name!r} must be a finite number, got {value!r}")
             if expected in (int, float) and kwargs[name] < 0:
                 raise ValueError(f"store option {name!r} must be >= 0, got {value!r}")
         options = cls(**kwargs)
@@ -115,6 +140,11 @@ class StoreOptions:
         # would make every flush trigger the next.
         if options.flush_max_versions < 2:
             raise ValueError(f"flush_max_versions must be >= 2, got {options.flush_max_versions}")
+        # Zero would expire every transaction at once / spin a core in the
+        # maintenance loop: both are positive durations.
+        for name in ("txn_ttl_s", "maintenance_interval_s"):
+            if getattr(options, name) <= 0:
+                raise ValueError(f"store option {name!r} must be > 0 seconds, got {getattr(options, name)!r}")
         for name in ("flush_max_bytes", "l0_compaction_trigger", "max_sorted_runs", "sst_target_bytes"):
             if getattr(options, name) < 1:
                 raise ValueError(f"store option {name!r} must be >= 1, got {getattr(options, name)!r}")

@@ -9,6 +9,9 @@ that started at seq ``s`` conflicts with a committed one of seq ``c > s`` if
 * SERIALIZABLE: also if ``c`` wrote a key it read, or a key inside a range it
   scanned (the requested range, whether rows came back or not).
 
+Keys read with ``get_for_update`` count as written, on both sides: the root
+file records them (descriptor ``lock_keys``) so other processes see them.
+
 That is Badger's oracle made distributed: versions from other processes feed
 it before validation (the committer catches up on a lost race and then
 re-validates). Committed entries no running transaction can conflict with
@@ -26,7 +29,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from kvstore.errors import ConflictError, SnapshotTooOldError, TransactionExpiredError
 from kvstore.format.root import RootFile
@@ -49,8 +52,10 @@ class Committed:
     """One committed transaction as the oracle remembers it."""
 
     seq: int
-    version: int
+    version: int | None  # None: earlier in the group being validated (not committed yet)
     keys: frozenset[bytes]
+    # Its commit descriptor as the root file stores it (with "summary" if any).
+    descriptor: dict[str, Any] | None = None
 
 
 @dataclass
@@ -85,6 +90,9 @@ class Oracle:
         self._lock = threading.Lock()
         self._committed: deque[Committed] = deque()  # ascending seq
         self._running: dict[int, _Running] = {}
+        # Ids of transactions dropped without commit/rollback, appended by
+        # their garbage-collection finalizers without the lock (see end_later).
+        self._abandoned: deque[int] = deque()
         self._ids = itertools.count(1)
         self._next_sweep = 0.0
         # Transactions that started before this seq cannot be validated: the
@@ -112,6 +120,11 @@ class Oracle:
             running = self._running.get(txn_id)
             if running is not None:
                 running.on_expire.append(callback)
+
+    def end_later(self, txn_id: int) -> None:
+        """Forget a transaction at the next oracle call; safe from a finalizer
+        (takes no lock: a finalizer may run in a thread holding it)."""
+        self._abandoned.append(txn_id)
 
     def end(self, txn_id: int) -> None:
         """Forget a finished transaction (commit, rollback, expiry). Idempotent."""
@@ -148,14 +161,22 @@ class Oracle:
             by_seq: dict[int, set[bytes]] = {}
             for row in rows:
                 by_seq.setdefault(row[1], set()).add(row[0])
+            descriptors = {d["seq"]: d for d in root.commits if isinstance(d.get("seq"), int)}
+            for seq, descriptor in descriptors.items():
+                if seq in by_seq:
+                    by_seq[seq].update(_lock_keys(descriptor))
             for seq in sorted(by_seq):
-                self._committed.append(Committed(seq, root.version, frozenset(by_seq[seq])))
+                self._committed.append(
+                    Committed(seq, root.version, frozenset(by_seq[seq]), descriptors.get(seq))
+                )
             self._collect()
 
     def _collect(self) -> None:
         # Requires the lock. Expire overdue transactions (at most every
         # _EXPIRY_SWEEP_S: a sweep is O(running)), then drop committed entries
         # that no running transaction can conflict with.
+        while self._abandoned:
+            self._running.pop(self._abandoned.popleft(), None)
         now = time.monotonic()
         if now >= self._next_sweep:
             self._next_sweep = now + _EXPIRY_SWEEP_S
@@ -177,6 +198,7 @@ class Oracle:
 
     def running_count(self) -> int:
         with self._lock:
+            self._collect()
             return len(self._running)
 
     # -- validation ----------------------------------------------------------
@@ -192,22 +214,24 @@ class Oracle:
         if all(pending.validation is None for pending in group):
             return group  # blind writes only: nothing to validate
         accepted = []
-        earlier_in_group: list[frozenset[bytes]] = []
+        earlier_in_group: list[Committed] = []
         with self._lock:
             self._collect()
             for pending in group:
                 check = pending.validation
                 keys = frozenset(pending.mutations)
                 if check is not None:
+                    keys |= check.write_keys  # get_for_update keys included
+                if check is not None:
                     error = self._check(check, earlier_in_group)
                     if error is not None:
                         pending.error = error
                         continue
                 accepted.append(pending)
-                earlier_in_group.append(keys)
+                earlier_in_group.append(Committed(-1, None, keys, dict(pending.descriptor)))
         return accepted
 
-    def _check(self, check: TxnValidation, earlier_in_group: list[frozenset[bytes]]) -> Exception | None:
+    def _check(self, check: TxnValidation, earlier_in_group: list[Committed]) -> Exception | None:
         if check.txn_id not in self._running or check.deadline <= time.monotonic():
             return TransactionExpiredError(f"transaction {check.txn_id} outlived its TTL before it could commit")
         if check.start_seq < self._horizon:
@@ -217,26 +241,53 @@ class Oracle:
             )
         serializable = check.isolation == SERIALIZABLE
         candidates = [c for c in self._committed if c.seq > check.start_seq]
-        candidates.extend(Committed(-1, -1, keys) for keys in earlier_in_group)
+        candidates.extend(earlier_in_group)
         for committed in candidates:
-            where = (
-                f"a transaction committed at seq {committed.seq} (version {committed.version})"
-                if committed.seq >= 0
-                else "a transaction committed just before it in the same group"
-            )
             clash = committed.keys & check.write_keys
             if clash:
-                return ConflictError(f"write-write conflict on key {min(clash)!r} with {where}")
+                return _conflict("write-write conflict on key", committed, key=min(clash))
             if not serializable:
                 continue
             clash = committed.keys & check.read_keys
             if clash:
-                return ConflictError(f"read-write conflict on key {min(clash)!r} with {where}")
+                return _conflict("read-write conflict on key", committed, key=min(clash))
             for key_range in check.read_ranges:
-                for key in committed.keys:
+                for key in sorted(committed.keys):
                     if _in_range(key, key_range):
-                        return ConflictError(
+                        return _conflict(
                             f"phantom: key {key!r} written inside scanned range "
-                            f"[{key_range[0]!r}, {key_range[1]!r}) by {where}"
+                            f"[{key_range[0]!r}, {key_range[1]!r})",
+                            committed,
+                            key_range=key_range,
                         )
         return None
+
+
+def _lock_keys(descriptor: dict[str, Any]) -> list[bytes]:
+    """Keys a committed transaction read with get_for_update (``lock_keys``, hex)."""
+    keys = descriptor.get("lock_keys")
+    if not isinstance(keys, list):
+        return []
+    try:
+        return [bytes.fromhex(key) for key in keys if isinstance(key, str)]
+    except ValueError:  # the root passed its checksum: a writer bug; keep going
+        return []
+
+
+def _conflict(
+    what: str, winner: Committed, *, key: bytes | None = None, key_range: KeyRange | None = None
+) -> ConflictError:
+    """A ConflictError naming the winner, with the structured fields set."""
+    where = (
+        f"a transaction committed at seq {winner.seq} (version {winner.version})"
+        if winner.version is not None
+        else "a transaction committed just before it in the same group"
+    )
+    subject = f" {key!r}" if key is not None else ""
+    return ConflictError(
+        f"{what}{subject} with {where}",
+        key=key,
+        range=key_range,
+        version=winner.version,
+        descriptor=winner.descriptor,
+    )

@@ -36,9 +36,9 @@ def get_row(layers: Layers, key: bytes, snapshot_seq: int) -> Row | None:
         if row is not None:
             return row
     for run in layers.runs:
-        sst = run.find(key)
-        if sst is not None:
-            row = sst.get(key, snapshot_seq)
+        found = run.find(key)
+        if found is not None:
+            row = found.get(key, snapshot_seq)
             if row is not None:
                 return row
     return None

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kvstore.clock import StorageClock
 from kvstore.history import RootIndex
 from kvstore.options import StoreOptions
 from kvstore.state import EngineState
@@ -143,8 +144,11 @@ class RetentionFloor:
 class Retention:
     """Computes the retention floor of one store handle. Thread-safe."""
 
-    def __init__(self, state: EngineState, index: RootIndex, watermark: Watermark, options: StoreOptions) -> None:
+    def __init__(
+        self, state: EngineState, index: RootIndex, watermark: Watermark, options: StoreOptions, clock: StorageClock
+    ) -> None:
         self._state = state
+        self._clock = clock
         self._index = index
         self._watermark = watermark
         self._window_s = options.retention_window_s
@@ -152,11 +156,21 @@ class Retention:
         # last one ended instead of at version 0.
         self._window_low = 0
 
-    def floor(self, now: float | None = None) -> RetentionFloor:
-        """The floor now (``now``: seconds since the epoch, default the wall clock)."""
-        now = time.time() if now is None else now
+    def floor(self) -> RetentionFloor:
+        """The floor now.
+
+        The window is measured on the storage's clock (root timestamps are
+        the storage's), conservatively: a root counts as outside the window
+        only if it is certainly older than ``retention_window_s`` whatever
+        the storage's timestamp resolution (:meth:`StorageClock.cutoff`).
+        Checkpoint expiry uses the local clock, like the handles that set them.
+
+        Raises:
+            ObjectStoreError: the storage clock could not be probed.
+        """
+        now = time.time()
         head, head_seq = self._state.head
-        window_seq, window_version = self._window_floor(now - self._window_s, head)
+        window_seq, window_version = self._window_floor(self._clock.cutoff(self._window_s), head)
         # (seq, reason, a version known to reach seq: where the search for the
         # oldest such version starts)
         candidates = [(head_seq, "head", head), (window_seq, "window", window_version)]

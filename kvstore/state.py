@@ -32,7 +32,7 @@ from kvstore.cache import BlockCache
 from kvstore.chain import VersionChain
 from kvstore.errors import CorruptionError
 from kvstore.format.root import RootFile
-from kvstore.format.rows import Row, batch_to_rows
+from kvstore.format.rows import Row
 from kvstore.format.sst import SSTInfo, SSTReader
 from kvstore.format.tree import TreeManifest, decode_tree
 from kvstore.memtable import Memtable
@@ -140,8 +140,11 @@ class EngineState:
             self._install_tree(head.tree)
             first = head.flushed_upto + 1 if head.tree is not None else 0
             versions = list(range(first, latest))
-            with ThreadPoolExecutor(self._open_parallelism) as pool:
-                roots = list(pool.map(self.chain.read_root, versions))
+            if self._open_parallelism == 1 or len(versions) <= 1:
+                roots = [self.chain.read_root(v) for v in versions]  # no thread for a cheap handle
+            else:
+                with ThreadPoolExecutor(self._open_parallelism) as pool:
+                    roots = list(pool.map(self.chain.read_root, versions))
             self.head = (-1, 0)  # accept the first loaded version without a parent check
             for root in [*roots, head]:
                 # Only the head's tree matters (installed above): older
@@ -197,7 +200,7 @@ class EngineState:
         if root.delta_sst is not None:
             info = SSTInfo.from_dict(root.delta_sst)
             return list(SSTReader.open(self.store, info.path, cache=None, size=info.size, tail_size=info.tail_size).iter())
-        return batch_to_rows(root.delta)
+        return root.delta_rows()
 
     def apply_root(self, root: RootFile, rows: list[Row] | None = None, *, install_tree: bool = True) -> None:
         """Make ``root`` (the next version) current; ``rows`` if the caller has them.

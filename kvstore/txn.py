@@ -20,18 +20,20 @@ from __future__ import annotations
 
 import random
 import time
+import weakref
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar, cast
 
 from sortedcontainers import SortedDict
 
-from kvstore.batch import Mutation, check_key, check_value, check_limit, expiry_from_ttl, scan_bounds
+from kvstore.batch import Mutation, check_key, check_limit, check_summary, check_value, expiry_from_ttl, scan_bounds
 from kvstore.committer import PendingCommit
-from kvstore.errors import ConflictError, TransactionClosedError, TransactionExpiredError
+from kvstore.errors import ConflictError, SnapshotTooOldError, TransactionClosedError, TransactionExpiredError
 from kvstore.format.rows import DELETE, PUT, Row
-from kvstore.oracle import ISOLATION_LEVELS, SERIALIZABLE, TxnValidation
+from kvstore.oracle import ISOLATION_LEVELS, SERIALIZABLE, Oracle, TxnValidation
 from kvstore.reader import get_row, now_ms, scan_rows, visible_value
 from kvstore.state import Layers
+from kvstore.watermark import Watermark
 
 if TYPE_CHECKING:
     from kvstore.store import Store
@@ -56,12 +58,22 @@ class Transaction:
         self._read_keys: set[bytes] = set()
         self._read_ranges: list[tuple[bytes | None, bytes | None]] = []
         self._lock_keys: set[bytes] = set()
-        self._state = "active"  # active | committed | rolled back | expired
+        self._summary: dict[str, Any] | None = None
+        self._state = "active"  # active | committed | aborted | failed | rolled back | expired
         # The version whose root file holds our writes, once committed with writes.
         self.commit_version: int | None = None
-        self._summary: dict | None = None
         store.watermark.pin(start_seq)
-        store._oracle.on_expire(txn_id, self._expired_by_oracle)
+        # Dropped without commit/rollback: release the pin and the oracle
+        # entry when garbage-collected, not at the handle's close or TTL.
+        self._release = weakref.finalize(self, _release_abandoned, store.watermark, store._oracle, start_seq, txn_id)
+        expired = weakref.WeakMethod(self._expired_by_oracle)  # the oracle must not keep us alive
+
+        def on_expire() -> None:
+            method = expired()
+            if method is not None:
+                method()
+
+        store._oracle.on_expire(txn_id, on_expire)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -78,19 +90,43 @@ class Transaction:
     def _finish(self, state: str) -> None:
         if self._state == "active":
             self._state = state
-            self._store.watermark.unpin(self.start_seq)
-            self._store._oracle.end(self.id)
+            if self._release.detach() is not None:  # not released by expiry meanwhile
+                self._store.watermark.unpin(self.start_seq)
+                self._store._oracle.end(self.id)
 
     def _expired_by_oracle(self) -> None:
         # Called by the oracle, under its lock: only release, never call back in.
         if self._state == "active":
             self._state = "expired"
-            self._store.watermark.unpin(self.start_seq)
+            if self._release.detach() is not None:
+                self._store.watermark.unpin(self.start_seq)
 
     @property
     def state(self) -> str:
-        """``"active"``, ``"committed"``, ``"rolled back"`` or ``"expired"``."""
+        """Where the transaction is in its life.
+
+        ``"active"``; ``"committed"``; ``"aborted"`` (commit raised
+        ConflictError or SnapshotTooOldError: nothing was written);
+        ``"failed"`` (commit raised another error, e.g. CommitError, whose
+        message says whether the outcome is known); ``"rolled back"``;
+        ``"expired"``.
+        """
         return self._state
+
+    def set_summary(self, summary: dict[str, Any]) -> None:
+        """Attach an operation summary to this transaction's commit.
+
+        It is stored in the commit descriptor in the root file under
+        ``"summary"`` and comes back from ``Store.history()`` and in
+        ``ConflictError.descriptor`` of transactions this one beats. Calling
+        it again replaces the summary.
+
+        Raises:
+            TypeError / ValueError: not a JSON-serialisable dict, or over 64 KiB encoded.
+            TransactionClosedError / TransactionExpiredError: the transaction is not active.
+        """
+        self._check_active()
+        self._summary = check_summary(summary)
 
     def commit(self) -> int:
         """Validate and make the writes durable; return the commit seq.
@@ -115,9 +151,16 @@ class Transaction:
                 read_keys=frozenset(self._read_keys),
                 read_ranges=tuple(self._read_ranges),
             )
-            descriptor = {"op": "txn", "txn": self.id, "isolation": self.isolation, "keys": len(self._writes)}
+            descriptor: dict[str, Any] = {
+                "op": "txn", "txn": self.id, "isolation": self.isolation, "keys": len(self._writes),
+            }
             if self._summary is not None:
                 descriptor["summary"] = self._summary
+            locked_only = self._lock_keys.difference(self._writes)
+            if locked_only:
+                # Other processes learn our write set from the root file: keys
+                # read with get_for_update conflict like written ones there too.
+                descriptor["lock_keys"] = sorted(key.hex() for key in locked_only)
             pending = PendingCommit(dict(self._writes), descriptor, validation=validation)
             done = self._store._committer.submit(pending)
             self.commit_version = done.version
@@ -125,22 +168,14 @@ class Transaction:
         except TransactionExpiredError:
             self._finish("expired")
             raise
+        except (ConflictError, SnapshotTooOldError):
+            self._finish("aborted")
+            raise
+        except BaseException:
+            self._finish("failed")
+            raise
         finally:
             self._finish("committed" if self._state == "active" else self._state)
-
-    def set_summary(self, summary: dict) -> None:
-        """Attach a JSON-serialisable description of this commit, kept in its root file."""
-        import json
-
-        if not isinstance(summary, dict):
-            raise TypeError(f"summary must be a dict, not {type(summary).__name__}")
-        try:
-            encoded = json.dumps(summary)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"summary must be JSON-serialisable: {exc}") from None
-        if len(encoded) > 64 * 1024:
-            raise ValueError(f"summary is {len(encoded)} bytes encoded; the limit is 64 KiB")
-        self._summary = summary
 
     def rollback(self) -> None:
         """Discard the transaction. Idempotent; a no-op after commit."""
@@ -210,6 +245,12 @@ class Transaction:
         local = [(k, self._writes[k]) for k in self._writes.irange(lo, hi, (True, False), reverse=bool(reverse))]
         base = scan_rows(self._layers, self.start_seq, lo, hi, bool(reverse))
         return _overlay(base, local, bool(reverse), limit)
+
+
+def _release_abandoned(watermark: Watermark, oracle: Oracle, start_seq: int, txn_id: int) -> None:
+    """Finalizer of a transaction dropped while active: lock-free releases."""
+    watermark.release_later(start_seq)
+    oracle.end_later(txn_id)
 
 
 def _local_value(mutation: Mutation) -> bytes | None:
@@ -313,10 +354,17 @@ class TransactionMixin:
         retries: int = 10,
         ttl: float | None = None,
     ) -> T:
-        """Run ``fn(txn)`` and commit, retrying on ConflictError up to ``retries`` times.
+        """Run ``fn(txn)`` and commit, retrying up to ``retries`` times.
 
-        Each retry starts a fresh transaction (catching up first) after a
-        jittered exponential backoff. Returns ``fn``'s result.
+        Retried: ConflictError (from the commit or from ``fn``), and
+        SnapshotTooOldError raised by the commit (the transaction started
+        before versions this handle could not read; a fresh one starts after
+        them). Each retry starts a fresh transaction (catching up first)
+        after a jittered exponential backoff. Returns ``fn``'s result.
+
+        Raises:
+            ConflictError / SnapshotTooOldError: still failing after ``retries`` retries.
+            ValueError: a bad ``retries``; anything ``fn`` raises, unchanged.
         """
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValueError(f"retries must be a non-negative int, got {retries!r}")
@@ -329,9 +377,10 @@ class TransactionMixin:
                 if txn.state == "active":
                     txn.commit()
                 return result
-            except ConflictError:
+            except (ConflictError, SnapshotTooOldError) as exc:
+                retryable = isinstance(exc, ConflictError) or txn.state == "aborted"
                 txn.rollback()
-                if attempt == retries:
+                if attempt == retries or not retryable:
                     raise
             except BaseException:
                 txn.rollback()

@@ -28,16 +28,17 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kvstore.chain import VersionChain
-from kvstore.errors import StoreError
+from kvstore.errors import CorruptionError, StoreError
+from kvstore.format.names import IDENTITY_PATH, SUPPORTED_STORE_FORMATS
 from kvstore.format.root import RootFile
 from kvstore.format.sst import SSTInfo, SSTReader
 from kvstore.format.tree import TreeManifest, decode_tree
 from kvstore.objstore.base import ObjectStore
+from kvstore.objstore.memory import MemoryStore
 
-IDENTITY_PATH: Final = "_lakekv_store"
-SUPPORTED_FORMAT: Final = 1
 # Errors that mean "this file is bad or gone", recorded as problems; anything
 # else (a bug) propagates.
+_ROOTS_PER_TASK: Final = 64
 _FILE_ERRORS: Final = (FileNotFoundError, StoreError, ValueError, KeyError, TypeError)
 
 
@@ -81,8 +82,11 @@ def verify_store(store: ObjectStore, *, parallelism: int = 16) -> VerifyReport:
     if not versions:
         problems.append("no root files: not a lakekv store, or every version was deleted")
         return VerifyReport(tuple(problems), -1, -1, 0, 0, 0, 0, ())
+    # Roots are small: read them in chunks, so a task is worth a thread hand-off.
+    chunks = [versions[i : i + _ROOTS_PER_TASK] for i in range(0, len(versions), _ROOTS_PER_TASK)]
     with ThreadPoolExecutor(max(1, parallelism)) as pool:
-        roots = dict(zip(versions, pool.map(lambda v: _read_root(chain, v, problems), versions)))
+        read = pool.map(lambda chunk: [_read_root(chain, v, problems) for v in chunk], chunks)
+        roots = dict(zip(versions, (root for chunk in read for root in chunk)))
         good = [root for root in roots.values() if root is not None]
         _check_chain(versions, roots, problems)
         tree_paths = sorted({root.tree for root in good if root.tree is not None})
@@ -122,7 +126,7 @@ def _check_identity(store: ObjectStore, problems: list[str]) -> None:
     except (ValueError, StoreError) as exc:
         problems.append(f"{IDENTITY_PATH} is unreadable: {exc}")
         return
-    if not isinstance(identity, dict) or identity.get("format") != SUPPORTED_FORMAT:
+    if not isinstance(identity, dict) or identity.get("format") not in SUPPORTED_STORE_FORMATS:
         problems.append(f"{IDENTITY_PATH}: unsupported store format {identity!r}")
 
 
@@ -199,6 +203,32 @@ def _check_trees(roots: list[RootFile], trees: dict[str, TreeManifest | None], p
             for left, right in zip(infos, infos[1:]):
                 if not left.max_key < right.min_key:
                     problems.append(f"tree {root.tree}: run {number}: {left.path} and {right.path} overlap or are out of order")
+
+
+def check_sst_bytes(data: bytes, path: str, recorded: dict[str, Any]) -> None:
+    """Verify a whole SST held in memory against the info recorded where it is referenced.
+
+    Every block CRC, the index, order and bloom filter
+    (:meth:`~kvstore.format.sst.SSTReader.check_invariants`), plus size and
+    statistics equal to ``recorded``.
+
+    Raises:
+        CorruptionError: any check fails (the message names the file).
+    """
+    try:
+        expected = SSTInfo.from_dict(recorded)
+        if len(data) != expected.size:
+            raise CorruptionError(f"sst {path}: {len(data)} bytes, expected {expected.size}")
+        holder = MemoryStore()  # serves the bytes to the reader: no backend I/O
+        holder.put(path, data)
+        reader = SSTReader.open(holder, path, size=expected.size, tail_size=expected.tail_size)
+        reader.check_invariants()
+    except CorruptionError:
+        raise
+    except (StoreError, ValueError, KeyError, TypeError) as exc:
+        raise CorruptionError(f"sst {path}: {exc}") from exc
+    if reader.info != expected:
+        raise CorruptionError(f"sst {path}: statistics differ from those recorded where it is referenced")
 
 
 def _check_sst(store: ObjectStore, path: str, recorded: dict[str, Any], problems: list[str]) -> int:

@@ -22,7 +22,6 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +36,7 @@ PROFILE_TOP = 30
 
 
 def package_versions() -> dict[str, str]:
-    found = {}
-    for name in PACKAGES:
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            found[name] = "not installed"
-    return found
+    return machine.package_versions(PACKAGES)
 
 
 class Run:

@@ -32,12 +32,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvstore.errors import TreeChangedError
+from kvstore.errors import EditConflict
 from kvstore.format.tree import SSTDict, TreeManifest
 
-
-class EditConflict(TreeChangedError):
-    """The edit's inputs are gone from the tree: another flush or compaction won."""
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,9 @@ from typing import Any, Final
 from kvstore.committer import PendingCommit, TreeChange
 from kvstore.compaction.edit import EditConflict, TreeEdit, apply_edit
 from kvstore.compaction.runner import delete_quietly
-from kvstore.errors import TreeChangedError
-from kvstore.format.tree import encode_tree, new_tree_path
+from kvstore.errors import StaleOutputError, TreeChangedError
+from kvstore.format.names import new_tree_path
+from kvstore.format.tree import encode_tree
 from kvstore.state import EngineState
 
 log = logging.getLogger(__name__)
@@ -36,9 +37,6 @@ log = logging.getLogger(__name__)
 # contention; the outputs are then dropped and the work redone later.
 MAX_REBASES: Final = 16
 
-
-class StaleOutputError(EditConflict):
-    """The outputs are older than half the GC grace period: GC may already have taken them."""
 
 
 def install_edit(
@@ -89,9 +87,15 @@ def install_edit(
             raise
         path = new_tree_path()
         state.store.put(path, encode_tree(tree))
-        change = TreeChange(expected_tree=view.tree_path, new_tree=path, flushed_upto=tree.flushed_upto)
+        deadline = written_at + max_age_s if max_age_s > 0 else None
+        change = TreeChange(view.tree_path, path, tree.flushed_upto, deadline)
         try:
             committer.submit(PendingCommit({}, dict(descriptor), tree_change=change))
+        except StaleOutputError:
+            log.warning("%s missed its commit deadline (half the GC grace period): dropping its outputs",
+                        descriptor.get("op"))
+            delete_quietly(state.store, [*outputs, path])
+            raise
         except TreeChangedError as exc:
             # Certainly not committed (refused before any PUT): rebase.
             log.debug("tree changed under %s (%s); rebasing", descriptor.get("op"), exc)

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
 from kvstore.compaction.planner import CompactionTask
-from kvstore.errors import StoreError
+from kvstore.errors import CompactionAborted, StoreError
+from kvstore.format.names import new_sst_path
 from kvstore.format.rows import Row
 from kvstore.format.sst import SSTInfo, SSTReader, write_sst
 from kvstore.format.tree import SSTDict
@@ -43,9 +43,6 @@ PREFETCH_BYTES: Final = 8 * 1024 * 1024
 # Estimated encoded bytes per row besides key and value (see sst_writer).
 _ROW_OVERHEAD: Final = 25
 
-
-class CompactionAborted(StoreError):
-    """The compaction was stopped (the store is closing); its outputs are deleted."""
 
 
 @dataclass(frozen=True)
@@ -176,7 +173,7 @@ def write_run(
             # PUT: its storage timestamp is at least this late.
             if started is not None and not started:
                 started.append(time.monotonic())
-            written.append(write_sst(store, f"sst/{uuid.uuid4().hex}.sst", piece))
+            written.append(write_sst(store, new_sst_path(), piece))
     except BaseException:
         delete_quietly(store, [info.path for info in written])
         raise

@@ -2,17 +2,33 @@
 
 Layout: ``<root>/_<32-bit version, binary, bit-reversed>.ipc`` (TrinityLake's
 naming: version 100 -> ``_00100110000000000000000000000000.ipc``), created with
-put-if-absent. The chain of root files *is* the write-ahead log.
+put-if-absent. The chain of root files *is* the write-ahead log. (The
+``.ipc`` suffix is kept from format 1 so that every store names its roots
+alike; format 2 files are not Arrow IPC.)
 
-A root file is an Arrow IPC file holding one record batch of
-:data:`~kvstore.format.rows.ROW_SCHEMA` (the commit's inline delta rows, key
-ascending then seq descending; empty when the delta lives in an SST or the
-commit changed only the tree). The schema metadata key ``lakekv.root`` holds
-UTF-8 JSON with these fields:
+Format 2 (written since issue 14; a one-key put is ~300 bytes, format 1 was
+~2 KB, mostly the Arrow schema written twice) — all integers little-endian::
+
+    "LKVROOT2"                  8 bytes of magic
+    u32 H, then H bytes         header: UTF-8 JSON object, fields below
+    u32 N                       delta rows, in storage order (key ascending,
+                                then seq descending), each:
+        u32 key length, key bytes
+        u32 seq - first_seq
+        u8  kind                1 = PUT, 2 = DELETE (stored: never renumber)
+        u32 value length + 1, value bytes     (0 = null, for a DELETE)
+        i64 expire_at_ms        (-1 = never)
+    u32 CRC32C                  of every byte before it
+
+Format 1 is an Arrow IPC file with one record batch of
+:data:`~kvstore.format.rows.ROW_SCHEMA` and the header JSON (plus ``format``
+and the ``crc`` seal token of :mod:`kvstore.format.sealed`) in the schema
+metadata under ``lakekv.root``. It is still read; it is no longer written.
+
+Header fields (null and empty ones are omitted in format 2):
 
 =================  =========================================================
-``format``         file format version (:data:`ROOT_FORMAT`)
-``version``        this version N; ``parent`` is N-1 (null for version 0)
+``version``        this version N (the parent is N-1)
 ``first_seq``      first seq of this commit; ``last_seq`` its last. A commit
                    that only changes the tree has ``first_seq = last_seq + 1``
 ``writer_id``      id of the writing store handle; ``writer_clock_ms`` its clock
@@ -21,14 +37,18 @@ UTF-8 JSON with these fields:
 ``flushed_upto``   versions <= this are in the tree; later ones are *unflushed*
                    and their deltas are read from their root files
 ``delta_sst``      SST info (dict) when the delta was too large to inline
-``commits``        one descriptor per transaction: txn id, seq, isolation, ...
+``commits``        one descriptor per transaction: ``op``, ``seq``, ``keys``,
+                   ``txn``/``isolation``, ``summary`` (set by the caller),
+                   ``lock_keys`` (hex keys it read with get_for_update; they
+                   conflict like written keys)
 ``checkpoints``    name -> pinned version (maintained by later commits)
-``crc``            whole-file seal token (:mod:`kvstore.format.sealed`)
 =================  =========================================================
 """
 
 from __future__ import annotations
 
+import json
+import struct
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -36,11 +56,19 @@ import pyarrow as pa
 
 from kvstore.errors import CorruptionError
 from kvstore.format import sealed
-from kvstore.format.rows import ROW_SCHEMA
+from kvstore.format.checksum import crc32c
+from kvstore.format.rows import DELETE, PUT, ROW_SCHEMA, Row, batch_to_rows, rows_to_batch
 
-ROOT_FORMAT: Final = 1
+ROOT_FORMAT: Final = 2
 MAX_VERSION: Final = 2**32 - 1  # the file name has 32 bits
-_META_KEY: Final = b"lakekv.root"
+_MAGIC: Final = b"LKVROOT2"
+_ARROW_MAGIC: Final = b"ARROW1"  # format 1 files start with it
+_META_KEY: Final = b"lakekv.root"  # format 1 only
+_U32: Final = struct.Struct("<I")
+# key length is written separately; then seq offset, kind, value length + 1
+_ROW_HEAD: Final = struct.Struct("<IBI")
+_EXPIRE: Final = struct.Struct("<q")
+_NO_EXPIRY: Final = -1
 
 
 def root_path(version: int) -> str:
@@ -70,7 +98,13 @@ def parse_root_path(path: str) -> int | None:
 
 @dataclass(frozen=True)
 class RootFile:
-    """The decoded contents of one root file (see module docstring)."""
+    """The decoded contents of one root file (see module docstring).
+
+    The inline delta is held as an Arrow batch (``delta``), as row tuples
+    (``rows``), or both; at least one is set. Format 2 decodes to rows only:
+    building a batch per root would dominate reading a chain of small roots.
+    Use :meth:`delta_rows`, :meth:`delta_batch` and :attr:`delta_row_count`.
+    """
 
     version: int
     parent: int | None
@@ -81,19 +115,39 @@ class RootFile:
     commit_id: str
     tree: str | None
     flushed_upto: int
-    delta: pa.RecordBatch
+    delta: pa.RecordBatch | None
     delta_sst: dict[str, Any] | None = None
     commits: list[dict[str, Any]] = field(default_factory=list)
     checkpoints: dict[str, Any] = field(default_factory=dict)
+    rows: tuple[Row, ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def path(self) -> str:
         return root_path(self.version)
 
+    def __post_init__(self) -> None:
+        if self.delta is None and self.rows is None:
+            raise ValueError("a RootFile needs its delta as a batch or as rows")
+
+    def delta_rows(self) -> list[Row]:
+        """The inline delta as row tuples (empty when it lives in ``delta_sst``)."""
+        if self.rows is not None:
+            return list(self.rows)
+        assert self.delta is not None  # __post_init__
+        return batch_to_rows(self.delta)
+
+    def delta_batch(self) -> pa.RecordBatch:
+        """The inline delta as a :data:`~kvstore.format.rows.ROW_SCHEMA` batch."""
+        return self.delta if self.delta is not None else rows_to_batch(list(self.rows or ()))
+
+    @property
+    def delta_row_count(self) -> int:
+        """Rows of the inline delta."""
+        return len(self.rows) if self.rows is not None else self.delta.num_rows  # type: ignore[union-attr]
+
     def metadata(self) -> dict[str, Any]:
-        """The JSON metadata without the seal token."""
+        """The header fields (every one, nulls included)."""
         return {
-            "format": ROOT_FORMAT,
             "version": self.version,
             "parent": self.parent,
             "first_seq": self.first_seq,
@@ -110,42 +164,126 @@ class RootFile:
 
 
 def encode_root(root: RootFile) -> bytes:
-    """Serialize ``root`` to sealed Arrow IPC bytes."""
-    if not root.delta.schema.equals(ROW_SCHEMA, check_metadata=False):
+    """Serialize ``root`` in format 2 (see the module docstring).
+
+    Raises:
+        ValueError: the delta does not have ROW_SCHEMA, or a row does not fit
+            the format (e.g. a seq below ``first_seq``).
+    """
+    if root.delta is not None and not root.delta.schema.equals(ROW_SCHEMA, check_metadata=False):
         raise ValueError("root delta must have ROW_SCHEMA")
-    return sealed.write_sealed_ipc(_META_KEY, root.metadata(), root.delta)
+    header = {
+        name: value
+        for name, value in root.metadata().items()
+        # The parent is implied by the version; empty fields cost bytes in
+        # every root of the chain.
+        if name != "parent" and value is not None and value != {} and value != []
+    }
+    text = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
+    rows = root.delta_rows()
+    out = bytearray(_MAGIC)
+    out += _U32.pack(len(text))
+    out += text
+    out += _U32.pack(len(rows))
+    first_seq = root.first_seq
+    for key, seq, kind, value, expire in rows:
+        if kind not in (PUT, DELETE) or seq < first_seq:
+            raise ValueError(f"root row ({key!r}, {seq}) does not fit format 2")
+        out += _U32.pack(len(key))
+        out += key
+        out += _ROW_HEAD.pack(seq - first_seq, kind, 0 if value is None else len(value) + 1)
+        if value is not None:
+            out += value
+        out += _EXPIRE.pack(_NO_EXPIRY if expire is None else expire)
+    out += _U32.pack(crc32c(out))
+    return bytes(out)
 
 
 def decode_root(data: bytes, expected_version: int | None = None) -> RootFile:
-    """Parse and verify a root file.
+    """Parse and verify a root file of format 2 or 1.
 
     Raises:
-        CorruptionError: checksum mismatch, unparseable bytes, or a version
-            that differs from the one its name promises.
+        CorruptionError: checksum mismatch, unparseable bytes, an unknown
+            format, or a version that differs from the one its name promises.
     """
     what = f"root file {root_path(expected_version)}" if expected_version is not None else "root file"
-    meta, batch = sealed.read_sealed_ipc(data, _META_KEY, what)
-    if meta.get("format") != ROOT_FORMAT:
-        raise CorruptionError(f"{what}: unsupported format {meta.get('format')!r}")
+    batch: pa.RecordBatch | None = None
+    rows: list[Row] | None = None
+    if data.startswith(_MAGIC):
+        meta, rows = _decode_v2(data, what)
+    elif data.startswith(_ARROW_MAGIC):
+        meta, batch = _decode_v1(data, what)
+    else:
+        raise CorruptionError(f"{what}: not a lakekv root file (unknown magic {data[:8]!r})")
     if expected_version is not None and meta.get("version") != expected_version:
         raise CorruptionError(f"{what}: claims version {meta.get('version')!r}")
-    if not batch.schema.equals(ROW_SCHEMA, check_metadata=False):
-        raise CorruptionError(f"{what}: delta has schema {batch.schema}")
     try:
+        version = meta["version"]
         return RootFile(
-            version=meta["version"],
-            parent=meta["parent"],
+            version=version,
+            parent=version - 1 if version > 0 else None,
             first_seq=meta["first_seq"],
             last_seq=meta["last_seq"],
             writer_id=meta["writer_id"],
             writer_clock_ms=meta["writer_clock_ms"],
             commit_id=meta["commit_id"],
-            tree=meta["tree"],
+            tree=meta.get("tree"),
             flushed_upto=meta["flushed_upto"],
             delta=batch,
             delta_sst=meta.get("delta_sst"),
             commits=meta.get("commits", []),
             checkpoints=meta.get("checkpoints", {}),
+            rows=tuple(rows) if rows is not None else None,
         )
-    except KeyError as exc:
-        raise CorruptionError(f"{what}: metadata lacks {exc}") from exc
+    except (KeyError, TypeError) as exc:
+        raise CorruptionError(f"{what}: header lacks or mangles {exc}") from exc
+
+
+def _decode_v2(data: bytes, what: str) -> tuple[dict[str, Any], list[Row]]:
+    if len(data) < len(_MAGIC) + 12:
+        raise CorruptionError(f"{what}: {len(data)} bytes is too short")
+    body, (crc,) = data[:-4], _U32.unpack_from(data, len(data) - 4)
+    if crc32c(body) != crc:
+        raise CorruptionError(f"{what}: checksum mismatch (file is corrupt)")
+    try:
+        pos = len(_MAGIC)
+        (length,) = _U32.unpack_from(body, pos)
+        pos += 4
+        meta = json.loads(body[pos : pos + length])
+        if not isinstance(meta, dict):
+            raise CorruptionError(f"{what}: header is not a JSON object")
+        pos += length
+        (count,) = _U32.unpack_from(body, pos)
+        pos += 4
+        first_seq = meta["first_seq"]
+        rows: list[Row] = []
+        for _ in range(count):
+            (key_len,) = _U32.unpack_from(body, pos)
+            pos += 4
+            key = body[pos : pos + key_len]
+            pos += key_len
+            offset, kind, value_len = _ROW_HEAD.unpack_from(body, pos)
+            pos += _ROW_HEAD.size
+            value = None
+            if value_len:
+                value = body[pos : pos + value_len - 1]
+                pos += value_len - 1
+            (expire,) = _EXPIRE.unpack_from(body, pos)
+            pos += _EXPIRE.size
+            rows.append((key, first_seq + offset, kind, value, None if expire == _NO_EXPIRY else expire))
+    except CorruptionError:
+        raise
+    except (struct.error, ValueError, KeyError, TypeError) as exc:  # checksum passed: a writer bug
+        raise CorruptionError(f"{what}: cannot parse ({exc})") from exc
+    if pos != len(body):
+        raise CorruptionError(f"{what}: {len(body) - pos} bytes after the last row")
+    return meta, rows
+
+
+def _decode_v1(data: bytes, what: str) -> tuple[dict[str, Any], pa.RecordBatch]:
+    meta, batch = sealed.read_sealed_ipc(data, _META_KEY, what)
+    if meta.get("format") != 1:
+        raise CorruptionError(f"{what}: unsupported format {meta.get('format')!r}")
+    if not batch.schema.equals(ROW_SCHEMA, check_metadata=False):
+        raise CorruptionError(f"{what}: delta has schema {batch.schema}")
+    return meta, batch

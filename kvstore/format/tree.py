@@ -25,7 +25,6 @@ and commits a root that points at it.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -39,11 +38,6 @@ TREE_FORMAT: Final = 1
 _META_KEY: Final = b"lakekv.tree"
 
 SSTDict = dict[str, Any]
-
-
-def new_tree_path() -> str:
-    """A fresh, unique object path for a tree manifest."""
-    return f"tree/{uuid.uuid4().hex}.ipc"
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ URL forms:
 * ``/abs/path``, ``rel/path``, ``file:///abs/path``: :class:`LocalStore`
   (directory created); options ``fsync``, ``conditional_create``;
 * ``memory://name``: the process-wide :func:`named_memory_store` ``name``;
-  option ``conditional_create``;
+  option ``conditional_create`` (``fsync`` is accepted and ignored, as on S3);
 * ``s3://bucket/prefix``: :class:`FsspecStore` over ``s3fs``; options
   ``endpoint_url``, ``key``, ``secret``, ``token``, ``region``, each falling
   back to the standard ``AWS_*`` environment variables.
@@ -32,7 +32,10 @@ from kvstore.objstore.lmdb_commit import LmdbCommitStore
 from kvstore.objstore.local import LocalStore
 from kvstore.objstore.memory import named_memory_store
 
-_COMMON_OPTIONS: Final = frozenset({"commit_store"})
+# fsync is a store option (kvstore.open documents it for every store): local
+# stores honour it; memory and S3 accept and ignore it (S3 acknowledges a PUT
+# only once it is durable; memory never is).
+_COMMON_OPTIONS: Final = frozenset({"commit_store", "fsync"})
 _SCHEME_OPTIONS: Final[dict[str, frozenset[str]]] = {
     "file": frozenset({"fsync", "conditional_create"}),
     "memory": frozenset({"conditional_create"}),
@@ -52,11 +55,14 @@ _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"0", "false", "no", "off"})
 
 
-def open_store(url: str, **options: Any) -> ObjectStore:
+def open_store(url: str, *, create: bool = True, **options: Any) -> ObjectStore:
     """Open the object store a URL names.
 
     Args:
         url: see the module docstring for the accepted forms.
+        create: create a local store's directory if it is missing; with
+            False a missing directory reads as an empty store and nothing
+            is created until the first write.
         **options: backend options; see the module docstring.
 
     Returns:
@@ -84,6 +90,9 @@ def open_store(url: str, **options: Any) -> ObjectStore:
     if unknown:
         raise ValueError(f"unknown option {unknown[0]!r} for a {scheme}:// store; known: {', '.join(sorted(allowed))}")
     commit_store = merged.pop("commit_store", None)
+    if scheme != "file":
+        _flag(merged, "fsync", True)  # validated, then ignored (see _COMMON_OPTIONS)
+        merged.pop("fsync", None)
 
     store: ObjectStore
     if scheme == "file":
@@ -91,6 +100,7 @@ def open_store(url: str, **options: Any) -> ObjectStore:
             location,
             fsync=_flag(merged, "fsync", True),
             conditional_create=_flag(merged, "conditional_create", True),
+            create=create,
         )
     elif scheme == "memory":
         store = _open_memory(location, _flag(merged, "conditional_create", True))

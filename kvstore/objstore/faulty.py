@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Iterator, TypeVar
 
-from kvstore.errors import ObjectStoreError
+from kvstore.errors import CrashedError, InjectedFault
 from kvstore.objstore.base import ObjectMeta, ObjectStore
 
 OPS: tuple[str, ...] = ("get", "get_range", "head", "put", "put_if_absent", "list", "delete")
@@ -37,12 +37,6 @@ OPS: tuple[str, ...] = ("get", "get_range", "head", "put", "put_if_absent", "lis
 _T = TypeVar("_T")
 
 
-class InjectedFault(ObjectStoreError):
-    """A fault injected by FaultyStore; its cause is a TimeoutError, like a lost response."""
-
-
-class CrashedError(ObjectStoreError):
-    """The FaultyStore has "crashed": no call reaches storage any more."""
 
 
 @dataclass(frozen=True)

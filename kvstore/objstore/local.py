@@ -64,10 +64,18 @@ class LocalStore:
         conditional_create: when False, ``put_if_absent`` is refused, modelling
             an object store without ``If-None-Match`` (tests of the LMDB commit
             store run several processes over such a store).
+        create: create ``root_dir`` now. With False, a missing directory
+            reads as empty and writes fail until it exists (read-only
+            commands on a mistyped path must not leave directories behind).
     """
 
     def __init__(
-        self, root_dir: str | os.PathLike[str], *, fsync: bool = True, conditional_create: bool = True
+        self,
+        root_dir: str | os.PathLike[str],
+        *,
+        fsync: bool = True,
+        conditional_create: bool = True,
+        create: bool = True,
     ) -> None:
         if not isinstance(root_dir, (str, os.PathLike)):
             raise TypeError(f"root_dir must be a str or path, not {type(root_dir).__name__}")
@@ -75,6 +83,8 @@ class LocalStore:
         self.url = self.root.as_uri()
         self.fsync = fsync
         self.conditional_create = conditional_create
+        if not create:
+            return
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             (self.root / TEMP_DIR).mkdir(exist_ok=True)
@@ -188,7 +198,12 @@ class LocalStore:
             raise TypeError(f"data for {path!r} must be bytes-like, not {type(data).__name__}")
         temp = self.root / TEMP_DIR / f"{uuid.uuid4().hex}.tmp"
         try:
-            with open(temp, "xb") as f:
+            try:
+                f = open(temp, "xb")
+            except FileNotFoundError:  # opened with create=False, or .tmp removed by hand
+                temp.parent.mkdir(exist_ok=True)  # no parents: never creates the store root
+                f = open(temp, "xb")
+            with f:
                 f.write(data)
                 if self.fsync:
                     f.flush()

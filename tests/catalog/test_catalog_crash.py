@@ -1,4 +1,4 @@
-"""Crash at every object-store call of append, overwrite, delete, compaction and GC.
+"""Crash at every object-store call of append, overwrite, delete, compaction, GC and a two-table transaction.
 
 A lakehouse is prepared once (a local directory), then for every call index
 ``k`` of the operation a copy of it is opened through a FaultyStore that
@@ -18,7 +18,9 @@ handle on the copy (no faults) checks:
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import random
 import shutil
 import time
 from collections.abc import Callable
@@ -39,6 +41,7 @@ from lake_peer import QUIET, SCHEMA, rows
 pytestmark = pytest.mark.timeout(300)
 
 T = "db.t"
+U = "db.u"
 # Fast failure once the store has crashed; no hint thread racing the
 # operation's calls; a zero time-travel window so the checkpoint alone sets
 # the retention floor (files removed before it are GC's to delete).
@@ -70,14 +73,15 @@ def _open(store: Any) -> Lakehouse:
     return Lakehouse(kvstore.open(store, **OPTIONS))
 
 
-def _rows(lake: Lakehouse) -> list[tuple[int, str]]:
-    data = lake.load_table(T).scan().to_arrow()
+def _rows(lake: Lakehouse, table: str = T) -> list[tuple[int, str]]:
+    data = lake.load_table(table).scan().to_arrow()
     return sorted(zip(data.column("id").to_pylist(), data.column("tag").to_pylist()))
 
 
 def _prepare(root: Path) -> Prepared:
     with _open(LocalStore(root, fsync=False)) as lake:
         lake.create_namespace("db")
+        lake.create_table(U, SCHEMA)  # the second table of the multi-table transaction
         t = lake.create_table(T, SCHEMA)
         for base in (0, 10, 20, 30):
             t.append(rows([base, base + 1, base + 2], "seed"))
@@ -97,6 +101,12 @@ def _prepare(root: Path) -> Prepared:
 
 def _without(rows_: list[tuple[int, str]], ids: set[int]) -> list[tuple[int, str]]:
     return [r for r in rows_ if r[0] not in ids]
+
+
+def _two_table_transaction(lake: Lakehouse) -> None:
+    with lake.transaction() as tx:
+        tx.load_table(T).append(rows([70], "new"))
+        tx.load_table(U).append(rows([71], "new"))
 
 
 @dataclass(frozen=True)
@@ -126,6 +136,7 @@ OPERATIONS: dict[str, Operation] = {
         lambda lake: lake.compact_table(T, target_file_bytes=1 << 20),
         lambda before: before,
     ),
+    "transaction": Operation(_two_table_transaction, lambda before: sorted(before + [(70, "new")])),
     "gc": Operation(
         lambda lake: lake.gc(grace_s=GRACE_S),
         lambda before: before,
@@ -142,9 +153,8 @@ def _retained_references(lake: Lakehouse, root: Path, floor_version: int, contex
     referenced: set[str] = set()
     for version in range(floor_version, lake.version + 1):
         with lake.at(version=version) as past:
-            if not past.table_exists(T):
-                continue
-            for entry in past.load_table(T).files():
+            entries = [entry for table in past.list_tables("db") for entry in past.load_table(table).files()]
+            for entry in entries:
                 path = root / entry.path
                 assert path.is_file(), f"{context}: version {version} points at missing {entry.path}"
                 assert path.stat().st_size == entry.size, f"{context}: {entry.path} has the wrong size"
@@ -157,6 +167,8 @@ def _check_after_reopen(prepared: Prepared, root: Path, operation: str, context:
     after = OPERATIONS[operation].after(before)
     with _open(LocalStore(root, fsync=False)) as lake:
         assert _rows(lake) in (before, after), f"{context}: the table is neither before nor after"
+        if operation == "transaction":  # one commit: db.u agrees with db.t (both or neither)
+            assert _rows(lake, U) == ([(71, "new")] if _rows(lake) == after else []), context
         retained = _retained_references(lake, root, prepared.floor_version, context)
         files = _data_files(root)
         assert retained <= files
@@ -231,7 +243,7 @@ def test_crash_at_every_call(prepared: Prepared, tmp_path: Path, operation: str)
         assert outcomes == {False, True}, "some crash point must land before the commit and some after it"
 
 
-@pytest.mark.parametrize("operation", ["append", "overwrite", "delete", "compact"])
+@pytest.mark.parametrize("operation", ["append", "overwrite", "delete", "compact", "transaction"])
 def test_unsettled_commit_keeps_its_data_files(prepared: Prepared, tmp_path: Path, operation: str) -> None:
     """The root PUT lands but its response is lost and reading it back keeps failing.
 
@@ -252,3 +264,43 @@ def test_unsettled_commit_keeps_its_data_files(prepared: Prepared, tmp_path: Pat
     with _open(LocalStore(root, fsync=False)) as lake:
         assert _rows(lake) == OPERATIONS[operation].after(prepared.rows)
     _check_after_reopen(prepared, root, operation, f"{operation} with an unsettled commit")
+
+
+RANDOM_OPERATIONS = ["append", "overwrite-filtered", "delete", "compact", "gc", "transaction"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_faults_never_tear_a_table_or_leave_a_dangling_entry(
+    prepared: Prepared, tmp_path: Path, seed: int
+) -> None:
+    """Faults before and after random calls (no crash): one handle keeps working through them.
+
+    Each operation either applies wholly or not at all (checked through a
+    clean handle after every call, whatever the call reported); at the end
+    nothing points at a missing file and GC converges to the retained files.
+    """
+    root = tmp_path / "lake"
+    shutil.copytree(prepared.root, root)
+    faulty = FaultyStore(LocalStore(root, fsync=False), seed=seed)
+    rng = random.Random(seed)
+    current = prepared.rows
+    with _open(faulty) as lake, _open(LocalStore(root, fsync=False)) as clean:
+        faulty.error_rate = faulty.after_rate = 0.08  # once open: opening under faults is the engine's test
+        for step in range(8):
+            operation = rng.choice(RANDOM_OPERATIONS)
+            try:
+                OPERATIONS[operation].run(lake)
+                failed = False
+            except StoreError:
+                failed = True  # an injected fault (or a conflict with our own unsettled commit)
+            clean.refresh()
+            now = _rows(clean)
+            expected = OPERATIONS[operation].after(current)
+            if failed:
+                assert now in (current, expected), f"seed {seed} step {step}: {operation} tore the table"
+            else:
+                assert now == expected, f"seed {seed} step {step}: {operation} reported success but did not apply"
+            if operation == "transaction":  # both tables or neither
+                assert _rows(clean, U).count((71, "new")) == now.count((70, "new")), f"seed {seed} step {step}"
+            current = now
+    _check_after_reopen(dataclasses.replace(prepared, rows=current), root, "gc", f"random faults, seed {seed}")

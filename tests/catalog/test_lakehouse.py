@@ -230,3 +230,14 @@ def test_reopen_by_url(local_lake: catalog.Lakehouse) -> None:
         assert again.load_table("s.o").scan().count() == 2
     with pytest.raises(TypeError):
         catalog.open(None)
+
+
+def test_a_huge_transaction_keeps_a_bounded_summary(lake: catalog.Lakehouse) -> None:
+    lake.create_namespace("many")
+    with lake.transaction() as tx:
+        for i in range(2000):
+            tx.create_table(f"many.t{i:04d}", ORDERS)
+    assert len(lake.list_tables("many")) == 2000
+    (entry,) = lake.history(limit=1)
+    more = entry.operations[-1]
+    assert more["kind"] == "more" and more["operations"] + len(entry.operations) - 1 == 2000

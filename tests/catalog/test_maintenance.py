@@ -116,3 +116,28 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lake", url, "gc", "--dry-run"]) == 0 and "would delete" in capsys.readouterr().out
     assert main(["lake", url, "export", str(tmp_path / "copy")]) == 0 and '"data_files": 1' in capsys.readouterr().out
     assert main(["lake", str(tmp_path / "missing"), "ls"]) == 2
+
+
+def test_history_lists_operations_newest_first(lake: catalog.Lakehouse) -> None:
+    lake.create_namespace("s")
+    t = lake.create_table("s.o", ORDERS)
+    lake.create_table("s.other", ORDERS).append(orders([9]))
+    v = t.append(orders([1, 2]))
+    t.delete(pc.field("id") == 1)
+    lake.rename_table("s.o", "s.renamed")
+    with lake.transaction() as tx:
+        tx.load_table("s.renamed").append(orders([3]))
+        tx.load_table("s.other").append(orders([4]))
+    entries = lake.history(limit=None)
+    assert [e.version for e in entries] == sorted((e.version for e in entries), reverse=True)
+    kinds = [[op["kind"] for op in e.operations] for e in entries]
+    assert kinds[0] == ["append", "append"] and kinds[1] == ["rename_table"] and kinds[2] == ["delete"]
+    delete = entries[2].operations[0]
+    assert (delete["rows_removed"], delete["files_removed"], delete["files_added"]) == (1, 1, 1)
+    mine = lake.history(limit=None, table="s.renamed")  # by id: survives the rename
+    assert [op["kind"] for e in mine for op in e.operations] == ["append", "rename_table", "delete", "append", "create_table"]
+    assert any(e.version == v for e in mine)
+    assert len(lake.history(limit=2)) == 2 and lake.history(limit=0) == []
+    assert all(e.timestamp > 0 for e in entries)
+    with pytest.raises(ValueError):
+        lake.history(limit=-1)

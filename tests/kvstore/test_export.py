@@ -130,3 +130,80 @@ def test_export_of_100k_keys_matches_the_source_and_needs_no_access_to_it(tmp_pa
         assert copy.version == version
         assert list(copy.scan()) == expected
         assert copy.verify().ok
+
+
+def _corrupt_one_sst(store: MemoryStore, where: str) -> str:
+    """Flip one byte of the first referenced SST: in its head or in a data block."""
+    from kvstore.format.sst import SSTReader
+
+    path = sorted(meta.path for meta in store.list("sst/"))[0]
+    data = bytearray(store.get(path))
+    if where == "head":
+        offset = 10  # inside magic + schema
+    else:
+        reader = SSTReader.open(store, path)
+        offset = reader._meta.offsets[0] + reader._meta.lengths[0] // 2  # middle of block 0
+    data[offset] ^= 0x40
+    store.put(path, bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("where", ["head", "block"])
+def test_export_refuses_to_copy_a_corrupt_sst(where: str) -> None:
+    from kvstore.errors import CorruptionError
+
+    source, dest = MemoryStore(), MemoryStore()
+    with kvstore.open(source, **QUIET) as db:
+        for n in range(50):
+            db.put(b"k%03d" % n, b"v" * 100)
+        db.flush()
+        path = _corrupt_one_sst(source, where)
+        with pytest.raises(CorruptionError, match=path):
+            db.export(dest)
+    assert not any(meta.path == "_lakekv_store" for meta in dest.list(""))  # never opens as a store
+    assert path not in {meta.path for meta in dest.list("sst/")}
+
+
+def test_cli_export_of_a_corrupt_sst_exits_nonzero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kvstore.cli import main
+    from kvstore.objstore.local import LocalStore
+
+    url = str(tmp_path / "src")
+    with kvstore.open(url, **QUIET) as db:
+        for n in range(50):
+            db.put(b"k%03d" % n, b"v" * 100)
+        db.flush()
+    local = LocalStore(url)
+    path = sorted(meta.path for meta in local.list("sst/"))[0]
+    data = bytearray(local.get(path))
+    data[len(data) // 3] ^= 0x01
+    local.put(path, bytes(data))
+    assert main(["export", url, str(tmp_path / "dest")]) != 0
+    assert "sst/" in capsys.readouterr().err
+
+
+def test_fsync_option_is_accepted_on_every_backend() -> None:
+    with kvstore.open("memory://fsync-off", fsync=False, poll_interval_s=0) as db:
+        db.put(b"k", b"v")
+    from kvstore.objstore import open_store
+
+    open_store("memory://fsync-off?fsync=false").close()
+
+
+def test_export_options_need_a_url() -> None:
+    with kvstore.open(MemoryStore(), **QUIET) as db:
+        db.put(b"k", b"v")
+        with pytest.raises(ValueError, match="dest_options"):
+            db.export(MemoryStore(), endpoint_url="http://127.0.0.1:1")
+
+
+@pytest.mark.s3
+def test_export_to_s3_takes_backend_options(seaweedfs) -> None:
+    url, options = seaweedfs.new_url()
+    with kvstore.open(MemoryStore(), **QUIET) as db:
+        db.put(b"k", b"v")
+        db.flush()
+        db.put(b"k2", b"v2")
+        report = db.export(url, **options)
+    with kvstore.open(url, create=False, **dict(options, **QUIET)) as copy:
+        assert copy.version == report.version and copy.get(b"k") == b"v" and copy.get(b"k2") == b"v2"

@@ -15,6 +15,9 @@ from kvstore.objstore.memory import MemoryStore
 from maintenance_util import QUIET, sst_paths
 
 SHORT = dict(QUIET, retention_window_s=0, gc_grace_s=0, gc_min_roots=1)
+# GC deletes only names the engine generates (kvstore.format.names).
+ORPHAN = "sst/" + "0" * 32 + ".sst"
+IN_FLIGHT = "sst/" + "1" * 32 + ".sst"
 
 
 def _churn(db: kvstore.Store, rounds: int = 4) -> dict[bytes, bytes]:
@@ -34,13 +37,13 @@ def test_gc_inside_the_window_deletes_only_old_unreferenced_files() -> None:
     inner = MemoryStore()
     with kvstore.open(inner, **QUIET) as db:
         _churn(db)
-        inner.put("sst/orphan.sst", b"left by a crashed flush")
+        inner.put(ORPHAN, b"left by a crashed flush")
         report = db.gc()
         assert report.deleted_roots == () and report.deleted_ssts == () and report.deleted_trees == ()
-        assert "sst/orphan.sst" in sst_paths(inner)  # younger than the grace period
+        assert ORPHAN in sst_paths(inner)  # younger than the grace period
     with kvstore.open(inner, **dict(QUIET, gc_grace_s=0)) as db:
         report = db.gc()
-        assert report.deleted_ssts == ("sst/orphan.sst",) and report.deleted_roots == ()
+        assert report.deleted_ssts == (ORPHAN,) and report.deleted_roots == ()
         assert db.verify().ok
 
 
@@ -207,3 +210,76 @@ def test_gc_with_concurrent_writer_and_reader_processes(tmp_path: Path) -> None:
                 assert db.get(b"w%d-%05d-0" % (writer, batch_no)) == b"x" * 50
         report = db.verify()
         assert report.ok, report.problems
+
+
+# -- defect 1: ages on the storage's clock ------------------------------------------
+
+
+def _wait_for_fraction(low: float) -> None:
+    # Land in the late part of a second, where a truncated stamp looks oldest.
+    while time.time() % 1.0 < low:
+        time.sleep(0.01)
+
+
+def test_gc_keeps_young_files_on_a_whole_second_storage_clock() -> None:
+    from test_clock import ShiftedClockStore
+
+    inner = ShiftedClockStore(whole_seconds=True)
+    with kvstore.open(inner, **dict(QUIET, gc_grace_s=0.5, retention_window_s=0.5, gc_min_roots=1)) as db:
+        db.put(b"k", b"v")
+        _wait_for_fraction(0.7)
+        inner.put(IN_FLIGHT, b"a flush output not committed yet")
+        # Its stamp is ~0.7 s in the past already; it is younger than the grace.
+        assert IN_FLIGHT not in db.gc().deleted_ssts
+        assert IN_FLIGHT in sst_paths(inner)
+        time.sleep(3.1)  # grace + two resolution steps: certainly old now
+        assert IN_FLIGHT in db.gc().deleted_ssts
+
+
+def test_gc_keeps_young_files_when_the_storage_clock_is_behind() -> None:
+    from test_clock import ShiftedClockStore
+
+    inner = ShiftedClockStore(skew=-120.0)
+    with kvstore.open(inner, **dict(QUIET, gc_grace_s=60.0, retention_window_s=60.0, gc_min_roots=1)) as db:
+        for n in range(5):
+            db.put(b"k", b"%d" % n)
+        db.flush()
+        inner.put(IN_FLIGHT, b"a flush output not committed yet")
+        report = db.gc()
+        assert report.deleted_ssts == () and report.deleted_roots == ()
+        with db.at(version=1) as old:  # inside the window on the storage's clock
+            assert old.get(b"k") == b"0"
+
+
+def test_tree_change_past_its_deadline_is_not_published() -> None:
+    from kvstore.committer import PendingCommit, TreeChange
+    from kvstore.errors import StaleOutputError
+
+    with kvstore.open(MemoryStore(), **QUIET) as db:
+        db.put(b"k", b"v")
+        head = db.version
+        change = TreeChange(db._state.tree_path, "tree/never.ipc", 0, deadline=time.monotonic() - 1)
+        with pytest.raises(StaleOutputError, match="deadline"):
+            db._committer.submit(PendingCommit({}, {"op": "flush"}, tree_change=change))
+        assert db.version == head
+
+
+def test_gc_rechecks_versions_committed_while_it_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    inner = MemoryStore()
+    with kvstore.open(inner, **SHORT) as db, kvstore.open(inner, **SHORT) as other:
+        db.put(b"k", b"v")
+        collector = db._housekeeper.collector
+        real_live = collector._live_files
+
+        def live_then_flush_elsewhere(survivors):  # another handle commits a flush meanwhile
+            live = real_live(survivors)
+            other.refresh()
+            other.put(b"j", b"w")
+            assert other.flush() is not None
+            return live
+
+        monkeypatch.setattr(collector, "_live_files", live_then_flush_elsewhere)
+        db.gc()
+        monkeypatch.undo()
+    with kvstore.open(inner, **QUIET) as db:
+        assert db.get(b"j") == b"w" and db.verify().ok

@@ -69,7 +69,7 @@ def check_history(url: str, options: dict[str, Any], acked: list[tuple[bytes, by
             root = chain.read_root(version)
             assert root.first_seq == previous_last + 1
             previous_last = root.last_seq
-            seq_column = root.delta.column("seq").to_pylist()
+            seq_column = [row[1] for row in root.delta_rows()]
             assert all(root.first_seq <= s <= root.last_seq for s in seq_column)
         assert previous_last == db.seq == max(seqs)
         layers = db._state.layers

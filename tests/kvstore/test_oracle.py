@@ -19,7 +19,7 @@ from kvstore.oracle import Oracle, TxnValidation
 
 def _version(version: int, *seq_keys: tuple[int, bytes]):
     rows = [(key, seq, PUT, b"v", None) for seq, key in seq_keys]
-    return SimpleNamespace(version=version), rows
+    return SimpleNamespace(version=version, commits=[]), rows
 
 
 def _pending(oracle: Oracle, txn_id: int, start: int, isolation: str, writes=(), reads=(), ranges=()):

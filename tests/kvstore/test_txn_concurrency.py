@@ -283,3 +283,59 @@ def test_bank_total_is_invariant(tmp_path) -> None:
     with kvstore.open(url, poll_interval_s=0) as db:
         balances = [int(v) for _, v in db.scan(prefix=b"acct")]
     assert len(balances) == ACCOUNTS and sum(balances) == ACCOUNTS * OPENING_BALANCE
+
+
+# -- get_for_update across processes (issue 14, defect 11) ---------------------------
+
+
+def _lock_then_commit(url: str, ready: Any, go: Any) -> None:
+    """Read ``k`` with get_for_update, write another key, commit when told."""
+    with kvstore.open(url, poll_interval_s=0) as db:
+        txn = db.begin("snapshot")
+        txn.get_for_update(b"k")
+        txn.put(b"other", b"locker")
+        ready.set()
+        go.wait(60)
+        txn.commit()
+
+
+@pytest.mark.parametrize("isolation", ["snapshot", "serializable"])
+def test_get_for_update_in_another_process_aborts_a_writer(tmp_path, isolation: str) -> None:
+    url = str(tmp_path / "s")
+    with kvstore.open(url, poll_interval_s=0) as db:
+        db.put(b"k", b"0")
+        ready, go = SPAWN.Event(), SPAWN.Event()
+        locker = SPAWN.Process(target=_lock_then_commit, args=(url, ready, go))
+        locker.start()
+        try:
+            assert ready.wait(120)
+            txn = db.begin(isolation)  # starts before the locker commits
+            txn.put(b"k", b"writer")
+            go.set()
+            locker.join(120)
+            assert locker.exitcode == 0
+            with pytest.raises(ConflictError) as caught:
+                txn.commit()  # loses the race, learns the locker's commit from its root
+            assert caught.value.key == b"k"
+            assert txn.state == "aborted"
+        finally:
+            locker.join(10)
+        assert db.get(b"k") == b"0" and db.refresh() and db.get(b"other") == b"locker"
+
+
+def test_get_for_update_in_the_same_group_counts_as_a_write(tmp_path) -> None:
+    from kvstore.committer import PendingCommit
+    from kvstore.oracle import TxnValidation
+
+    with kvstore.open(str(tmp_path / "s"), poll_interval_s=0) as db:
+        locker, writer = db.begin("snapshot"), db.begin("snapshot")
+        lock_check = TxnValidation(locker.id, locker.start_seq, "snapshot", float("inf"), frozenset({b"k", b"j"}))
+        write_check = TxnValidation(writer.id, writer.start_seq, "snapshot", float("inf"), frozenset({b"k"}))
+        group = [
+            PendingCommit({b"j": (1, b"v", None)}, {"op": "txn"}, validation=lock_check),
+            PendingCommit({b"k": (1, b"v", None)}, {"op": "txn"}, validation=write_check),
+        ]
+        assert db._oracle.validate_group(group) == [group[0]]
+        assert isinstance(group[1].error, ConflictError) and group[1].error.key == b"k"
+        locker.rollback()
+        writer.rollback()

@@ -104,7 +104,7 @@ def test_s3_wrong_secret_fails_at_open(seaweedfs) -> None:
         ("s3://bucket/../escape", "forbidden part"),
         ("s3://bucket/a//b", "forbidden part"),
         ("memory://x#frag", "fragment"),
-        ("memory://x?fsync=true", "option 'fsync'"),
+        ("memory://x?fsync=maybe", "option .fsync. must be a boolean"),
         ("memory://x?conditional_create=maybe", "boolean"),
         ("memory://x?a=1&a=2", "twice"),
         ("", "empty"),

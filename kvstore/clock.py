@@ -1,0 +1,99 @@
+"""The storage's own clock: "now" as the object store would stamp it.
+
+Ages that decide deletion (GC grace, the retention window) compare object
+timestamps (``ObjectMeta.mtime``, set by the storage) with "now". Using the
+local clock for "now" mixes two clocks: a skewed or coarse storage clock
+then makes fresh files look old. :class:`StorageClock` measures the storage
+clock instead: it PUTs a tiny probe object (:data:`PROBE_PATH`, a name only
+the engine writes), HEADs it, and keeps the offset between the storage's
+stamp and the local clock at the moment of the PUT. ``now()`` is the local
+clock plus that offset, re-measured every ``refresh_s`` seconds.
+
+Resolution: the storage's timestamp granularity. S3 and SeaweedFS report
+whole seconds (their stamps are truncated), local files nanoseconds. The
+probe's stamp is truncated too, so ``now()`` may run up to one resolution
+step *behind* the storage clock (and never ahead), and any object's stamp may
+be up to one step earlier than its real creation. :meth:`StorageClock.age`
+accounts for both, so an age it reports is never larger than the real one.
+:attr:`StorageClock.resolution` is 1.0 s whenever a probe came back with a
+whole-second stamp, else 1 ms (a conservative bound for sub-second clocks).
+
+Thread-safety: every method may be called from many threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Final
+
+from kvstore.format.names import CLOCK_PROBE_PATH as PROBE_PATH
+from kvstore.objstore.base import ObjectStore
+
+# Re-measure the offset this often: local clocks drift (or get stepped by
+# NTP) by far less than a second per minute.
+DEFAULT_REFRESH_S: Final = 60.0
+_WHOLE_SECONDS: Final = 1.0
+_SUB_SECOND: Final = 0.001
+
+
+class StorageClock:
+    """See the module docstring."""
+
+    def __init__(self, store: ObjectStore, refresh_s: float = DEFAULT_REFRESH_S) -> None:
+        self._store = store
+        self._refresh_s = refresh_s
+        self._lock = threading.Lock()
+        self._offset: float | None = None
+        self._measured_at = 0.0  # time.monotonic() of the last probe
+        self._resolution = _SUB_SECOND
+
+    def now(self) -> float:
+        """Seconds since the epoch on the storage's clock (never ahead of it).
+
+        Raises:
+            ObjectStoreError: the probe could not be written or read.
+        """
+        offset = self._offset
+        if offset is None or time.monotonic() - self._measured_at > self._refresh_s:
+            offset = self.measure()
+        return time.time() + offset
+
+    @property
+    def resolution(self) -> float:
+        """Granularity of the storage's timestamps in seconds (measures once if needed)."""
+        if self._offset is None:
+            self.measure()
+        return self._resolution
+
+    def age(self, mtime: float) -> float:
+        """A lower bound on the age of an object the storage stamped ``mtime``.
+
+        ``mtime`` may have been truncated by one resolution step, so the
+        object can be one step younger than ``now() - mtime``; a second
+        step absorbs local-clock drift between two measurements.
+        """
+        return self.now() - mtime - 2 * self.resolution
+
+    def cutoff(self, age_s: float) -> float:
+        """Storage timestamps at or before this are certainly more than ``age_s`` old.
+
+        The same bound as :meth:`age`, as a timestamp: compare many ``mtime``
+        values with one clock reading.
+        """
+        return self.now() - age_s - 2 * self.resolution
+
+    def measure(self) -> float:
+        """Probe the storage now; return the new offset (storage minus local)."""
+        self._store.put(PROBE_PATH, b"lakekv storage clock probe\n")
+        stamp = self._store.head(PROBE_PATH).mtime
+        # The storage stamped the probe at some moment before this line (and
+        # truncated the stamp): pairing it with the local time *now* can only
+        # make the offset smaller, so now() never runs ahead of the storage.
+        offset = stamp - time.time()
+        with self._lock:
+            if stamp == int(stamp):
+                self._resolution = _WHOLE_SECONDS
+            self._offset = offset
+            self._measured_at = time.monotonic()
+        return offset

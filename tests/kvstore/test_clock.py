@@ -1,0 +1,74 @@
+"""The storage clock: offset to the local clock, resolution, conservative ages."""
+
+from __future__ import annotations
+
+import math
+import time
+
+from kvstore.clock import PROBE_PATH, StorageClock
+from kvstore.objstore.base import ObjectMeta
+from kvstore.objstore.memory import MemoryStore
+
+
+class ShiftedClockStore(MemoryStore):
+    """A memory store whose timestamps are ``skew`` seconds off the local
+    clock and, with ``whole_seconds``, truncated like S3's LastModified."""
+
+    def __init__(self, skew: float = 0.0, whole_seconds: bool = False) -> None:
+        super().__init__()
+        self.skew, self.whole_seconds = skew, whole_seconds
+
+    def _stamp(self, meta: ObjectMeta) -> ObjectMeta:
+        mtime = meta.mtime + self.skew
+        if self.whole_seconds:
+            mtime = float(math.floor(mtime))
+        return ObjectMeta(meta.path, meta.size, mtime, meta.etag)
+
+    def head(self, path: str) -> ObjectMeta:
+        return self._stamp(super().head(path))
+
+    def list(self, prefix: str = ""):  # type: ignore[override]
+        return (self._stamp(meta) for meta in super().list(prefix))
+
+
+def test_now_never_runs_ahead_of_a_coarse_skewed_storage_clock() -> None:
+    store = ShiftedClockStore(skew=-500.0, whole_seconds=True)
+    clock = StorageClock(store)
+    for _ in range(5):
+        store.put("x", b"")
+        stamp = store.head("x").mtime  # a truncated storage stamp taken just now
+        now = clock.now()
+        assert stamp - 1.0 <= now <= time.time() - 500.0 + 0.01
+        assert clock.resolution == 1.0
+        time.sleep(0.13)
+
+
+def test_age_is_a_lower_bound_on_a_coarse_clock() -> None:
+    store = ShiftedClockStore(whole_seconds=True)
+    clock = StorageClock(store)
+    store.put("fresh", b"")
+    # The truncated stamp makes the object look up to 1 s older than it is;
+    # age() must not report more than the real age (about 0 here).
+    assert clock.age(store.head("fresh").mtime) <= 0.0
+    assert clock.cutoff(0.0) <= time.time() - 2.0
+
+
+def test_fine_clock_has_millisecond_resolution_and_is_measured_once() -> None:
+    store = MemoryStore()
+    clock = StorageClock(store, refresh_s=3600)
+    assert abs(clock.now() - time.time()) < 0.5
+    first = store.head(PROBE_PATH).mtime
+    time.sleep(0.01)
+    clock.now()
+    assert store.head(PROBE_PATH).mtime == first  # cached offset: no second probe
+    assert clock.resolution == 0.001
+
+
+def test_refresh_re_measures() -> None:
+    store = MemoryStore()
+    clock = StorageClock(store, refresh_s=0.0)
+    clock.now()
+    first = store.head(PROBE_PATH).mtime
+    time.sleep(0.01)
+    clock.now()
+    assert store.head(PROBE_PATH).mtime > first
