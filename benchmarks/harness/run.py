@@ -94,7 +94,8 @@ class Run:
 
     def build_local_engines(self) -> list[Engine]:
         """The engines the config names that can run here; the rest go to ``left_out``."""
-        factories = self._factories(self.config.cache_bytes)
+        cfg = self.config
+        factories = self._factories(cfg.cache_bytes)
         engines = []
         for name in cfg.engines:
             if name not in factories:
