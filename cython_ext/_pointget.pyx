@@ -8,7 +8,8 @@ Pure-Python twins (the spec; the tests run both on the same random stores):
 / ``visible_value`` for :func:`get_row` / :func:`get_value`.
 ``kvstore.format.block_view`` and ``kvstore.reader`` pick one at import time.
 
-Why this shape (numbers: benchmarks/pointget_bench.py, 1M keys, 2 cores):
+Why this shape (measurements: benchmarks/results/PROFILE.md, "Engine-speed pass";
+rerun with benchmarks/pointget_bench.py):
 
 * A cached block is the Arrow record batch exactly as read from the file
   (zero-copy over the bytes the CRC was checked on), plus the addresses of
