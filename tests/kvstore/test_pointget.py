@@ -15,7 +15,7 @@ from layered_store import ABSENT, KEY_POOL, NOW_MS, build_layers, model_row, row
 
 from kvstore.cache import BlockCache
 from kvstore.format.block_view import IMPLEMENTATION, NEXT_BLOCK, NOT_HERE, PyBlockView, compiled
-from kvstore.format.rows import DELETE, MAX_SEQ, PUT, Row
+from kvstore.format.rows import DELETE, MAX_SEQ, PUT
 from kvstore.format.sst import SSTReader, write_sst
 from kvstore.objstore.memory import MemoryStore
 from kvstore.reader import get_row, get_row_py, get_value, get_value_py, visible_value
