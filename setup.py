@@ -11,6 +11,9 @@ extensions = [
     Extension("cython_ext._checksum", ["cython_ext/_checksum.pyx"], extra_compile_args=["-O3"]),
     Extension("cython_ext._bloom", ["cython_ext/_bloom.pyx"], extra_compile_args=["-O3"]),
     Extension("cython_ext._merge", ["cython_ext/_merge.pyx"], extra_compile_args=["-O3"]),
+    Extension("cython_ext._lru", ["cython_ext/_lru.pyx"], extra_compile_args=["-O3"]),
+    Extension("cython_ext._scan", ["cython_ext/_scan.pyx"], extra_compile_args=["-O3"]),
+    Extension("cython_ext._pointget", ["cython_ext/_pointget.pyx"], extra_compile_args=["-O3"]),
 ]
 
 setup(

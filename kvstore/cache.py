@@ -3,7 +3,9 @@
 One :class:`BlockCache` serves every SST reader of a store handle, so the
 budget is global: a hot file's blocks push out a cold file's. Entries are
 immutable decoded objects (SST files never change once written), so a hit
-needs no I/O and no re-parsing.
+needs no I/O and no re-parsing. Blocks are cached in their compact form
+(:mod:`kvstore.format.block_view`) and charged their size on disk plus a
+small fixed overhead, so the budget means what it says.
 
 Key conventions used by :mod:`kvstore.format.sst_reader` (any hashable works):
 
@@ -25,10 +27,11 @@ unique only inside one store.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Final
 
 
 @dataclass(frozen=True)
@@ -58,12 +61,12 @@ class CacheStats:
         return asdict(self)
 
 
-class BlockCache:
-    """Least-recently-used cache whose entries are charged a caller-given size.
+class PyLruCore:
+    """Least-recently-used map whose entries are charged a caller-given size.
 
-    Thread-safe: one lock guards every operation, each of which is O(1)
-    (amortised; an insertion may evict several entries). Values are shared
-    between threads, so they must be immutable.
+    The pure-Python twin of ``cython_ext._lru.LruCore`` (same results; the
+    tests run both). Thread-safe: one lock guards every operation, each of
+    which is O(1) (amortised; an insertion may evict several entries).
 
     Args:
         capacity_bytes: the budget; entries are evicted, least recently used
@@ -146,15 +149,45 @@ class BlockCache:
         with self._lock:
             return len(self._entries)
 
+    def counters(self) -> tuple[int, int, int, int, int, int, int]:
+        """``(hits, misses, evictions, rejected, entries, bytes, capacity_bytes)``, taken together."""
+        with self._lock:
+            return (self._hits, self._misses, self._evictions, self._rejected, len(self._entries), self._bytes,
+                    self._capacity)
+
+
+_LruCore: Any
+try:
+    from cython_ext._lru import LruCore as _LruCore
+except ImportError as exc:  # a broken build
+    warnings.warn(f"lakekv: compiled block cache unavailable ({exc}); using the pure-Python reference", stacklevel=2)
+    _LruCore = PyLruCore
+
+IMPLEMENTATION: Final[str] = "python" if _LruCore is PyLruCore else "cython"
+"""Which LRU core :class:`BlockCache` is built on: ``"cython"`` or ``"python"``."""
+
+
+class BlockCache(_LruCore):  # type: ignore[misc, valid-type]
+    """Least-recently-used cache whose entries are charged a caller-given size.
+
+    Thread-safe. ``get`` (the hot path: one call per point read) and ``put``
+    are O(1) (amortised; an insertion may evict several entries); with the
+    compiled core a hit takes no lock (see ``cython_ext/_lru.pyx``). Values
+    are shared between threads, so they must be immutable; keys must be
+    tuples of ``str``/``int``/``bytes`` (or other types hashed in C).
+
+    Args:
+        capacity_bytes: the budget; entries are evicted, least recently used
+            first, until the charged sizes sum to at most this. 0 disables
+            caching (every ``put`` is rejected).
+
+    Raises:
+        TypeError: ``capacity_bytes`` is not an int.
+        ValueError: ``capacity_bytes`` is negative.
+    """
+
     def stats(self) -> CacheStats:
         """A consistent snapshot of the counters."""
-        with self._lock:
-            return CacheStats(
-                hits=self._hits,
-                misses=self._misses,
-                evictions=self._evictions,
-                rejected=self._rejected,
-                entries=len(self._entries),
-                bytes=self._bytes,
-                capacity_bytes=self._capacity,
-            )
+        hits, misses, evictions, rejected, entries, nbytes, capacity = self.counters()
+        return CacheStats(hits=hits, misses=misses, evictions=evictions, rejected=rejected, entries=entries,
+                          bytes=nbytes, capacity_bytes=capacity)

@@ -18,6 +18,9 @@ version): the unflushed rows are a suffix of that log, found by bisection,
 not by walking every key.
 
 Thread-safety: any number of readers, one writer at a time (caller's duty).
+
+The compiled point get (``cython_ext._pointget``) reads ``_rows`` directly,
+as a dict (``SortedDict`` is one): keep it a ``key -> tuple of rows`` mapping.
 """
 
 from __future__ import annotations

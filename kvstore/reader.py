@@ -13,6 +13,7 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from kvstore.format.block_view import compiled
 from kvstore.format.rows import PUT, Row
 from kvstore.iterators.merge import merge_rows
 from kvstore.state import Layers, SortedRun
@@ -24,8 +25,13 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def get_row(layers: Layers, key: bytes, snapshot_seq: int) -> Row | None:
-    """Newest version of ``key`` with ``seq <= snapshot_seq`` across all layers."""
+def get_row_py(layers: Layers, key: bytes, snapshot_seq: int) -> Row | None:
+    """Newest version of ``key`` with ``seq <= snapshot_seq`` across all layers.
+
+    The pure-Python reference of ``cython_ext._pointget.get_row``, which
+    :func:`get_row` runs when it is built (the tests compare the two).
+    Requires: ``key`` validated by the caller.
+    """
     row = layers.memtable.get(key, snapshot_seq)
     if row is not None:
         return row
@@ -42,6 +48,20 @@ def get_row(layers: Layers, key: bytes, snapshot_seq: int) -> Row | None:
             if row is not None:
                 return row
     return None
+
+
+def get_value_py(layers: Layers, key: bytes, snapshot_seq: int, clock_ms: int | None = None) -> bytes | None:
+    """What a reader at ``snapshot_seq`` and ``clock_ms`` (None: now) sees for ``key``.
+
+    The reference of ``cython_ext._pointget.get_value`` (:func:`get_value`).
+    Requires: ``key`` validated by the caller.
+    """
+    return visible_value(get_row_py(layers, key, snapshot_seq), clock_ms)
+
+
+# One place picks the point-get implementation (see kvstore.format.block_view).
+get_row = get_row_py if compiled is None else compiled.get_row
+get_value = get_value_py if compiled is None else compiled.get_value
 
 
 def get_row_traced(layers: Layers, key: bytes, snapshot_seq: int) -> tuple[Row | None, int, int]:

@@ -6,6 +6,7 @@ Thread-safety: a Store may be shared by any number of threads.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -30,7 +31,8 @@ from kvstore.format.rows import DELETE, PUT, Row, rows_to_batch
 from kvstore.maintenance import MaintenanceMixin
 from kvstore.objstore.base import ObjectStore
 from kvstore.options import StoreOptions
-from kvstore.reader import get_row, rows_to_kv_batches, scan_rows, visible_value
+from kvstore.iterators.arrow_scan import scan_kv_batches, scan_kv_pairs
+from kvstore.reader import get_row, get_value, now_ms, scan_rows
 from kvstore.state import EngineState, Layers
 from kvstore.txn import TransactionMixin
 from kvstore.watermark import Watermark
@@ -297,7 +299,7 @@ class Store(TransactionMixin, MaintenanceMixin):
         """The current value of ``key``, or None."""
         self._check_open()
         state = self._state
-        return visible_value(get_row(state.layers, check_key(key), state.last_seq))
+        return get_value(state.layers, check_key(key), state.last_seq)  # type: ignore[no-any-return]
 
     def scan(
         self,
@@ -376,7 +378,7 @@ class Snapshot:
     def get(self, key: bytes) -> bytes | None:
         """The value of ``key`` at this snapshot, or None."""
         self._check_open()
-        return visible_value(get_row(self._layers, check_key(key), self.seq))
+        return get_value(self._layers, check_key(key), self.seq)  # type: ignore[no-any-return]
 
     def get_row(self, key: bytes) -> Row | None:
         """The raw newest row of ``key`` at this snapshot (DELETEs and expired rows included)."""
@@ -395,7 +397,11 @@ class Snapshot:
         self._check_open()
         lo, hi = scan_bounds(start, end, prefix)
         check_limit(limit)
-        return _kv_pairs(scan_rows(self._layers, self.seq, lo, hi, bool(reverse)), limit)
+        if reverse:
+            return _kv_pairs(scan_rows(self._layers, self.seq, lo, hi, True), limit)
+        # Forward scans merge cached blocks in place (kvstore.iterators.arrow_scan).
+        pairs = scan_kv_pairs(self._layers, self.seq, lo, hi, now_ms(), 256 if limit is None else min(limit, 4096))
+        return pairs if limit is None else itertools.islice(pairs, limit)
 
     def scan_batches(
         self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None,
@@ -406,7 +412,7 @@ class Snapshot:
         if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
             raise ValueError(f"batch_rows must be a positive int, got {batch_rows!r}")
         lo, hi = scan_bounds(start, end, prefix)
-        return rows_to_kv_batches(scan_rows(self._layers, self.seq, lo, hi), batch_rows)
+        return scan_kv_batches(self._layers, self.seq, lo, hi, batch_rows, now_ms())
 
     def close(self) -> None:
         """Release the snapshot (and its pin). Idempotent."""

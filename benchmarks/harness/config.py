@@ -35,6 +35,9 @@ class BenchConfig:
     # W4: point gets, uniform and Zipfian, after one untimed warm-up pass.
     gets: int = 100_000
     zipf_theta: float = 0.99
+    # W4, default options: a separate store of this many rows, each engine
+    # opened with its library's default cache settings (lakekv: 64 MiB).
+    default_options_rows: int = 200_000
     # W5: range scans.
     scans: int = 2000
     scan_rows: int = 1000
@@ -63,7 +66,7 @@ class BenchConfig:
     def quick(cls, **overrides: Any) -> BenchConfig:
         """Small sizes for the test suite: every workload and engine, in seconds."""
         small = cls(
-            mode="quick", rows=20_000, seq_commits=100, commits_per_writer=4, gets=3000, scans=40,
+            mode="quick", rows=20_000, default_options_rows=5000, seq_commits=100, commits_per_writer=4, gets=3000, scans=40,
             txns_per_thread=12, contention_keys=(10_000, 100, 1), s3_commits_single=30, s3_commits_per_writer=2,
             phase_seconds=5.0, cache_bytes=64 * MiB,
         )
@@ -74,6 +77,8 @@ class BenchConfig:
         unknown = sorted(set(self.workloads) - set(WORKLOADS))
         if unknown:
             raise ValueError(f"unknown workload(s) {unknown}; known: {', '.join(WORKLOADS)}")
+        if self.default_options_rows < 2:
+            raise ValueError(f"default_options_rows must be >= 2, got {self.default_options_rows}")
         if self.rows < self.scan_rows or self.rows < 2:
             raise ValueError(f"rows ({self.rows}) must be at least scan_rows ({self.scan_rows}) and 2")
         for name in ("batch_rows", "seq_commits", "writer_threads", "commits_per_writer", "gets", "scans",

@@ -26,7 +26,8 @@ class LakeKV(Engine):
 
     Args:
         fsync: fsync objects and directories on local stores.
-        cache_bytes: block cache budget (the same budget every engine gets).
+        cache_bytes: block cache budget (the same budget every engine gets);
+            None: lakekv's default (``StoreOptions.cache_bytes``).
         s3: ``(bucket URL, open options)`` of an S3 server; every ``open``
             then uses a fresh prefix under it instead of the local path.
     """
@@ -34,7 +35,7 @@ class LakeKV(Engine):
     family = "lakekv"
     has_transactions = True
 
-    def __init__(self, *, fsync: bool = True, cache_bytes: int, s3: tuple[str, dict[str, Any]] | None = None) -> None:
+    def __init__(self, *, fsync: bool = True, cache_bytes: int | None, s3: tuple[str, dict[str, Any]] | None = None) -> None:
         super().__init__()
         self.fsync = fsync
         self.cache_bytes = cache_bytes
@@ -50,7 +51,7 @@ class LakeKV(Engine):
     def settings(self) -> dict[str, Any]:
         # Parse the options exactly as kvstore.open will, so the record shows
         # the defaults this checkout really used, not what we believe they are.
-        options = StoreOptions.from_kwargs(fsync=self.fsync, cache_bytes=self.cache_bytes, poll_interval_s=0)
+        options = StoreOptions.from_kwargs(fsync=self.fsync, poll_interval_s=0, **self._cache_option())
         return {
             "backend": "s3 (SeaweedFS)" if self.s3 else "local directory",
             "flush_available": hasattr(kvstore.Store, "flush"),
@@ -65,12 +66,15 @@ class LakeKV(Engine):
 
     def open(self, path: Path) -> None:
         self.path = path
-        options: dict[str, Any] = {"poll_interval_s": 0, "cache_bytes": self.cache_bytes}
+        options: dict[str, Any] = {"poll_interval_s": 0, **self._cache_option()}
         if self.s3 is not None:
             base_url, backend = self.s3
             self._db = kvstore.open(f"{base_url}/lakekv-{uuid.uuid4().hex[:12]}", **options, **backend)
         else:
             self._db = kvstore.open(str(path), fsync=self.fsync, **options)
+
+    def _cache_option(self) -> dict[str, Any]:
+        return {} if self.cache_bytes is None else {"cache_bytes": self.cache_bytes}
 
     def close(self) -> None:
         if self._db is not None:

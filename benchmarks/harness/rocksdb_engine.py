@@ -32,7 +32,7 @@ class RocksDB(Engine):
     durability = FSYNC
     transaction_note = "rocksdict exposes no TransactionDB / OptimisticTransactionDB"
 
-    def __init__(self, *, cache_bytes: int, bloom_bits_per_key: int = 10) -> None:
+    def __init__(self, *, cache_bytes: int | None, bloom_bits_per_key: int = 10) -> None:
         super().__init__()
         import rocksdict  # noqa: F401 - fail at construction if the extra is missing
 
@@ -46,7 +46,7 @@ class RocksDB(Engine):
         return {
             "version": version("rocksdict"),
             "write_options": {"sync": True, "disable_wal": False},
-            "block_cache_bytes": self.cache_bytes,
+            "block_cache_bytes": self.cache_bytes if self.cache_bytes is not None else "library default",
             "bloom_filter_bits_per_key": self.bloom_bits_per_key,
             "other_options": "library defaults (snappy compression, leveled compaction)",
             "batch": "rocksdict.WriteBatch",
@@ -60,7 +60,8 @@ class RocksDB(Engine):
         options = Options(raw_mode=True)
         options.create_if_missing(True)
         table = BlockBasedOptions()
-        table.set_block_cache(Cache(self.cache_bytes))
+        if self.cache_bytes is not None:  # None: the library's default block cache
+            table.set_block_cache(Cache(self.cache_bytes))
         table.set_bloom_filter(self.bloom_bits_per_key, False)
         options.set_block_based_table_factory(table)
         self._db = Rdict(str(path), options)

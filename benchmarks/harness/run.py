@@ -37,6 +37,7 @@ from harness.engine import CommitTarget, Engine
 from harness.workloads import (
     Measurement,
     durable_commits,
+    durable_commits_beside_busy_thread,
     w1_bulk_load,
     w4_point_gets,
     w5_range_scans,
@@ -49,6 +50,8 @@ PEERS = ("lmdb", "rocksdb", "sqlite", "slatedb")
 # Configurations that exist only to pair with a peer's durability in the
 # commit workloads; the read workloads do not depend on durability.
 COMMIT_ONLY = frozenset({"lakekv-nofsync"})
+# Engines whose adapters can open with their library's default cache settings.
+DEFAULT_OPTIONS_ENGINES = frozenset({"lakekv", "lmdb", "rocksdb", "sqlite"})
 
 Log = Callable[[str], None]
 
@@ -74,20 +77,25 @@ class Run:
 
     # -- engines ---------------------------------------------------------------
 
-    def build_local_engines(self) -> list[Engine]:
-        """The engines the config names that can run here; the rest go to ``left_out``."""
+    def _factories(self, cache_bytes: int | None) -> dict[str, Callable[[], Engine]]:
+        """Engine constructors by name; ``cache_bytes`` None = each library's default cache."""
         from harness.lakekv_engine import LakeKV
 
         cfg = self.config
-        factories: dict[str, Callable[[], Engine]] = {
-            "lakekv": lambda: LakeKV(fsync=True, cache_bytes=cfg.cache_bytes),
+        return {
+            "lakekv": lambda: LakeKV(fsync=True, cache_bytes=cache_bytes),
             # The counterpart of SlateDB's unsynced local store (commit workloads only).
-            "lakekv-nofsync": lambda: LakeKV(fsync=False, cache_bytes=cfg.cache_bytes),
+            "lakekv-nofsync": lambda: LakeKV(fsync=False, cache_bytes=cache_bytes),
             "lmdb": lambda: _lmdb(),
-            "rocksdb": lambda: _rocksdb(cfg.cache_bytes),
-            "sqlite": lambda: _sqlite(cfg.cache_bytes),
+            "rocksdb": lambda: _rocksdb(cache_bytes),
+            "sqlite": lambda: _sqlite(cache_bytes),
             "slatedb": lambda: _slatedb(cfg),
         }
+
+    def build_local_engines(self) -> list[Engine]:
+        """The engines the config names that can run here; the rest go to ``left_out``."""
+        cfg = self.config
+        factories = self._factories(cfg.cache_bytes)
         engines = []
         for name in cfg.engines:
             if name not in factories:
@@ -179,15 +187,48 @@ class Run:
                     self.attempt("W5", "range scans", engine, w5_range_scans, engine, ranges, cfg.scan_rows,
                                  cfg.phase_seconds)
 
+    def run_default_options_gets(self) -> None:
+        """W4 again on a smaller store, every engine with its default cache settings.
+
+        The main W4 gives every engine a cache that holds the whole data set;
+        this case shows what an application that sets nothing gets. SlateDB is
+        left out (its adapter always sizes its cache).
+        """
+        cfg = self.config
+        if "W4" not in cfg.workloads:
+            return
+        names = [n for n in cfg.engines if n in DEFAULT_OPTIONS_ENGINES and n in self.engines]
+        batches = data.load_batches(cfg.default_options_rows, cfg.batch_rows, cfg.seed, data.Values(cfg.seed))
+        keys = data.uniform_keys(cfg.default_options_rows, cfg.gets, cfg.seed + 4)
+        case = f"uniform, {cfg.default_options_rows:,} keys, default options"
+        factories = self._factories(None)
+        for name in names:
+            engine = factories[name]()
+            with self.opened("W4", engine) as ok:
+                if not ok or self.attempt("W4", case + " (load)", engine, _load_and_settle, engine, batches,
+                                          record=False) is _FAILED:
+                    continue
+                self.attempt("W4", case, engine, w4_point_gets, engine, case, keys, cfg.phase_seconds)
+
     def run_commits(self, engines: list[Engine]) -> None:
         """W2 and W3 on fresh stores, workload by workload."""
         cfg = self.config
         if "W2" in cfg.workloads:
+            from harness.fs_floor import NewFileCommitFloor
+
+            floor = NewFileCommitFloor()
+            self.engines[floor.key] = floor
+            for target in [*engines, floor]:
+                with self.opened("W2", target) as ok:
+                    if ok:
+                        self.attempt("W2", "1 writer", target, durable_commits, "W2", "1 writer", target, 1,
+                                     cfg.seq_commits, cfg.phase_seconds, b"w2")
+            case = "1 writer while 1 other thread runs Python"
             for engine in engines:
                 with self.opened("W2", engine) as ok:
                     if ok:
-                        self.attempt("W2", "1 writer", engine, durable_commits, "W2", "1 writer", engine, 1,
-                                     cfg.seq_commits, cfg.phase_seconds, b"w2")
+                        self.attempt("W2", case, engine, durable_commits_beside_busy_thread, "W2", case, engine,
+                                     cfg.seq_commits, cfg.phase_seconds, b"w2b")
         if "W3" in cfg.workloads:
             case = f"{cfg.writer_threads} writer threads"
             for engine in engines:
@@ -280,19 +321,25 @@ class Run:
         }
 
 
+def _load_and_settle(engine: Engine, batches: list[list[tuple[bytes, bytes]]]) -> None:
+    for batch in batches:
+        engine.write_batch(batch)
+    engine.settle()
+
+
 def _lmdb() -> Engine:
     from harness.lmdb_engine import LMDB
 
     return LMDB()
 
 
-def _rocksdb(cache_bytes: int) -> Engine:
+def _rocksdb(cache_bytes: int | None) -> Engine:
     from harness.rocksdb_engine import RocksDB
 
     return RocksDB(cache_bytes=cache_bytes)
 
 
-def _sqlite(cache_bytes: int) -> Engine:
+def _sqlite(cache_bytes: int | None) -> Engine:
     from harness.sqlite_engine import SQLite
 
     return SQLite(cache_bytes=cache_bytes)
@@ -318,6 +365,13 @@ STANDING_NOTES = (
     "unsynced SlateDB (conservative for lakekv in W1; reads do not depend on it).",
     "W4 runs each key list twice and times the second pass (hot cache); every engine's cache can hold "
     "the whole data set. SlateDB's get loop runs inside one coroutine, so no sync-to-async bridge is timed.",
+    "W4 'default options': a separate, smaller store (loaded in the same batches, then settled) opened with "
+    "each library's default cache settings (lakekv 64 MiB block cache, RocksDB's default block cache, "
+    "SQLite's default page cache; LMDB has none: it reads the OS page cache); SlateDB is left out.",
+    "W2 'new-file commit floor': the system calls of a lakekv commit on a local directory and nothing else "
+    "(write a 2 KB temp file, fsync, link to a fresh name, fsync the directory, unlink the temp): the floor "
+    "of a commit that creates a new immutable file. 'while 1 other thread runs Python': the same sequential "
+    "commits while a second thread of the process runs a pure-Python loop (it competes for the GIL).",
     "W5: row forms hand each (key, value) to Python as bytes; lakekv's Arrow form is compared with the "
     "peers' row form.",
     "W6: each transaction reads a counter and writes it back incremented. lakekv and SlateDB are optimistic "
@@ -353,6 +407,7 @@ def run(
                 "it its lowest single-writer latency on this machine (p50 1.7 ms, vs 6 ms at 5 ms and 11 ms at 10 ms)."
             )
         state.run_read_group([e for e in engines if e.key not in COMMIT_ONLY])
+        state.run_default_options_gets()
         state.run_commits(engines)
         state.run_transactions(engines)
         state.run_s3()

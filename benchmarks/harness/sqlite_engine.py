@@ -30,7 +30,7 @@ class SQLite(Engine):
     durability = FSYNC
     has_transactions = True
 
-    def __init__(self, *, cache_bytes: int) -> None:
+    def __init__(self, *, cache_bytes: int | None) -> None:
         super().__init__()
         self.cache_bytes = cache_bytes
         self._local = threading.local()
@@ -43,7 +43,7 @@ class SQLite(Engine):
             "version": sqlite3.sqlite_version,
             "journal_mode": "WAL",
             "synchronous": "FULL",
-            "cache_size_kib": self.cache_bytes // 1024,
+            "cache_size_kib": self.cache_bytes // 1024 if self.cache_bytes is not None else "library default",
             "busy_timeout_ms": BUSY_TIMEOUT_MS,
             "schema": "CREATE TABLE kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID",
             "connections": "one per thread",
@@ -63,7 +63,8 @@ class SQLite(Engine):
                 self._file, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
             )
             conn.execute("PRAGMA synchronous=FULL")
-            conn.execute(f"PRAGMA cache_size=-{self.cache_bytes // 1024}")
+            if self.cache_bytes is not None:  # None: SQLite's default page cache
+                conn.execute(f"PRAGMA cache_size=-{self.cache_bytes // 1024}")
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             self._local.conn = conn
             with self._lock:

@@ -218,6 +218,33 @@ def durable_commits(
     )
 
 
+def durable_commits_beside_busy_thread(
+    workload: str, case: str, target: CommitTarget, per_thread: int, seconds: float, tag: bytes,
+) -> Measurement:
+    """:func:`durable_commits` with one writer while another thread of the
+    process spins in pure Python: what a commit costs when the caller's
+    process is not idle (its threads then compete for the GIL)."""
+    stop = threading.Event()
+    spins = [0]
+
+    def busy() -> None:
+        while not stop.is_set():
+            total = 0
+            for i in range(1000):
+                total += i
+            spins[0] += 1
+
+    spinner = threading.Thread(target=busy, name="bench-busy", daemon=True)
+    spinner.start()
+    try:
+        measurement = durable_commits(workload, case, target, 1, per_thread, seconds, tag)
+    finally:
+        stop.set()
+        spinner.join()
+    measurement.notes.append(f"the busy thread ran {spins[0]:,} loops of 1000 additions meanwhile")
+    return measurement
+
+
 # -- W4: point gets ------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 from kvstore.cache import BlockCache
 from kvstore.errors import CorruptionError
 from kvstore.format.checksum import crc32c
-from kvstore.format.rows import MAX_SEQ, Row, batch_to_rows
+from kvstore.format.block_view import BLOCK_OVERHEAD_BYTES, IMPLEMENTATION, NOT_HERE, BlockView, PyBlockView, compiled
+from kvstore.format.rows import MAX_SEQ, Row
 from kvstore.format.sst_format import (
     HEAD_MAGIC,
     PARSE_ERRORS,
@@ -45,34 +46,8 @@ TAIL_GUESS: Final = 64 * 1024
 # block) then always fits when blocks average >= 24 KiB, which keeps open at
 # two reads; smaller blocks may need a third read for a huge footer.
 TAIL_GUESS_FRACTION: Final = 1024
-# Cache charge per byte of an encoded block: its Arrow buffers plus, once a
-# point read or row scan touched it, the Python row tuples (~2x the encoding).
-_BLOCK_CHARGE: Final = 3
 # Cache charge per byte of the tail: the decoded index and bloom filter.
 _META_CHARGE: Final = 2
-
-
-class _Block:
-    """One decoded data block: the Arrow batch and, built on demand, its row tuples."""
-
-    __slots__ = ("_keys", "_rows", "batch")
-
-    def __init__(self, batch: pa.RecordBatch) -> None:
-        self.batch = batch
-        self._rows: list[Row] | None = None
-        self._keys: list[bytes] | None = None
-
-    @property
-    def rows(self) -> list[Row]:
-        if self._rows is None:  # racing threads build equal lists; either one wins
-            self._rows = batch_to_rows(self.batch)
-        return self._rows
-
-    @property
-    def keys(self) -> list[bytes]:
-        if self._keys is None:
-            self._keys = [row[0] for row in self._rows] if self._rows is not None else self.batch.column(0).to_pylist()
-        return self._keys
 
 
 class SSTReader:
@@ -82,17 +57,31 @@ class SSTReader:
     flag whose races are benign (the head is at worst verified twice), and the
     cache has its own lock. Rows come out as :data:`Row` tuples; ``kind`` and
     ``expire_at_ms`` are the caller's to interpret.
+
+    Blocks are cached in their compact form (:mod:`kvstore.format.block_view`:
+    the Arrow batch as read, charged its size), and point reads search them in
+    place, in compiled code when ``cython_ext._pointget`` is built.
     """
 
-    __slots__ = ("_cache", "_head_verified", "_meta", "_path", "_store", "_url")
+    __slots__ = ("_block_type", "_cache", "_head_verified", "_meta", "_path", "_probe", "_store", "_url")
 
-    def __init__(self, store: ObjectStore, path: str, meta: SSTMeta, cache: BlockCache | None) -> None:
+    def __init__(
+        self, store: ObjectStore, path: str, meta: SSTMeta, cache: BlockCache | None, implementation: str
+    ) -> None:
         self._store = store
         self._path = path
         self._meta = meta
         self._cache = cache
         self._url = store.url
         self._head_verified = False
+        if implementation == "cython" and compiled is not None:
+            self._block_type = BlockView
+            # Read by cython_ext._pointget.get_row (the store's point get) too.
+            self._probe = compiled.SSTProbe(meta, cache.get if cache is not None else None, self._url, path)
+        elif implementation == "python":
+            self._block_type, self._probe = PyBlockView, None
+        else:
+            raise ValueError(f"implementation must be 'cython' (if built) or 'python', got {implementation!r}")
 
     @classmethod
     def open(
@@ -103,6 +92,7 @@ class SSTReader:
         cache: BlockCache | None = None,
         size: int | None = None,
         tail_size: int | None = None,
+        implementation: str = IMPLEMENTATION,
     ) -> SSTReader:
         """Open the SST at ``path``: one or two range reads, none if its footer is cached.
 
@@ -112,6 +102,9 @@ class SSTReader:
             cache: shared block cache for the footer and blocks; None = no caching.
             size: the file size if known (from the manifest); saves a ``head`` call.
             tail_size: ``SSTInfo.tail_size`` if known; makes the open one range read.
+            implementation: ``"cython"`` (the default when built) or ``"python"``,
+                the pure-Python reference the tests compare it with. Readers
+                of both kinds must not share a cache.
 
         Raises:
             FileNotFoundError: no such file.
@@ -120,6 +113,8 @@ class SSTReader:
             TypeError, ValueError: bad arguments.
         """
         validate_path(path)
+        if implementation not in ("cython", "python"):
+            raise ValueError(f"implementation must be 'cython' (if built) or 'python', got {implementation!r}")
         for name, value in (("size", size), ("tail_size", tail_size)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
                 raise TypeError(f"{name} must be int or None, not {type(value).__name__}")
@@ -133,7 +128,7 @@ class SSTReader:
                 cache.put(key, meta, meta.info.tail_size * _META_CHARGE)
         elif size is not None and size != meta.info.size:
             raise CorruptionError(f"{path}: expected {size} bytes, but the file has {meta.info.size}")
-        return cls(store, path, meta, cache)
+        return cls(store, path, meta, cache, implementation)
 
     @property
     def info(self) -> SSTInfo:
@@ -170,6 +165,8 @@ class SSTReader:
         """
         _check_key(key, "key")
         _check_seq(snapshot_seq)
+        if self._probe is not None:
+            return self._probe.get(self, key, snapshot_seq)  # type: ignore[no-any-return]
         meta = self._meta
         if not self.may_contain(key) or snapshot_seq < meta.info.min_seq:
             return None
@@ -177,13 +174,10 @@ class SSTReader:
         b = bisect_left(meta.last_keys, key)  # first block that can hold key
         while b < n and first_keys[b] <= key:
             block = self._block(b)
-            keys, rows = block.keys, block.rows
-            i = bisect_left(keys, key)
-            while i < len(keys) and keys[i] == key:
-                if rows[i][1] <= snapshot_seq:
-                    return rows[i]
-                i += 1
-            if i < len(keys):  # a larger key follows: no older version remains
+            i = block.find(key, snapshot_seq)
+            if i >= 0:
+                return block.row(i)  # type: ignore[no-any-return]
+            if i == NOT_HERE:  # a larger key follows: no older version remains
                 return None
             b += 1  # the key's older versions continue in the next block
         return None
@@ -229,6 +223,32 @@ class SSTReader:
             return iter(())
         return self._iter_batches(start, end, snapshot_seq)
 
+    def iter_segments(
+        self, start: bytes | None = None, end: bytes | None = None, snapshot_seq: int = MAX_SEQ
+    ) -> Iterator[tuple[Any, int, int]]:
+        """``(block, lo, hi)`` for each block holding keys in ``[start, end)``, in order.
+
+        ``block`` is the cached :data:`BlockView`; rows ``lo..hi-1`` are in
+        range. Rows are not filtered by ``snapshot_seq`` (only a file with no
+        row at or below it is skipped): the scan merge does that as it reads.
+
+        Raises:
+            TypeError, ValueError: bad bounds or ``snapshot_seq`` (at call time).
+            CorruptionError: while iterating, a block is corrupt.
+        """
+        _check_key(start, "start", optional=True)
+        _check_key(end, "end", optional=True)
+        _check_seq(snapshot_seq)
+        if snapshot_seq < self._meta.info.min_seq or (start is not None and end is not None and start >= end):
+            return iter(())
+        return self._iter_segments(start, end)
+
+    def _iter_segments(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[Any, int, int]]:
+        for b in self._block_range(start, end):
+            block = self._block(b)
+            lo, hi = self._bounds(b, block, start, end)
+            yield block, lo, hi
+
     def check_invariants(self) -> None:
         """Read the whole file and verify every checksum, the index, order and bloom filter.
 
@@ -244,11 +264,11 @@ class SSTReader:
 
     # -- internals -----------------------------------------------------------
 
-    def _bounds(self, b: int, block: _Block, start: bytes | None, end: bytes | None) -> tuple[int, int]:
+    def _bounds(self, b: int, block: Any, start: bytes | None, end: bytes | None) -> tuple[int, int]:
         """Row range ``[lo, hi)`` of block ``b`` inside ``[start, end)``."""
         meta = self._meta
-        lo = 0 if start is None or meta.first_keys[b] >= start else bisect_left(block.keys, start)
-        hi = meta.rows[b] if end is None or meta.last_keys[b] < end else bisect_left(block.keys, end)
+        lo = 0 if start is None or meta.first_keys[b] >= start else block.lower_bound(start)
+        hi = meta.rows[b] if end is None or meta.last_keys[b] < end else block.lower_bound(end, lo)
         return lo, hi
 
     def _block_range(self, start: bytes | None, end: bytes | None) -> range:
@@ -259,15 +279,11 @@ class SSTReader:
         return range(first, stop)
 
     def _iter_forward(self, start: bytes | None, end: bytes | None, snapshot_seq: int) -> Iterator[Row]:
-        filtered = snapshot_seq < self._meta.info.max_seq
+        limit = snapshot_seq if snapshot_seq < self._meta.info.max_seq else None
         for b in self._block_range(start, end):
             block = self._block(b)
             lo, hi = self._bounds(b, block, start, end)
-            rows = block.rows if lo == 0 and hi == len(block.rows) else block.rows[lo:hi]
-            if filtered:
-                yield from (row for row in rows if row[1] <= snapshot_seq)
-            else:
-                yield from rows
+            yield from block.rows(lo, hi, limit)
 
     def _iter_reverse(self, start: bytes | None, end: bytes | None, snapshot_seq: int) -> Iterator[Row]:
         last_keys = self._meta.last_keys
@@ -276,18 +292,20 @@ class SSTReader:
         carry: list[Row] = []
         for b in reversed(self._block_range(start, end)):
             block = self._block(b)
-            keys, rows = block.keys, block.rows
-            lo, j = self._bounds(b, block, start, end)
-            while j > lo:
+            lo, hi = self._bounds(b, block, start, end)
+            rows = block.rows(lo, hi)
+            keys = [row[0] for row in rows]
+            j = len(rows)
+            while j > 0:
                 key = keys[j - 1]
-                i = bisect_left(keys, key, lo, j)
+                i = bisect_left(keys, key, 0, j)
                 group = rows[i:j]
                 if carry and carry[0][0] == key:
                     group.extend(carry)
                 elif carry:
                     yield from (row for row in carry if row[1] <= snapshot_seq)
                 carry = []
-                if i == 0 and b > 0 and last_keys[b - 1] == key:
+                if i == 0 and lo == 0 and b > 0 and last_keys[b - 1] == key:
                     carry = group  # newer versions of this key end the previous block
                 else:
                     yield from (row for row in group if row[1] <= snapshot_seq)
@@ -306,14 +324,20 @@ class SSTReader:
             if batch.num_rows:
                 yield batch
 
-    def _block(self, b: int) -> _Block:
-        """Block ``b``, from the cache or by one range GET (CRC-checked, then decoded)."""
+    def _block(self, b: int) -> Any:
+        """Block ``b`` as a :data:`BlockView`, from the cache or read by :meth:`_load_block`."""
         cache = self._cache
-        key = (self._url, self._path, b)
         if cache is not None:
-            block = cache.get(key)
+            block = cache.get((self._url, self._path, b))
             if block is not None:
-                return block  # type: ignore[no-any-return]
+                return block
+        return self._load_block(b)
+
+    def _load_block(self, b: int) -> Any:
+        """Read block ``b`` with one range GET, CRC-check and decode it, and cache it.
+
+        Also called by ``cython_ext._pointget`` after its own cache miss.
+        """
         meta, path = self._meta, self._path
         offset, length = meta.offsets[b], meta.lengths[b]
         # Block 0 is fetched together with the head (magic + schema, a few
@@ -331,9 +355,15 @@ class SSTReader:
         body = view[offset - start :]
         if crc32c(body) != meta.crcs[b]:
             raise CorruptionError(f"{path}: block {b} (bytes {offset}..{offset + length}) failed its CRC32C check")
-        block = _Block(decode_block(body, path, b, meta.rows[b]))
-        if cache is not None:
-            cache.put(key, block, length * _BLOCK_CHARGE)
+        batch = decode_block(body, path, b, meta.rows[b])
+        # The batch's buffers point into ``data``: that is what the block costs.
+        nbytes = len(data) + BLOCK_OVERHEAD_BYTES
+        try:
+            block = self._block_type(batch, nbytes)
+        except ValueError as exc:
+            raise CorruptionError(f"{path}: block {b}: {exc}") from exc
+        if self._cache is not None:
+            self._cache.put((self._url, path, b), block, nbytes)
         return block
 
 

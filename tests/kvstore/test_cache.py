@@ -6,11 +6,26 @@ import threading
 
 import pytest
 
-from kvstore.cache import BlockCache, CacheStats
+from kvstore.cache import IMPLEMENTATION, BlockCache, CacheStats, PyLruCore
 
 
-def test_get_miss_then_hit() -> None:
-    cache = BlockCache(100)
+class PyBlockCache(PyLruCore):
+    """BlockCache on the pure-Python core: the twin the compiled core must match."""
+
+    stats = BlockCache.stats
+
+
+@pytest.fixture(params=["selected", "python"])
+def cache_type(request: pytest.FixtureRequest) -> type:
+    return BlockCache if request.param == "selected" else PyBlockCache
+
+
+def test_the_compiled_core_is_selected_when_built() -> None:
+    assert IMPLEMENTATION == "cython"
+
+
+def test_get_miss_then_hit(cache_type: type) -> None:
+    cache = cache_type(100)
     assert cache.get("k") is None
     cache.put("k", "value", 10)
     assert cache.get("k") == "value"
@@ -18,8 +33,8 @@ def test_get_miss_then_hit() -> None:
     assert (stats.hits, stats.misses, stats.entries, stats.bytes) == (1, 1, 1, 10)
 
 
-def test_evicts_least_recently_used_first() -> None:
-    cache = BlockCache(30)
+def test_evicts_least_recently_used_first(cache_type: type) -> None:
+    cache = cache_type(30)
     for key in ("a", "b", "c"):
         cache.put(key, key.upper(), 10)
     assert cache.get("a") == "A"  # "a" is now the most recent; "b" the least
@@ -29,8 +44,8 @@ def test_evicts_least_recently_used_first() -> None:
     assert cache.stats().evictions == 1
 
 
-def test_one_large_entry_evicts_several_small_ones() -> None:
-    cache = BlockCache(100)
+def test_one_large_entry_evicts_several_small_ones(cache_type: type) -> None:
+    cache = cache_type(100)
     for i in range(10):
         cache.put(i, i, 10)
     cache.put("big", "B", 55)
@@ -39,32 +54,32 @@ def test_one_large_entry_evicts_several_small_ones() -> None:
     assert cache.get("big") == "B" and cache.get(0) is None and cache.get(9) == 9
 
 
-def test_replacing_an_entry_recharges_it() -> None:
-    cache = BlockCache(100)
+def test_replacing_an_entry_recharges_it(cache_type: type) -> None:
+    cache = cache_type(100)
     cache.put("k", "old", 60)
     cache.put("k", "new", 30)
     assert cache.get("k") == "new"
     assert cache.stats().bytes == 30 and len(cache) == 1 and cache.stats().evictions == 0
 
 
-def test_entry_larger_than_budget_is_rejected_not_cached() -> None:
-    cache = BlockCache(50)
+def test_entry_larger_than_budget_is_rejected_not_cached(cache_type: type) -> None:
+    cache = cache_type(50)
     cache.put("small", 1, 10)
     cache.put("huge", 2, 51)
     assert cache.get("huge") is None and cache.get("small") == 1
     assert cache.stats().rejected == 1
 
 
-def test_zero_capacity_caches_nothing() -> None:
-    cache = BlockCache(0)
+def test_zero_capacity_caches_nothing(cache_type: type) -> None:
+    cache = cache_type(0)
     cache.put("k", 1, 1)
     assert cache.get("k") is None and len(cache) == 0
     cache.put("empty", 1, 0)  # a zero-byte entry fits even a zero budget
     assert cache.get("empty") == 1
 
 
-def test_clear_keeps_counters() -> None:
-    cache = BlockCache(10)
+def test_clear_keeps_counters(cache_type: type) -> None:
+    cache = cache_type(10)
     cache.put("k", 1, 5)
     cache.get("k")
     cache.clear()
@@ -76,13 +91,13 @@ def test_clear_keeps_counters() -> None:
 @pytest.mark.parametrize(
     ("capacity", "error"), [(-1, ValueError), ("10", TypeError), (1.5, TypeError), (True, TypeError)]
 )
-def test_bad_capacity(capacity: object, error: type[Exception]) -> None:
+def test_bad_capacity(capacity: object, error: type[Exception], cache_type: type) -> None:
     with pytest.raises(error, match="capacity_bytes"):
-        BlockCache(capacity)  # type: ignore[arg-type]
+        cache_type(capacity)  # type: ignore[arg-type]
 
 
-def test_bad_put_arguments() -> None:
-    cache = BlockCache(10)
+def test_bad_put_arguments(cache_type: type) -> None:
+    cache = cache_type(10)
     with pytest.raises(ValueError, match="nbytes"):
         cache.put("k", 1, -1)
     with pytest.raises(TypeError, match="nbytes"):
@@ -91,8 +106,8 @@ def test_bad_put_arguments() -> None:
         cache.put("k", None, 1)
 
 
-def test_concurrent_use_keeps_accounting_exact() -> None:
-    cache = BlockCache(1000)
+def test_concurrent_use_keeps_accounting_exact(cache_type: type) -> None:
+    cache = cache_type(1000)
     errors: list[BaseException] = []
 
     def worker(seed: int) -> None:

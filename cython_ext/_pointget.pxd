@@ -1,0 +1,35 @@
+# cython: language_level=3
+"""The compact SST block (see _pointget.pyx), for other extensions that read
+its buffers in place (cython_ext._scan)."""
+
+from libc.stdint cimport int32_t, int64_t, uint64_t, uint8_t
+
+
+cdef class BlockView:
+    cdef readonly object batch
+    cdef readonly Py_ssize_t num_rows
+    cdef readonly Py_ssize_t nbytes
+    # Buffer addresses of the batch's columns, already offset by the column's
+    # slice offset; the bitmaps are NULL when the column has no nulls, else
+    # read at bit ``*_bit0 + i``.
+    cdef const int32_t* _key_offsets
+    cdef const uint8_t* _key_data
+    cdef const uint64_t* _seqs
+    cdef const uint8_t* _kinds
+    cdef const int32_t* _value_offsets
+    cdef const uint8_t* _value_data
+    cdef const uint8_t* _value_valid
+    cdef Py_ssize_t _value_bit0
+    cdef const int64_t* _expires
+    cdef const uint8_t* _expire_valid
+    cdef Py_ssize_t _expire_bit0
+
+    cdef int _cmp_key(self, Py_ssize_t i, const uint8_t* k, Py_ssize_t klen) noexcept nogil
+    cdef Py_ssize_t _lower_bound(self, const uint8_t* k, Py_ssize_t klen, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil
+    cdef Py_ssize_t _find(self, const uint8_t* k, Py_ssize_t klen, uint64_t snapshot_seq) noexcept nogil
+    cdef bytes _key(self, Py_ssize_t i)
+    cdef object _value(self, Py_ssize_t i)
+    cdef object _expire(self, Py_ssize_t i)
+    cdef tuple _row(self, Py_ssize_t i)
+    cdef object _visible_value(self, Py_ssize_t i, object now_ms)
+    cdef int _check_index(self, Py_ssize_t i) except -1

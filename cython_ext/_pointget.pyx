@@ -1,0 +1,414 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The point-get path in C: memtable probe, bloom filter, block index, binary
+search inside an SST block's Arrow buffers, and visibility.
+
+Pure-Python twins (the spec; the tests run both on the same random stores):
+``kvstore.format.block_view.PyBlockView`` for :class:`BlockView`,
+``SSTReader.get`` for :meth:`SSTProbe.get`, and ``kvstore.reader.get_row_py``
+/ ``visible_value`` for :func:`get_row` / :func:`get_value`.
+``kvstore.format.block_view`` and ``kvstore.reader`` pick one at import time.
+
+Why this shape (measurements: benchmarks/results/PROFILE.md, "Engine-speed pass";
+rerun with benchmarks/pointget_bench.py):
+
+* A cached block is the Arrow record batch exactly as read from the file
+  (zero-copy over the bytes the CRC was checked on), plus the addresses of
+  its buffers. A get binary-searches the key offsets with ``memcmp`` and
+  builds one ``bytes`` for the value: no Python row tuple, no key list, so
+  the cache can charge a block its size on disk and a 64 MiB cache holds a
+  ~60 MiB data set instead of a fifth of it.
+* The whole lookup is one call from Python: the memtable (a dict probe), each
+  L0 file and the one file of each sorted run whose range holds the key
+  (range check, bloom filter with the same XXH64 kernel the writer used, the
+  block index by ``memcmp`` bisection, then the block). The Python path made
+  ~60 calls per get and validated the key at every layer; here the caller
+  validates it once.
+* The key's bloom hash is computed once per get and reused for every file,
+  because all files use the same hash (XXH64, seed 0) and differ only in
+  ``num_bits``/``num_hashes``.
+
+Thread-safety: a :class:`BlockView` and an :class:`SSTProbe` are immutable
+after construction; the block cache lookup they call has its own lock.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem
+from cpython.object cimport PyObject
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from libc.stdint cimport int32_t, int64_t, uint64_t, uint8_t, uintptr_t
+from libc.string cimport memcmp
+
+from cython_ext._bloom cimport _xxh64
+
+import sys
+import time
+
+if sys.byteorder != "little":  # Arrow buffers are read in host order
+    raise ImportError("cython_ext._pointget supports little-endian hosts only")
+
+# Mirrors kvstore.format.rows (stored on disk: never renumber); a test checks
+# that they agree. Not imported from there: cython_ext does not depend on kvstore.
+cdef enum:
+    _PUT = 1
+    # BlockView.find results besides a row index:
+    _NOT_HERE = -1      # the key has no visible version in this block or later ones
+    _NEXT_BLOCK = -2    # the key's versions run on past the block's end: try the next block
+
+PUT = _PUT
+NOT_HERE = _NOT_HERE
+NEXT_BLOCK = _NEXT_BLOCK
+
+
+cdef int64_t _clock_ms() except? -1:
+    """Milliseconds since the epoch, as ``kvstore.reader.now_ms`` computes them."""
+    return <int64_t>(time.time() * 1000)
+
+
+cdef inline int _cmp(const uint8_t* a, Py_ssize_t alen, const uint8_t* b, Py_ssize_t blen) noexcept nogil:
+    """Byte-order comparison (what ``bytes`` comparison does): <0, 0, >0."""
+    cdef Py_ssize_t n = alen if alen < blen else blen
+    cdef int c = 0
+    if n > 0:
+        c = memcmp(a, b, n)
+    if c != 0:
+        return c
+    return (alen > blen) - (alen < blen)
+
+
+cdef inline int _cmp_bytes(object a, const uint8_t* b, Py_ssize_t blen) noexcept:
+    """Compare the ``bytes`` object ``a`` with ``b[:blen]``."""
+    return _cmp(<const uint8_t*>PyBytes_AS_STRING(a), PyBytes_GET_SIZE(a), b, blen)
+
+
+cdef inline const uint8_t* _address(object buf) except? NULL:
+    if buf is None:
+        return NULL
+    return <const uint8_t*><uintptr_t>buf.address
+
+
+cdef inline bint _valid(const uint8_t* bitmap, Py_ssize_t bit) noexcept nogil:
+    return bitmap == NULL or (bitmap[bit >> 3] >> (bit & 7)) & 1
+
+
+cdef class BlockView:
+    """One SST data block in its compact form: the Arrow batch as read.
+
+    Args:
+        batch: a ROW_SCHEMA record batch that passed ``validate(full=True)``
+            (offsets inside their data buffers); the view keeps it alive and
+            reads its buffers in place.
+        nbytes: the bytes the batch's buffers occupy (what the cache charges).
+
+    Raises:
+        ValueError: a non-nullable column (key, seq, kind) holds nulls.
+    """
+
+    # Attributes: see _pointget.pxd (cython_ext._scan reads the buffers too).
+
+    def __cinit__(self, batch, Py_ssize_t nbytes):
+        keys, seqs, kinds, values, expires = batch.columns
+        if keys.null_count or seqs.null_count or kinds.null_count:
+            raise ValueError("key, seq and kind columns must not hold nulls")
+        self.batch = batch
+        self.num_rows = batch.num_rows
+        self.nbytes = nbytes
+        cdef Py_ssize_t offset = keys.offset
+        buffers = keys.buffers()
+        self._key_offsets = (<const int32_t*>_address(buffers[1])) + offset
+        self._key_data = _address(buffers[2])
+        offset = seqs.offset
+        self._seqs = (<const uint64_t*>_address(seqs.buffers()[1])) + offset
+        offset = kinds.offset
+        self._kinds = _address(kinds.buffers()[1]) + offset
+        offset = values.offset
+        buffers = values.buffers()
+        self._value_valid = _address(buffers[0]) if values.null_count else NULL
+        self._value_bit0 = offset
+        self._value_offsets = (<const int32_t*>_address(buffers[1])) + offset
+        self._value_data = _address(buffers[2])
+        offset = expires.offset
+        buffers = expires.buffers()
+        self._expire_valid = _address(buffers[0]) if expires.null_count else NULL
+        self._expire_bit0 = offset
+        # An all-null int64 column may come without a data buffer.
+        self._expires = NULL
+        if buffers[1] is not None:
+            self._expires = (<const int64_t*>_address(buffers[1])) + offset
+
+    # -- C level -----------------------------------------------------------------
+
+    cdef int _cmp_key(self, Py_ssize_t i, const uint8_t* k, Py_ssize_t klen) noexcept nogil:
+        cdef int32_t start = self._key_offsets[i]
+        return _cmp(self._key_data + start, self._key_offsets[i + 1] - start, k, klen)
+
+    cdef Py_ssize_t _lower_bound(self, const uint8_t* k, Py_ssize_t klen, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+        cdef Py_ssize_t mid
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if self._cmp_key(mid, k, klen) < 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    cdef Py_ssize_t _find(self, const uint8_t* k, Py_ssize_t klen, uint64_t snapshot_seq) noexcept nogil:
+        cdef Py_ssize_t n = self.num_rows
+        cdef Py_ssize_t i = self._lower_bound(k, klen, 0, n)
+        while i < n and self._cmp_key(i, k, klen) == 0:
+            if self._seqs[i] <= snapshot_seq:
+                return i
+            i += 1
+        return _NOT_HERE if i < n else _NEXT_BLOCK
+
+    cdef bytes _key(self, Py_ssize_t i):
+        cdef int32_t start = self._key_offsets[i]
+        return PyBytes_FromStringAndSize(<const char*>self._key_data + start, self._key_offsets[i + 1] - start)
+
+    cdef object _value(self, Py_ssize_t i):
+        if not _valid(self._value_valid, self._value_bit0 + i):
+            return None
+        cdef int32_t start = self._value_offsets[i]
+        return PyBytes_FromStringAndSize(<const char*>self._value_data + start, self._value_offsets[i + 1] - start)
+
+    cdef object _expire(self, Py_ssize_t i):
+        if self._expires == NULL or not _valid(self._expire_valid, self._expire_bit0 + i):
+            return None
+        return self._expires[i]
+
+    cdef tuple _row(self, Py_ssize_t i):
+        return (self._key(i), self._seqs[i], self._kinds[i], self._value(i), self._expire(i))
+
+    cdef object _visible_value(self, Py_ssize_t i, object now_ms):
+        """The value row ``i`` shows a reader at ``now_ms`` (None: the clock, read
+        only if the row can expire): None for a delete or an expired row."""
+        if self._kinds[i] != _PUT:
+            return None
+        if self._expires != NULL and _valid(self._expire_valid, self._expire_bit0 + i):
+            if self._expires[i] <= (_clock_ms() if now_ms is None else <int64_t>now_ms):
+                return None
+        return self._value(i)
+
+    # -- Python level (the twin's interface) -------------------------------------
+
+    def find(self, bytes key, uint64_t snapshot_seq):
+        """Index of ``key``'s newest row with ``seq <= snapshot_seq``, else
+        :data:`NOT_HERE` or :data:`NEXT_BLOCK`."""
+        return self._find(<const uint8_t*>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), snapshot_seq)
+
+    def lower_bound(self, bytes key, Py_ssize_t lo=0, hi=None):
+        """First index in ``[lo, hi)`` whose key is ``>= key`` (``bisect_left``)."""
+        cdef Py_ssize_t stop = self.num_rows if hi is None else hi
+        if lo < 0 or stop > self.num_rows or lo > stop:
+            raise IndexError(f"bad range [{lo}, {stop}) for a block of {self.num_rows} rows")
+        return self._lower_bound(<const uint8_t*>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), lo, stop)
+
+    def key_at(self, Py_ssize_t i):
+        """The key of row ``i``."""
+        self._check_index(i)
+        return self._key(i)
+
+    def row(self, Py_ssize_t i):
+        """Row ``i`` as a ``(key, seq, kind, value, expire_at_ms)`` tuple."""
+        self._check_index(i)
+        return self._row(i)
+
+    def rows(self, Py_ssize_t lo, Py_ssize_t hi, snapshot_seq=None):
+        """Rows ``[lo, hi)`` as tuples, optionally only those with ``seq <= snapshot_seq``."""
+        if lo < 0 or hi > self.num_rows or lo > hi:
+            raise IndexError(f"bad range [{lo}, {hi}) for a block of {self.num_rows} rows")
+        cdef uint64_t limit = 0xFFFFFFFFFFFFFFFF if snapshot_seq is None else snapshot_seq
+        cdef list out = []
+        cdef Py_ssize_t i
+        for i in range(lo, hi):
+            if self._seqs[i] <= limit:
+                out.append(self._row(i))
+        return out
+
+    def visible_value(self, Py_ssize_t i, int64_t now_ms):
+        """What a reader at ``now_ms`` sees in row ``i``: its value, or None (delete, expired)."""
+        self._check_index(i)
+        return self._visible_value(i, now_ms)
+
+    cdef int _check_index(self, Py_ssize_t i) except -1:
+        if not 0 <= i < self.num_rows:
+            raise IndexError(f"row {i} out of range for a block of {self.num_rows} rows")
+        return 0
+
+
+cdef class SSTProbe:
+    """The point-lookup part of one SST's metadata, in C-friendly form.
+
+    Args:
+        meta: the file's ``SSTMeta`` (key range, seq range, bloom filter, block index).
+        cache_get: the block cache's ``get`` (called with ``(url, path, block)``), or None.
+        url, path: the cache key prefix of the file's blocks.
+    """
+
+    cdef readonly bytes min_key
+    cdef readonly bytes max_key
+    cdef uint64_t _min_seq
+    cdef bytes _bloom_bits
+    cdef uint64_t _num_bits
+    cdef int _num_hashes
+    cdef tuple _first_keys
+    cdef tuple _last_keys
+    cdef Py_ssize_t _blocks
+    cdef object _cache_get
+    cdef object _url
+    cdef object _path
+
+    def __cinit__(self, meta, cache_get, str url, str path):
+        info = meta.info
+        bloom = meta.bloom
+        self.min_key = info.min_key
+        self.max_key = info.max_key
+        self._min_seq = info.min_seq
+        self._bloom_bits = bloom.bits
+        self._num_bits = bloom.num_bits
+        self._num_hashes = bloom.num_hashes
+        if self._num_bits == 0 or <uint64_t>len(self._bloom_bits) * 8 < self._num_bits:
+            raise ValueError("bloom filter has fewer bits than num_bits")
+        self._first_keys = tuple(meta.first_keys)
+        self._last_keys = tuple(meta.last_keys)
+        self._blocks = len(self._first_keys)
+        if len(self._last_keys) != self._blocks:
+            raise ValueError("first_keys and last_keys differ in length")
+        self._cache_get = cache_get
+        self._url = url
+        self._path = path
+
+    cdef bint _may_contain(self, const uint8_t* k, Py_ssize_t klen, uint64_t h) noexcept:
+        if _cmp_bytes(self.min_key, k, klen) > 0 or _cmp_bytes(self.max_key, k, klen) < 0:
+            return False
+        cdef const uint8_t* bits = <const uint8_t*>PyBytes_AS_STRING(self._bloom_bits)
+        cdef uint64_t h1 = h & 0xFFFFFFFFULL
+        cdef uint64_t h2 = h >> 32
+        cdef uint64_t b
+        cdef int i
+        for i in range(self._num_hashes):
+            b = (h1 + <uint64_t>i * h2) % self._num_bits
+            if not (bits[b >> 3] & (1 << (b & 7))):
+                return False
+        return True
+
+    cdef BlockView _block(self, object sst, Py_ssize_t b):
+        cdef object block = None
+        if self._cache_get is not None:
+            block = self._cache_get((self._url, self._path, b))
+        if block is None:
+            block = sst._load_block(b)
+        return <BlockView?>block
+
+    cdef BlockView _get(self, object sst, const uint8_t* k, Py_ssize_t klen, uint64_t h, uint64_t snapshot_seq,
+                        Py_ssize_t* index):
+        """The block holding the key's newest visible row (its index in ``index``), or None."""
+        if snapshot_seq < self._min_seq or not self._may_contain(k, klen, h):
+            return None
+        # First block whose last key is >= key (bisect_left over last_keys).
+        cdef Py_ssize_t lo = 0, hi = self._blocks, mid, i
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if _cmp_bytes(<object>PyTuple_GET_ITEM(self._last_keys, mid), k, klen) < 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        cdef BlockView block
+        while lo < self._blocks and _cmp_bytes(<object>PyTuple_GET_ITEM(self._first_keys, lo), k, klen) <= 0:
+            block = self._block(sst, lo)
+            i = block._find(k, klen, snapshot_seq)
+            if i >= 0:
+                index[0] = i
+                return block
+            if i == _NOT_HERE:
+                return None
+            lo += 1  # the key's older versions continue in the next block
+        return None
+
+    def get(self, sst, bytes key, uint64_t snapshot_seq):
+        """``SSTReader.get`` without argument checks: the row tuple, or None.
+
+        ``sst`` is the reader that owns this probe (it loads missing blocks).
+        """
+        cdef Py_ssize_t klen = PyBytes_GET_SIZE(key)
+        cdef const uint8_t* k = <const uint8_t*>PyBytes_AS_STRING(key)
+        cdef Py_ssize_t index = 0
+        cdef BlockView block = self._get(sst, k, klen, _xxh64(k, klen, 0), snapshot_seq, &index)
+        return None if block is None else block._row(index)
+
+
+cdef object _lookup(object layers, bytes key, uint64_t snapshot_seq, Py_ssize_t* index):
+    """Newest row of ``key`` with ``seq <= snapshot_seq``: a memtable row tuple
+    (``index`` set to -1), a :class:`BlockView` (``index`` = the row), or None."""
+    cdef Py_ssize_t klen = PyBytes_GET_SIZE(key)
+    cdef const uint8_t* k = <const uint8_t*>PyBytes_AS_STRING(key)
+    cdef PyObject* versions = PyDict_GetItem(layers.memtable._rows, key)
+    cdef Py_ssize_t i, n, lo, hi, mid
+    cdef object row
+    if versions != NULL:
+        n = PyTuple_GET_SIZE(<object>versions)
+        for i in range(n):
+            row = <object>PyTuple_GET_ITEM(<object>versions, i)
+            if <uint64_t>row[1] <= snapshot_seq:
+                index[0] = -1
+                return row
+    cdef uint64_t h = _xxh64(k, klen, 0)
+    cdef BlockView block
+    cdef SSTProbe probe
+    for sst in layers.l0:
+        probe = <SSTProbe?>sst._probe
+        block = probe._get(sst, k, klen, h, snapshot_seq, index)
+        if block is not None:
+            return block
+    cdef tuple ssts
+    for run in layers.runs:
+        ssts = run.ssts
+        # The one SST whose range can hold the key: first with max_key >= key.
+        lo, hi = 0, PyTuple_GET_SIZE(ssts)
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            probe = <SSTProbe?>(<object>PyTuple_GET_ITEM(ssts, mid))._probe
+            if _cmp_bytes(probe.max_key, k, klen) < 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < PyTuple_GET_SIZE(ssts):
+            sst = <object>PyTuple_GET_ITEM(ssts, lo)
+            probe = <SSTProbe>sst._probe
+            block = probe._get(sst, k, klen, h, snapshot_seq, index)
+            if block is not None:
+                return block
+    return None
+
+
+def get_row(layers, bytes key, uint64_t snapshot_seq):
+    """Newest row of ``key`` with ``seq <= snapshot_seq`` across ``layers``, or None.
+
+    Requires: ``key`` already validated (non-empty, within the size limit).
+    """
+    cdef Py_ssize_t index = -1
+    found = _lookup(layers, key, snapshot_seq, &index)
+    if found is None or index < 0:
+        return found
+    return (<BlockView>found)._row(index)
+
+
+def get_value(layers, bytes key, uint64_t snapshot_seq, now_ms=None):
+    """What a reader at ``snapshot_seq`` and ``now_ms`` sees for ``key``: the
+    value, or None (no row, a delete, or an expired row). ``now_ms`` None:
+    the wall clock, read only when the row found has an expiry.
+
+    Requires: ``key`` already validated (non-empty, within the size limit).
+    """
+    cdef Py_ssize_t index = -1
+    found = _lookup(layers, key, snapshot_seq, &index)
+    if found is None:
+        return None
+    if index >= 0:
+        return (<BlockView>found)._visible_value(index, now_ms)
+    row = <tuple>found
+    if row[2] != _PUT:
+        return None
+    expire = row[4]
+    if expire is not None and expire <= (_clock_ms() if now_ms is None else now_ms):
+        return None
+    return row[3]

@@ -1,0 +1,224 @@
+"""Forward scans without per-row Python merging: Arrow batches or (key, value) pairs.
+
+:func:`scan_kv_batches` (what ``scan_batches`` returns) and
+:func:`scan_kv_pairs` (forward ``scan``) read each source as *segments*:
+``(BlockView, lo, hi)`` row ranges of cached SST blocks, read in place
+through their Arrow buffers, and ``(rows, lo, hi)`` ranges of the
+memtable's row tuples. A scan proceeds in *windows*:
+
+1. every source (the memtable, each L0 SST, each sorted run) pulls segments
+   until it holds ``window`` rows or runs out;
+2. ``bound`` is the smallest last pending key among the sources that still
+   have rows to read; the window takes, from every source, the rows with
+   ``key < bound``, so all versions of a key fall into one window even when
+   they straddle blocks or sources;
+3. :func:`merge_segments` (``cython_ext._scan``, or the pure-Python twin
+   :func:`merge_segments_py`) merges the window: per key the newest version
+   with ``seq <= snapshot_seq``, dropped if a tombstone or expired, and writes
+   the survivors straight into Arrow ``binary`` arrays or ``(key, value)``
+   tuples.
+
+Windows grow from the caller's batch size to :data:`MAX_WINDOW_ROWS`, so a
+short scan (or one stopped early) reads little and a long one makes few
+calls. Results equal ``scan_rows`` filtered to live rows (the tests compare
+them on random stores).
+"""
+
+from __future__ import annotations
+
+import warnings
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+import pyarrow as pa
+
+from kvstore.format.rows import PUT, Row
+from kvstore.state import Layers
+
+KV_SCHEMA: Final = pa.schema(
+    [pa.field("key", pa.binary(), nullable=False), pa.field("value", pa.binary(), nullable=False)]
+)
+# Upper bound on the rows a source contributes to one window: large enough
+# that per-window Python and Arrow overhead vanishes, small enough to bound memory.
+MAX_WINDOW_ROWS: Final = 65_536
+# Memtable rows copied per lock hold into a segment list.
+_MEMTABLE_CHUNK: Final = 4096
+
+Segment = tuple[Any, int, int]  # (BlockView or list of rows, lo, hi)
+
+
+def merge_segments_py(sources: list[list[Segment]], snapshot_seq: int, now_ms: int, pairs: bool) -> Any:
+    """Pure-Python twin of ``cython_ext._scan.merge_segments`` (same arguments and results)."""
+    rows: list[Row] = []
+    for segments in sources:
+        for seg, lo, hi in segments:
+            rows.extend(seg[lo:hi] if isinstance(seg, list) else seg.rows(lo, hi))
+    rows.sort(key=lambda row: (row[0], -row[1]))
+    live: list[tuple[bytes, bytes]] = []
+    previous = None
+    for key, seq, kind, value, expire in rows:
+        if seq > snapshot_seq or key == previous:
+            continue
+        previous = key
+        if kind == PUT and (expire is None or expire > now_ms):
+            live.append((key, value))  # type: ignore[arg-type]
+    if pairs:
+        return live
+    return pa.array([k for k, _ in live], pa.binary()), pa.array([v for _, v in live], pa.binary())
+
+
+_merge: Callable[..., Any]
+try:
+    from cython_ext._scan import merge_segments as _merge
+except ImportError as exc:  # a broken build
+    warnings.warn(f"lakekv: compiled scan merge unavailable ({exc}); using the pure-Python reference", stacklevel=2)
+    _merge = merge_segments_py
+
+IMPLEMENTATION: Final[str] = "python" if _merge is merge_segments_py else "cython"
+merge_segments: Final = _merge
+
+
+class _Source:
+    """One ordered source: its segment iterator and the segments pulled but not yet merged."""
+
+    __slots__ = ("exhausted", "iterator", "pending", "pending_rows")
+
+    def __init__(self, iterator: Iterator[Segment]) -> None:
+        self.iterator = iterator
+        self.pending: list[Segment] = []
+        self.pending_rows = 0
+        self.exhausted = False
+
+    def fill(self, rows: int) -> None:
+        """Pull segments until ``rows`` are pending or the source runs out."""
+        while self.pending_rows < rows and not self.exhausted:
+            self.pull()
+
+    def pull(self) -> None:
+        for segment in self.iterator:
+            if segment[2] > segment[1]:
+                self.pending.append(segment)
+                self.pending_rows += segment[2] - segment[1]
+                return
+        self.exhausted = True
+
+    def last_key(self) -> bytes:
+        seg, _lo, hi = self.pending[-1]
+        return _key_at(seg, hi - 1)
+
+    def take_below(self, bound: bytes | None) -> list[Segment]:
+        """Remove and return the pending rows with ``key < bound`` (all of them if ``bound`` is None)."""
+        if bound is None:
+            taken, self.pending, self.pending_rows = self.pending, [], 0
+            return taken
+        taken = []
+        while self.pending:
+            seg, lo, hi = self.pending[0]
+            if _key_at(seg, hi - 1) < bound:
+                taken.append(self.pending.pop(0))
+                continue
+            cut = bisect_left(seg, (bound,), lo, hi) if isinstance(seg, list) else seg.lower_bound(bound, lo, hi)
+            if cut > lo:
+                taken.append((seg, lo, cut))
+                self.pending[0] = (seg, cut, hi)
+            break
+        self.pending_rows -= sum(hi - lo for _seg, lo, hi in taken)
+        return taken
+
+
+def _key_at(seg: Any, i: int) -> bytes:
+    return seg[i][0] if isinstance(seg, list) else seg.key_at(i)  # type: ignore[no-any-return]
+
+
+def _windows(
+    layers: Layers, snapshot_seq: int, start: bytes | None, end: bytes | None, first_window: int,
+) -> Iterator[list[list[Segment]]]:
+    """The segments of each window, one list per source (see the module docstring)."""
+    sources = [_Source(_memtable_segments(layers, start, end))]
+    sources.extend(_Source(sst.iter_segments(start, end, snapshot_seq)) for sst in layers.l0)
+    for run in layers.runs:
+        sources.append(_Source(_run_segments(run.overlapping(start, end), start, end, snapshot_seq)))
+    window = max(1, first_window)
+    while True:
+        for source in sources:
+            source.fill(window)
+        window = min(window * 4, MAX_WINDOW_ROWS)
+        live = [source for source in sources if not source.exhausted]
+        bound = min(source.last_key() for source in live) if live else None
+        parts = [source.take_below(bound) for source in sources]
+        for source in live:
+            if source.pending and source.last_key() == bound:
+                source.pull()  # its rows of ``bound`` may continue in the next segment
+        parts = [part for part in parts if part]
+        if parts:
+            yield parts
+        if bound is None:
+            return
+
+
+def scan_kv_batches(
+    layers: Layers, snapshot_seq: int, start: bytes | None, end: bytes | None, batch_rows: int, now_ms: int,
+) -> Iterator[pa.RecordBatch]:
+    """Live ``(key, value)`` pairs of ``[start, end)`` at ``snapshot_seq`` as
+    KV_SCHEMA batches of exactly ``batch_rows`` rows (the last one may be shorter).
+
+    Requires: validated bounds and ``batch_rows >= 1``.
+    """
+    pending_keys: list[pa.Array] = []
+    pending_values: list[pa.Array] = []
+    pending = 0
+    for parts in _windows(layers, snapshot_seq, start, end, batch_rows):
+        keys, values = merge_segments(parts, snapshot_seq, now_ms, False)
+        if not len(keys):
+            continue
+        pending_keys.append(keys)
+        pending_values.append(values)
+        pending += len(keys)
+        if pending < batch_rows:
+            continue
+        all_keys = pa.concat_arrays(pending_keys) if len(pending_keys) > 1 else pending_keys[0]
+        all_values = pa.concat_arrays(pending_values) if len(pending_values) > 1 else pending_values[0]
+        full = pending - pending % batch_rows
+        for offset in range(0, full, batch_rows):
+            yield pa.RecordBatch.from_arrays(
+                [all_keys.slice(offset, batch_rows), all_values.slice(offset, batch_rows)], schema=KV_SCHEMA
+            )
+        pending_keys, pending_values = [all_keys.slice(full)], [all_values.slice(full)]
+        pending -= full
+    if pending:
+        yield pa.RecordBatch.from_arrays(
+            [pa.concat_arrays(pending_keys), pa.concat_arrays(pending_values)], schema=KV_SCHEMA
+        )
+
+
+def scan_kv_pairs(
+    layers: Layers, snapshot_seq: int, start: bytes | None, end: bytes | None, now_ms: int, first_window: int = 256,
+) -> Iterator[tuple[bytes, bytes]]:
+    """Live ``(key, value)`` pairs of ``[start, end)`` at ``snapshot_seq``, in key order.
+
+    ``first_window``: rows per source read before the first pairs come out
+    (a scan with a small ``limit`` passes it to read no more than it needs).
+
+    Requires: validated bounds.
+    """
+    for parts in _windows(layers, snapshot_seq, start, end, first_window):
+        yield from merge_segments(parts, snapshot_seq, now_ms, True)
+
+
+def _run_segments(ssts: list, start: bytes | None, end: bytes | None, snapshot_seq: int) -> Iterator[Segment]:
+    # SSTs of a run are disjoint and in key order: their segments concatenate in order.
+    for sst in ssts:
+        yield from sst.iter_segments(start, end, snapshot_seq)
+
+
+def _memtable_segments(layers: Layers, start: bytes | None, end: bytes | None) -> Iterator[Segment]:
+    chunk: list[Row] = []
+    for row in layers.memtable.iter_rows(start, end):
+        chunk.append(row)
+        if len(chunk) >= _MEMTABLE_CHUNK:
+            yield chunk, 0, len(chunk)
+            chunk = []
+    if chunk:
+        yield chunk, 0, len(chunk)
+

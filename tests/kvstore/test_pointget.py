@@ -1,0 +1,145 @@
+"""The compiled point get (cython_ext._pointget) against its pure-Python twin
+(kvstore.reader.get_row_py, SSTReader with implementation="python") and a
+model, on random layered stores: memtable, L0 SSTs and a sorted run, keys with
+many versions straddling small blocks, tombstones, TTLs and every snapshot."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from layered_store import ABSENT, KEY_POOL, NOW_MS, build_layers, model_row, rows_of, storage_order, versions
+
+from kvstore.cache import BlockCache
+from kvstore.format.block_view import IMPLEMENTATION, NEXT_BLOCK, NOT_HERE, PyBlockView, compiled
+from kvstore.format.rows import DELETE, MAX_SEQ, PUT
+from kvstore.format.sst import SSTReader, write_sst
+from kvstore.objstore.memory import MemoryStore
+from kvstore.reader import get_row, get_row_py, get_value, get_value_py, visible_value
+
+pytestmark = pytest.mark.skipif(compiled is None, reason="cython_ext._pointget is not built")
+
+@settings(max_examples=150, deadline=None)
+@given(
+    history=versions,
+    cut_fractions=st.lists(st.floats(0, 1), max_size=4),
+    run_files=st.integers(1, 4),
+    block_size=st.sampled_from([1, 64, 200, 4096]),
+    cache_bytes=st.sampled_from([None, 0, 3000, 1 << 20]),
+)
+def test_compiled_get_matches_reference_and_model(
+    history: list[dict], cut_fractions: list[float], run_files: int, block_size: int, cache_bytes: int | None,
+) -> None:
+    cuts = sorted({int(f * len(history)) for f in cut_fractions}) or [len(history)]
+    fast = build_layers(history, cuts, run_files, block_size, cache_bytes, "cython")
+    slow = build_layers(history, cuts, run_files, block_size, cache_bytes, "python")
+    rows = rows_of(history)
+    snapshots = sorted({0, 1, len(history) // 2, len(history), len(history) + 1, MAX_SEQ,
+                        *range(0, len(history) + 2, max(1, len(history) // 5))})
+    for key, snapshot in itertools.product(KEY_POOL + ABSENT, snapshots):
+        expected = model_row(rows, key, snapshot)
+        assert get_row(fast, key, snapshot) == expected
+        assert get_row_py(slow, key, snapshot) == expected
+        value = visible_value(expected, NOW_MS)
+        assert get_value(fast, key, snapshot, NOW_MS) == value
+        assert get_value_py(slow, key, snapshot, NOW_MS) == value
+    # Each file on its own, both implementations, and its scans both ways.
+    fast_files = [*fast.l0, *(s for r in fast.runs for s in r.ssts)]
+    slow_files = [*slow.l0, *(s for r in slow.runs for s in r.ssts)]
+    for fast_sst, slow_sst in zip(fast_files, slow_files, strict=True):
+        for key, snapshot in itertools.product(KEY_POOL + ABSENT, snapshots):
+            assert fast_sst.get(key, snapshot) == slow_sst.get(key, snapshot)
+        for start, end in [(None, None), (b"ab", b"b\x00"), (b"b", None), (None, b"abc")]:
+            for snapshot in snapshots:
+                for reverse in (False, True):
+                    expected_rows = list(slow_sst.iter(start, end, snapshot, reverse))
+                    assert list(fast_sst.iter(start, end, snapshot, reverse)) == expected_rows
+                    model = [r for r in storage_order(list(slow_sst.iter()))
+                             if (start is None or r[0] >= start) and (end is None or r[0] < end) and r[1] <= snapshot]
+                    if reverse:  # key descending, but each key's versions still newest first
+                        groups = [list(g) for _key, g in itertools.groupby(model, key=lambda r: r[0])]
+                        model = [r for group in reversed(groups) for r in group]
+                    assert expected_rows == model
+
+
+def test_block_views_agree_row_by_row() -> None:
+    store = MemoryStore()
+    rows = storage_order([(b"k%03d" % (i // 3), 200 - i, PUT if i % 4 else DELETE,
+                            None if not i % 4 else b"v" * (i % 7), None if i % 5 else i) for i in range(120)])
+    info = write_sst(store, "sst/x.sst", rows, block_size=10_000_000)
+    reader = SSTReader.open(store, "sst/x.sst", size=info.size)
+    batch = reader._load_block(0).batch
+    fast, slow = compiled.BlockView(batch, 1), PyBlockView(batch, 1)
+    assert fast.rows(0, fast.num_rows) == slow.rows(0, slow.num_rows) == rows
+    for i in range(len(rows)):
+        assert fast.row(i) == slow.row(i) == rows[i]
+        assert fast.key_at(i) == slow.key_at(i)
+        assert fast.visible_value(i, 50) == slow.visible_value(i, 50) == visible_value(rows[i], 50)
+    for key in [b"", b"k", b"k000", b"k013", b"k039", b"k04", b"z"]:
+        assert fast.lower_bound(key) == slow.lower_bound(key)
+        for snapshot in (0, 80, 150, 199, MAX_SEQ):
+            assert fast.find(key, snapshot) == slow.find(key, snapshot)
+    assert fast.find(b"z", MAX_SEQ) == NEXT_BLOCK and fast.find(b"k", MAX_SEQ) == NOT_HERE
+    assert fast.find(b"k039", 0) == NEXT_BLOCK  # the last key's versions may continue in the next block
+    with pytest.raises(IndexError):
+        fast.row(len(rows))
+    with pytest.raises(IndexError):
+        fast.rows(5, 4)
+    with pytest.raises(IndexError):
+        slow.lower_bound(b"a", 0, len(rows) + 1)
+
+
+def test_sliced_batch_is_read_at_its_offset() -> None:
+    store = MemoryStore()
+    rows = [(b"k%02d" % i, 1, PUT, b"v%d" % i, None if i % 2 else 7) for i in range(20)]
+    info = write_sst(store, "sst/y.sst", rows)
+    batch = SSTReader.open(store, "sst/y.sst", size=info.size)._load_block(0).batch.slice(5, 10)
+    fast, slow = compiled.BlockView(batch, 1), PyBlockView(batch, 1)
+    assert fast.rows(0, 10) == slow.rows(0, 10) == rows[5:15]
+    assert fast.find(b"k07", 1) == slow.find(b"k07", 1) == 2
+
+
+def test_nulls_in_key_columns_are_rejected() -> None:
+    import pyarrow as pa
+
+    from kvstore.format.rows import ROW_SCHEMA
+
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([b"a", None], pa.binary()), pa.array([1, 2], pa.uint64()), pa.array([1, 1], pa.uint8()),
+         pa.array([b"x", b"y"], pa.binary()), pa.array([None, None], pa.int64())], schema=ROW_SCHEMA)
+    for view in (compiled.BlockView, PyBlockView):
+        with pytest.raises(ValueError, match="must not hold nulls"):
+            view(batch, 1)
+
+
+def test_implementation_is_the_compiled_one_when_built() -> None:
+    assert IMPLEMENTATION == "cython"
+    assert get_row is compiled.get_row
+    with pytest.raises(ValueError, match="implementation"):
+        SSTReader.open(MemoryStore(), "sst/none.sst", implementation="rust", size=100)
+
+
+def test_cache_charges_blocks_their_size_on_disk() -> None:
+    """A cached block is the Arrow batch over the bytes as read: charged about
+    its on-disk size, and decoding it allocates no Arrow memory (zero-copy)."""
+    import pyarrow as pa
+
+    from kvstore.format.block_view import BLOCK_OVERHEAD_BYTES
+
+    store = MemoryStore()
+    rows = [(b"%016d" % i, 1, PUT, bytes([i % 251]) * 100, None) for i in range(20_000)]
+    info = write_sst(store, "sst/z.sst", rows)
+    cache = BlockCache(64 << 20)
+    reader = SSTReader.open(store, "sst/z.sst", cache=cache, size=info.size, tail_size=info.tail_size)
+    allocated = pa.total_allocated_bytes()
+    for key in reader.meta.first_keys:
+        assert reader.get(key) == rows[int(key)]
+    assert pa.total_allocated_bytes() == allocated
+    stats = cache.stats()
+    assert stats.entries == info.block_count + 1  # every block, plus the footer
+    data_bytes = info.size - info.tail_size
+    block_bytes = stats.bytes - info.tail_size * 2  # the footer is charged twice its tail
+    assert data_bytes <= block_bytes <= data_bytes + info.block_count * BLOCK_OVERHEAD_BYTES + 1024
