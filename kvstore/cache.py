@@ -158,7 +158,7 @@ class PyLruCore:
 
 _LruCore: Any
 try:
-    from cython_ext._lru import LruCore as _LruCore
+    from cython_ext._lru import LruCore as _LruCore  # type: ignore[no-redef]
 except ImportError as exc:  # a broken build
     warnings.warn(f"lakekv: compiled block cache unavailable ({exc}); using the pure-Python reference", stacklevel=2)
     _LruCore = PyLruCore

@@ -116,7 +116,7 @@ class PyBlockView:
 
 compiled: Any
 try:
-    from cython_ext import _pointget as compiled
+    from cython_ext import _pointget as compiled  # type: ignore[no-redef]
 except ImportError as exc:  # a broken build
     warnings.warn(
         f"lakekv: compiled point-get path unavailable ({exc}); using the pure-Python reference", stacklevel=2

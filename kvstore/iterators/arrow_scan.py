@@ -70,7 +70,7 @@ def merge_segments_py(sources: list[list[Segment]], snapshot_seq: int, now_ms: i
 
 _merge: Callable[..., Any]
 try:
-    from cython_ext._scan import merge_segments as _merge
+    from cython_ext._scan import merge_segments as _merge  # type: ignore[no-redef]
 except ImportError as exc:  # a broken build
     warnings.warn(f"lakekv: compiled scan merge unavailable ({exc}); using the pure-Python reference", stacklevel=2)
     _merge = merge_segments_py
