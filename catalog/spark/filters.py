@@ -136,7 +136,7 @@ def filter_expression(spark_filter: Filter, schema: pa.Schema) -> pc.Expression 
         values = [_literal(v, arrow_type) for v in spark_filter.value if v is not None]
         if not values or any(v is None for v in values):
             return None
-        return column.isin(pa.array([v.as_py() for v in values], type=arrow_type))
+        return column.isin(pa.array([v.as_py() for v in values if v is not None], type=arrow_type))
 
     literal = _literal(spark_filter.value, arrow_type)  # type: ignore[attr-defined]
     if literal is None:

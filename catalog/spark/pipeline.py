@@ -73,15 +73,18 @@ def run(url: str, scale: float) -> dict[str, Any]:
         for name in LOADED:
             tx.ping()
             df = spark.createDataFrame(data[name])
-            _step(
-                f"stage {name} ({data[name].num_rows} rows) in transaction {tx.id[:8]}",
-                lambda df=df, name=name: df.write.format("lakehouse")
-                .option("lakehouse", lake.url)
-                .option("transaction", tx.id)
-                .option("createIfMissing", "true")
-                .mode("append")
-                .save(f"{NAMESPACE}.{name}"),
-            )
+
+            def stage(df: Any = df, name: str = name) -> None:
+                (
+                    df.write.format("lakehouse")
+                    .option("lakehouse", lake.url)
+                    .option("transaction", tx.id)
+                    .option("createIfMissing", "true")
+                    .mode("append")
+                    .save(f"{NAMESPACE}.{name}")
+                )
+
+            _step(f"stage {name} ({data[name].num_rows} rows) in transaction {tx.id[:8]}", stage)
         lake.refresh()
         visible_before = [n for n in LOADED if lake.table_exists(f"{NAMESPACE}.{n}")]
         _step("commit the transaction", tx.commit)
