@@ -280,6 +280,15 @@ class LakeTransaction(CatalogSession):
         self._check_active()
         yield self._writer
 
+    @contextmanager
+    def _resolving(self) -> Iterator[CatalogReader]:
+        self._check_active()
+        recorded, self._writer.recorded = self._writer.recorded, None
+        try:
+            yield self._writer
+        finally:
+            self._writer.recorded = recorded
+
     def _check_active(self) -> None:
         if self.state != "active":
             from kvstore.errors import TransactionClosedError

@@ -76,6 +76,17 @@ class CatalogSession:
     def _check_writable(self) -> None:
         raise NotImplementedError
 
+    def _resolving(self) -> AbstractContextManager[CatalogReader]:
+        """Like ``_reading()``, for looking an object up to act on it (``load_table``).
+
+        A multi-table transaction does not count these reads as the caller's:
+        what an operation needs of the table it acts on, each op re-checks
+        itself when rebased (its id, its schema), so a concurrent property or
+        compatible schema change does not turn ``tx.load_table(t).append(x)``
+        into a conflict that ``t.append(x)`` would not have.
+        """
+        return self._reading()
+
     def _submit_checked(self, op: Op) -> Any:
         self._check_writable()
         return self._submit(op)
@@ -190,7 +201,7 @@ class CatalogSession:
     def load_table(self, name: str) -> Table:
         """The table as of this session's view (``NoSuchTableError`` if absent)."""
         ns, short = names.split_table_name(name)
-        with self._reading() as r:
+        with self._resolving() as r:
             pointer, definition = r.require_table(ns, short)
             props = r.table_properties(pointer.id)
         return Table(self, ns, short, definition, props)

@@ -200,6 +200,8 @@ class Table:
         self._require_native()
         expr = _check_filter(filter)
         with self._session._reading() as r:
+            if r.recorded is not None:
+                r.table_def(self.id)  # in a transaction, reading the data depends on the table still being there
             live = r.live_files(self.id)
         return prune(live, self.schema, expr)
 

@@ -241,3 +241,21 @@ def test_a_huge_transaction_keeps_a_bounded_summary(lake: catalog.Lakehouse) -> 
     (entry,) = lake.history(limit=1)
     more = entry.operations[-1]
     assert more["kind"] == "more" and more["operations"] + len(entry.operations) - 1 == 2000
+
+
+def test_transaction_append_rebases_over_a_property_change(tmp_path) -> None:
+    url = str(tmp_path / "l")
+    with catalog.open(url, poll_interval_s=0) as lake, catalog.open(url, poll_interval_s=0) as other:
+        lake.create_namespace("s")
+        lake.create_table("s.o", ORDERS)
+        other.refresh()
+        with lake.transaction() as tx:
+            tx.load_table("s.o").append(orders([1]))
+            other.load_table("s.o").update_properties(updates={"k": "v"})  # lands first
+        assert lake.load_table("s.o").scan().count() == 1 and lake.load_table("s.o").properties == {"k": "v"}
+        with pytest.raises(errors.RetryableConflictError):
+            with lake.transaction() as tx:
+                tx.load_table("s.o").scan().count()  # a real read of the table's data ...
+                tx.load_table("s.o").append(orders([2]))
+                other.refresh()
+                other.load_table("s.o").append(orders([3]))  # ... that a concurrent append changes
