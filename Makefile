@@ -18,15 +18,19 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(STAMP): $(PY) $(BUILD_INPUTS)
-	$(PY) -m pip install --quiet -e ".[test,bench]"
+	$(PY) -m pip install --quiet -e ".[test,bench,server,spark]"
 	$(PY) -c "import cython_ext._checksum, cython_ext._bloom, cython_ext._merge"  # fail here if an extension did not compile
 	touch $(STAMP)
 
 install: $(STAMP)
 
+# The end-to-end job: check the storage under ./data/lakehouse (the doctor
+# works in a scratch prefix it deletes), then the PySpark pipeline on it
+# (catalog/spark/pipeline.py). Re-runnable: it replaces its own namespace.
 run: $(STAMP)
-	$(VENV)/bin/lakekv doctor ./data/doctor --rounds 5 --samples 50
-	$(VENV)/bin/lakekv demo ./data/demo
+	mkdir -p ./data/lakehouse
+	$(VENV)/bin/lakekv doctor ./data/lakehouse --rounds 5 --samples 50
+	$(PY) -m catalog.spark.pipeline ./data/lakehouse
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -267,6 +267,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_FAILED
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from service.cli import run_serve  # the server's dependencies load only for `serve`
+
+    return run_serve(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the parser with every subcommand registered."""
     parser = argparse.ArgumentParser(prog="lakekv", description="lakekv: a key-value store on object storage")
@@ -326,7 +332,24 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("dest", metavar="DEST", help="destination store URL (must be empty)")
     export.add_argument("--version", type=_non_negative, help="version to export (default: the latest)")
     url_command("verify", "read every live file; check checksums and references (exit 1 on problems)", _cmd_verify)
+    _add_catalog_commands(commands)
+    serve = commands.add_parser("serve", help="serve the lakehouse over HTTP: Iceberg REST + KV API (`server` extra)")
+    from service.cli import add_serve_arguments  # argument definitions only: no server imports
+
+    add_serve_arguments(serve)
+    serve.set_defaults(handler=_cmd_serve)
     return parser
+
+
+def _add_catalog_commands(commands: argparse._SubParsersAction) -> None:
+    """``lakekv lake ...`` lives in the catalog package; the engine works without it."""
+    try:
+        from catalog.cli import add_lake_commands
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("catalog", "catalog.cli"):
+            raise
+        return
+    add_lake_commands(commands)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -57,6 +57,7 @@ def open(  # noqa: A001 - public API name
         url: ``file:///abs/dir``, a path (``str`` or ``os.PathLike``),
             ``memory://name``, ``s3://bucket/prefix``, or an already built
             :class:`~kvstore.objstore.base.ObjectStore`.
+            ``http(s)://host:port`` (a ``lakekv serve`` server) gives a :class:`~kvstore.remote.RemoteStore`.
         create: create the store if it does not exist (else raise). With
             False nothing is created on a mistyped path, not even a directory.
         **options: :class:`~kvstore.options.StoreOptions` fields, plus backend
@@ -71,6 +72,10 @@ def open(  # noqa: A001 - public API name
     """
     if isinstance(url, os.PathLike):
         url = os.fspath(url)
+    if isinstance(url, str) and url.startswith(("http://", "https://")):
+        from kvstore.remote import RemoteStore  # a `lakekv serve` server: same API over HTTP
+
+        return RemoteStore(url, **options)  # type: ignore[return-value]
     if not isinstance(url, (str, ObjectStore)):
         raise TypeError(f"url must be a str, an os.PathLike or an ObjectStore, not {type(url).__name__}")
     if not isinstance(create, bool):

@@ -77,6 +77,8 @@ class Transaction:
         self._lock_keys: set[bytes] = set()
         self._summary: dict[str, Any] | None = None
         self._state = "active"  # active | committed | aborted | failed | rolled back | expired
+        # The version whose root file holds our writes, once committed with writes.
+        self.commit_version: int | None = None
         services.watermark.pin(start_seq)
         # Dropped without commit/rollback: release the pin and the oracle
         # entry when garbage-collected, not at the handle's close or TTL.
@@ -179,7 +181,9 @@ class Transaction:
                 # read with get_for_update conflict like written ones there too.
                 descriptor["lock_keys"] = sorted(key.hex() for key in locked_only)
             pending = PendingCommit(dict(self._writes), descriptor, validation=validation)
-            return self._services.committer.submit(pending).seq
+            done = self._services.committer.submit(pending)
+            self.commit_version = done.version
+            return done.seq
         except TransactionExpiredError:
             self._finish("expired")
             raise

@@ -93,10 +93,10 @@ def device_bytes_written(path: Path) -> Callable[[], int] | None:
     return written
 
 
-def package_versions() -> dict[str, str]:
-    """Installed versions of :data:`PACKAGES` ("not installed" when absent)."""
+def package_versions(packages: tuple[str, ...] = PACKAGES) -> dict[str, str]:
+    """Installed versions of ``packages`` ("not installed" when absent)."""
     found = {}
-    for name in PACKAGES:
+    for name in packages:
         try:
             found[name] = version(name)
         except PackageNotFoundError:

@@ -1,0 +1,190 @@
+"""Reading and writing catalog records through one lakekv view.
+
+:class:`CatalogReader` reads namespaces, objects, table definitions,
+properties and live files from anything with lakekv's read API (a
+``Snapshot`` for time travel and plain reads, a ``Transaction`` inside a
+commit). :class:`CatalogWriter` adds the writes, on a ``Transaction``.
+
+Reads made on behalf of the *caller* of a multi-table transaction (a scan of
+table A before writing table B) can be recorded with a digest of what they
+returned: when the transaction loses a race and is re-applied on a newer
+version, the same reads are repeated and compared (:meth:`reads_unchanged`),
+which is what makes "read A, write B" conflict with a concurrent write to A.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from typing import Any, Iterator, Protocol
+
+from catalog import keys
+from catalog.datafiles import DataFile
+from catalog.errors import NoSuchNamespaceError, NoSuchTableError, NoSuchViewError
+from catalog.names import Namespace, join
+from catalog.objects import TABLE, VIEW, NamespaceRecord, Pointer, TableDef
+
+
+class KVReader(Protocol):
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def scan(
+        self,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        prefix: bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[tuple[bytes, bytes]]: ...
+
+
+class KVWriter(KVReader, Protocol):
+    def put(self, key: bytes, value: bytes, ttl: float | None = None) -> None: ...
+
+    def delete(self, key: bytes) -> None: ...
+
+
+class _FileCache:
+    """Decoded file entries by key. Entries are immutable (a file id is never
+    reused), so one decode per process serves every later plan."""
+
+    def __init__(self, limit: int = 500_000) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[bytes, DataFile] = {}
+        self._limit = limit
+
+    def get(self, key: bytes, raw: bytes) -> DataFile:
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = DataFile.decode(raw)
+            with self._lock:
+                if len(self._entries) >= self._limit:
+                    self._entries.clear()
+                self._entries[key] = entry
+        return entry
+
+
+FILE_CACHE = _FileCache()
+
+
+class CatalogReader:
+    """Catalog records as one lakekv view sees them."""
+
+    def __init__(self, kv: KVReader) -> None:
+        self.kv = kv
+        self.recorded: list[tuple[str, bytes, bytes]] | None = None  # (kind, key/prefix, digest)
+
+    # -- recording the caller's reads ----------------------------------------
+
+    def _get(self, key: bytes) -> bytes | None:
+        value = self.kv.get(key)
+        if self.recorded is not None:
+            self.recorded.append(("get", key, hashlib.blake2b(value or b"\x00none", digest_size=16).digest()))
+        return value
+
+    def _scan(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        rows = list(self.kv.scan(prefix=prefix))
+        if self.recorded is not None:
+            h = hashlib.blake2b(digest_size=16)
+            for k, v in rows:
+                h.update(len(k).to_bytes(4, "little") + k + len(v).to_bytes(4, "little") + v)
+            self.recorded.append(("scan", prefix, h.digest()))
+        return rows
+
+    def reads_unchanged(self, recorded: list[tuple[str, bytes, bytes]]) -> bool:
+        """Repeat recorded reads on this view; True if each returns the same digest."""
+        saved, self.recorded = self.recorded, []
+        try:
+            for kind, key, digest in recorded:
+                if kind == "get":
+                    self._get(key)
+                else:
+                    self._scan(key)
+                if self.recorded[-1][2] != digest:
+                    return False
+            return True
+        finally:
+            self.recorded = saved
+
+    # -- namespaces ----------------------------------------------------------
+
+    def namespace(self, ns: Namespace) -> NamespaceRecord | None:
+        raw = self._get(keys.namespace(ns))
+        return None if raw is None else NamespaceRecord.decode(raw)
+
+    def require_namespace(self, ns: Namespace) -> NamespaceRecord:
+        record = self.namespace(ns)
+        if record is None:
+            raise NoSuchNamespaceError(f"namespace {join(ns)!r} does not exist")
+        return record
+
+    def child_namespaces(self, parent: Namespace, recursive: bool = False) -> list[Namespace]:
+        depth = len(parent) + 1
+        out = []
+        for key, _ in self._scan(keys.namespace_children(parent)):
+            ns = keys.namespace_from_key(key)
+            if recursive or len(ns) == depth:
+                out.append(ns)
+        return out
+
+    def namespace_properties(self, ns: Namespace) -> dict[str, str]:
+        prefix = keys.namespace_properties(ns)
+        return {k[len(prefix) :].decode(): v.decode() for k, v in self._scan(prefix)}
+
+    # -- objects -------------------------------------------------------------
+
+    def pointer(self, ns: Namespace, name: str) -> Pointer | None:
+        raw = self._get(keys.obj(ns, name))
+        return None if raw is None else Pointer.decode(raw)
+
+    def objects(self, ns: Namespace) -> list[tuple[str, Pointer]]:
+        prefix = keys.objects_in(ns)
+        return [(k[len(prefix) :].decode(), Pointer.decode(v)) for k, v in self._scan(prefix)]
+
+    def require_table(self, ns: Namespace, name: str) -> tuple[Pointer, TableDef]:
+        pointer = self.pointer(ns, name)
+        if pointer is None or pointer.kind != TABLE:
+            if self.namespace(ns) is None:
+                raise NoSuchTableError(f"table {join((*ns, name))!r} does not exist (no namespace {join(ns)!r})")
+            raise NoSuchTableError(f"table {join((*ns, name))!r} does not exist")
+        definition = self.table_def(pointer.id)
+        if definition is None:
+            raise NoSuchTableError(f"table {join((*ns, name))!r} does not exist")
+        return pointer, definition
+
+    def require_view(self, ns: Namespace, name: str) -> Pointer:
+        pointer = self.pointer(ns, name)
+        if pointer is None or pointer.kind != VIEW or pointer.view is None:
+            raise NoSuchViewError(f"view {join((*ns, name))!r} does not exist")
+        return pointer
+
+    def table_def(self, table_id: str) -> TableDef | None:
+        raw = self._get(keys.table_def(table_id))
+        return None if raw is None else TableDef.decode(raw)
+
+    def table_properties(self, table_id: str) -> dict[str, str]:
+        prefix = keys.table_properties(table_id)
+        return {k[len(prefix) :].decode(): v.decode() for k, v in self._scan(prefix)}
+
+    def live_files(self, table_id: str) -> list[DataFile]:
+        prefix = keys.table_files(table_id)
+        return [FILE_CACHE.get(k, v) for k, v in self._scan(prefix)]
+
+    def gone_files(self, table_id: str) -> list[tuple[bytes, dict[str, Any]]]:
+        return [(k, json.loads(v)) for k, v in self.kv.scan(prefix=keys.table_gone(table_id))]
+
+
+class CatalogWriter(CatalogReader):
+    """A :class:`CatalogReader` on a lakekv ``Transaction`` that can also write."""
+
+    kv: KVWriter
+
+    def __init__(self, kv: KVWriter) -> None:
+        super().__init__(kv)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.kv.put(key, value)
+
+    def delete(self, key: bytes) -> None:
+        self.kv.delete(key)

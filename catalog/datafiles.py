@@ -1,0 +1,250 @@
+"""Data files of native tables: Parquet writing with statistics, the file entry, reading.
+
+A :class:`DataFile` is what a ``tbl/<id>/file/<file id>`` key holds: where
+the file is, its size and row count, its partition values and, per column,
+min / max / null count. Statistics and partition values are keyed by field id
+(:mod:`catalog.schema`), so renames never rewrite entries, and are JSON-safe
+through :func:`encode_value` / :func:`decode_values`, which keep the exact
+Arrow type (dates, timestamps, decimals, binary) for pruning.
+"""
+
+from __future__ import annotations
+
+import base64
+import decimal
+import io
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Final, Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from catalog.schema import field_id, project
+from kvstore.objstore.base import ObjectStore
+
+DEFAULT_TARGET_FILE_BYTES: Final = 128 << 20
+# Strings longer than this keep no min/max: a truncated max is no upper bound.
+_MAX_STAT_CHARS: Final = 256
+
+
+def _stat_kind(t: pa.DataType) -> str | None:
+    """How values of ``t`` travel in JSON, or None if the type keeps no statistics."""
+    if pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t):
+        return "num"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "str"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return "bin"
+    if pa.types.is_date32(t) or pa.types.is_time32(t):
+        return "int32"
+    if pa.types.is_date64(t) or pa.types.is_timestamp(t) or pa.types.is_time64(t) or pa.types.is_duration(t):
+        return "int64"
+    if pa.types.is_decimal(t):
+        return "dec"
+    return None
+
+
+def encode_value(value: pa.Scalar) -> Any:
+    """One Arrow scalar as a JSON-safe value that :func:`decode_values` restores exactly."""
+    if not value.is_valid:
+        return None
+    kind = _stat_kind(value.type)
+    if kind == "num":
+        return value.as_py()
+    if kind == "str":
+        return value.as_py()
+    if kind == "bin":
+        return base64.b64encode(value.as_py()).decode()
+    if kind == "int32":
+        return value.cast(pa.int32()).as_py()
+    if kind == "int64":
+        return value.cast(pa.int64()).as_py()
+    if kind == "dec":
+        return str(value.as_py())
+    raise TypeError(f"no JSON form for {value.type}")
+
+
+def decode_values(values: list[Any], t: pa.DataType) -> pa.Array:
+    """The Arrow array of type ``t`` for values made by :func:`encode_value` (None = null)."""
+    kind = _stat_kind(t)
+    if kind in ("num", "str"):
+        return pa.array(values, type=t)
+    if kind == "bin":
+        return pa.array([None if v is None else base64.b64decode(v) for v in values], type=t)
+    if kind == "int32":
+        return pa.array(values, type=pa.int32()).cast(t)
+    if kind == "int64":
+        return pa.array(values, type=pa.int64()).cast(t)
+    if kind == "dec":
+        return pa.array([None if v is None else decimal.Decimal(v) for v in values], type=t)
+    raise TypeError(f"no statistics for {t}")
+
+
+def has_stats(t: pa.DataType) -> bool:
+    return _stat_kind(t) is not None
+
+
+@dataclass
+class DataFile:
+    """One immutable Parquet data file of a native table."""
+
+    id: str
+    path: str  # object path inside the lakehouse's object store
+    size: int
+    rows: int
+    partition: dict[str, Any] = field(default_factory=dict)  # field id (str) -> encoded value
+    stats: dict[str, list[Any]] = field(default_factory=dict)  # field id (str) -> [min, max, nulls]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "path": self.path,
+            "size": self.size,
+            "rows": self.rows,
+            "partition": self.partition,
+            "stats": self.stats,
+        }
+
+    def encode(self) -> bytes:
+        return json.dumps(self.to_json(), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, d: Any) -> DataFile:
+        """Rebuild from :meth:`to_json`; ``ValueError`` if ``d`` is not such a dict."""
+        if not isinstance(d, dict):
+            raise TypeError(f"a data file entry must be a dict, not {type(d).__name__}")
+        try:
+            entry = cls(
+                id=str(d["id"]),
+                path=str(d["path"]),
+                size=int(d["size"]),
+                rows=int(d["rows"]),
+                partition=dict(d.get("partition") or {}),
+                stats=dict(d.get("stats") or {}),
+            )
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ValueError(f"malformed data file entry {str(d)[:200]}: {exc!r}") from None
+        if entry.size < 0 or entry.rows < 0:
+            raise ValueError(f"malformed data file entry {entry.id}: negative size or rows")
+        return entry
+
+    @classmethod
+    def decode(cls, raw: bytes) -> DataFile:
+        return cls.from_json(json.loads(raw))
+
+
+def column_stats(col: pa.ChunkedArray | pa.Array) -> list[Any]:
+    """``[min, max, null_count]`` of one column (min/max None where unknown)."""
+    nulls = col.null_count
+    if not has_stats(col.type) or nulls == len(col):
+        return [None, None, nulls]
+    if pa.types.is_floating(col.type) and pc.any(pc.is_nan(col)).as_py():
+        return [None, None, nulls]  # NaN has no place in an order: keep no bounds
+    mm = pc.min_max(col)
+    lo, hi = mm["min"], mm["max"]
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        if len(lo.as_py()) > _MAX_STAT_CHARS or len(hi.as_py()) > _MAX_STAT_CHARS:
+            return [None, None, nulls]
+    if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type):
+        if len(lo.as_py()) > _MAX_STAT_CHARS or len(hi.as_py()) > _MAX_STAT_CHARS:
+            return [None, None, nulls]
+    return [encode_value(lo), encode_value(hi), nulls]
+
+
+def new_file_id() -> str:
+    # Time-ordered prefix so a table's file keys list in write order.
+    return uuid.uuid4().hex
+
+
+def partition_groups(data: pa.Table, partition_names: list[str]) -> Iterator[tuple[dict[str, pa.Scalar], pa.Table]]:
+    """Split ``data`` into one table per distinct partition tuple (nulls are a value)."""
+    if not partition_names or data.num_rows == 0:
+        yield {}, data
+        return
+    keys = data.select(partition_names)
+    # Dense group ids via a stable sort on the partition columns.
+    order = pc.sort_indices(keys, sort_keys=[(n, "ascending") for n in partition_names])  # nulls last
+    sorted_data = data.take(order)
+    sorted_keys = sorted_data.select(partition_names)
+    n = sorted_data.num_rows
+    boundaries = [0]
+    if n > 1:
+        change = None
+        for name in partition_names:
+            col = sorted_keys.column(name).combine_chunks()
+            a, b = col.slice(0, n - 1), col.slice(1)
+            differs = pc.fill_null(pc.not_equal(a, b), True)
+            both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+            differs = pc.and_(differs, pc.invert(both_null))
+            change = differs if change is None else pc.or_(change, differs)
+        idx = pc.indices_nonzero(change).to_pylist()
+        boundaries.extend(i + 1 for i in idx)
+    boundaries.append(n)
+    for start, end in zip(boundaries, boundaries[1:]):
+        part = sorted_data.slice(start, end - start)
+        values = {name: part.column(name)[0] for name in partition_names}
+        yield values, part
+
+
+def write_files(
+    objects: ObjectStore,
+    location: str,
+    data: pa.Table,
+    schema: pa.Schema,
+    partition_by: list[str],
+    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
+) -> list[DataFile]:
+    """Write ``data`` (already conformed to ``schema``) as Parquet files under ``location``.
+
+    One or more files per partition, each at most about ``target_file_bytes``
+    of Arrow data; returns their entries (nothing is committed here).
+    """
+    out: list[DataFile] = []
+    ids = {f.name: str(field_id(f)) for f in schema}
+    for values, part in partition_groups(data, partition_by):
+        if part.num_rows == 0:
+            continue
+        rows_per_file = max(1, int(part.num_rows * target_file_bytes / max(1, part.nbytes)))
+        for start in range(0, part.num_rows, rows_per_file):
+            chunk = part.slice(start, rows_per_file)
+            out.append(_write_one(objects, location, chunk, ids, values))
+    return out
+
+
+def _write_one(
+    objects: ObjectStore, location: str, chunk: pa.Table, ids: dict[str, str], partition: dict[str, pa.Scalar]
+) -> DataFile:
+    fid = new_file_id()
+    path = f"{location}/{fid}.parquet"
+    sink = io.BytesIO()
+    pq.write_table(chunk, sink, compression="zstd", store_schema=True)
+    body = sink.getvalue()
+    objects.put(path, body)
+    stats = {ids[name]: column_stats(chunk.column(name)) for name in chunk.column_names}
+    return DataFile(
+        id=fid,
+        path=path,
+        size=len(body),
+        rows=chunk.num_rows,
+        partition={ids[k]: encode_value(v) for k, v in partition.items()},
+        stats=stats,
+    )
+
+
+def read_file(
+    objects: ObjectStore, entry: DataFile, schema: pa.Schema, columns: list[str] | None = None
+) -> pa.Table:
+    """Read one data file as the table's current ``schema`` (matched by field id)."""
+    body = objects.get(entry.path)
+    table = pq.read_table(pa.BufferReader(body))
+    return project(table, schema, columns)
+
+
+def read_files(
+    objects: ObjectStore, entries: Iterable[DataFile], schema: pa.Schema, columns: list[str] | None = None
+) -> Iterator[pa.Table]:
+    for entry in entries:
+        yield read_file(objects, entry, schema, columns)

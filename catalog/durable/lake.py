@@ -1,0 +1,128 @@
+"""Durable transactions of one lakehouse: the catalog side of the topmost commit, and gc.
+
+``lake.begin/attach/transactions/locks`` delegate to a :class:`DurableLake`
+(one per :class:`~catalog.lakehouse.Lakehouse` handle). At a topmost commit,
+:meth:`DurableLake.apply` re-applies every staged operation record to the
+catalog inside the very lakekv transaction that marks the transaction
+committed and releases its locks: the whole durable transaction becomes ONE
+lakehouse version, listed in ``lake.history()`` like any other commit.
+Operations re-apply with ``rebase=True``, so an operation whose premise a
+commit from outside the lock protocol broke (a plain ``table.overwrite`` of
+a file it rewrites) fails the commit with a conflict error instead of
+applying wrongly; the transaction stays active and can be aborted.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from catalog.commit import bounded
+from catalog.access import CatalogWriter
+from catalog.durable import keys, lifecycle, locks
+from catalog.durable.implicit import removed_nodes
+from catalog.durable.manager import DurableTransaction, TransactionManager
+from catalog.durable.records import ABORTED, ACTIVE, EXPIRED, LockRecord, TxnRecord
+from catalog.durable.session import DurableCatalogTransaction, _delete_files
+from catalog.durable.work import Work
+from catalog.errors import RetryableConflictError
+from catalog.maintenance import GC_REFERENCE_HOOKS
+from catalog.ops import Retry, from_record
+
+if TYPE_CHECKING:
+    from catalog.lakehouse import Lakehouse
+
+
+class DurableLake:
+    """The durable transactions and locks stored in one lakehouse."""
+
+    def __init__(self, lake: Lakehouse, **manager_options: Any) -> None:
+        self.lake = lake
+        self.manager = TransactionManager(lake.store, apply_ops=self.apply, **manager_options)
+
+    def begin(
+        self, timeout: float | None = None, parent: DurableTransaction | str | None = None, title: str | None = None
+    ) -> DurableCatalogTransaction:
+        """See :meth:`.manager.TransactionManager.begin`; the handle also has the catalog's methods."""
+        return DurableCatalogTransaction(self, self.manager.begin(timeout, parent, title).id)
+
+    def attach(self, txid: str) -> DurableCatalogTransaction:
+        return DurableCatalogTransaction(self, self.manager.attach(txid).id)
+
+    def transactions(self, include_finished: bool = False) -> list[TxnRecord]:
+        return self.manager.transactions(include_finished)
+
+    def locks(self, node: str) -> list[LockRecord]:
+        return self.manager.locks(node)
+
+    # -- the topmost commit ----------------------------------------------------------
+
+    def apply(self, work: Work, record: TxnRecord, ops: list[dict[str, Any]]) -> None:
+        """Apply ``record``'s staged operations to the catalog inside ``work`` (one lakekv version)."""
+        writer = CatalogWriter(work.txn)
+        summaries = []
+        for op_record in ops:
+            op = from_record(op_record)
+            try:
+                summaries.append(op.apply(writer, self.lake._ctx, rebase=True))
+            except Retry as exc:
+                raise RetryableConflictError(
+                    f"durable transaction {record.id}: {exc}", ours=op.kind, object=op.object_name
+                ) from exc
+            for node in removed_nodes(op):
+                locks.drop_pending(work, node, except_txn=frozenset({record.id}))
+        work.txn.set_summary({"ops": bounded(summaries), "durable_transaction": record.id, "title": record.title})
+
+    # -- gc ----------------------------------------------------------------------------
+
+    def collect(self, dry_run: bool = False) -> list[str]:
+        """Delete the staged files of aborted and expired transactions, then their records; return the paths.
+
+        Expired transactions nobody noticed yet are finished first. Files go
+        before the records that name them, so a crash in between leaves
+        records whose files are already gone, which the next run skips.
+        """
+        finished = self.manager.run(_finish_dead_and_list_finished_ops)
+        paths = [path for _, records in finished for op in records for path in from_record(op).new_paths()]
+        if dry_run or not finished:
+            return paths
+        _delete_files(self.lake.objects, paths)
+
+        def forget(work: Work) -> None:
+            for txid, _ in finished:
+                for key, _value in list(work.txn.scan(prefix=keys.op_prefix(txid))):
+                    work.txn.delete(key)
+
+        self.manager.run(forget)
+        return paths
+
+
+def _finish_dead_and_list_finished_ops(work: Work) -> list[tuple[str, list[dict[str, Any]]]]:
+    for _, raw in work.txn.scan(prefix=keys.TXN_PREFIX):
+        record = TxnRecord.decode(raw)
+        if record.state == ACTIVE and work.is_dead(record.id):
+            lifecycle.settle(work, lifecycle.finish_dead(work, record.id))
+    by_txn: dict[str, list[dict[str, Any]]] = {}
+    for key, raw in work.txn.scan(prefix=keys.OP_PREFIX):
+        txid = key[len(keys.OP_PREFIX) :].split(b"/", 1)[0].decode()
+        by_txn.setdefault(txid, []).append(json.loads(raw))
+    return [(txid, ops) for txid, ops in by_txn.items() if _is_finished(work, txid)]
+
+
+def _is_finished(work: Work, txid: str) -> bool:
+    record = work.record(txid)
+    return record is None or record.state in (ABORTED, EXPIRED)
+
+
+def staged_paths(lake: Lakehouse) -> set[str]:
+    """Every data file a staged operation names: lake.gc() must keep them (a GC reference hook)."""
+    paths: set[str] = set()
+    with lake.store.snapshot(fresh=True) as snapshot:
+        for _, raw in snapshot.scan(prefix=keys.OP_PREFIX):
+            paths.update(from_record(json.loads(raw)).new_paths())
+    return paths
+
+
+# Registered when this module is imported, which Lakehouse.gc does before it runs gc.
+if staged_paths not in GC_REFERENCE_HOOKS:
+    GC_REFERENCE_HOOKS.append(staged_paths)

@@ -1,0 +1,154 @@
+"""Catalog operations inside a durable transaction.
+
+:class:`DurableCatalogTransaction` is a :class:`~.manager.DurableTransaction`
+that is also a :class:`~catalog.session.CatalogSession`: every namespace,
+table and view method works on it. An operation
+
+1. is applied to a *view* of the transaction: a throw-away lakekv
+   transaction on the newest version with the staged operations of the
+   transaction and its ancestors re-applied in order (so it validates against,
+   and later reads see, what the transaction already did), doing its data
+   work (writing Parquet files) once;
+2. then, in one SERIALIZABLE lakekv transaction, takes its implicit locks
+   (:mod:`.implicit`) and appends its JSON record to the transaction's staged
+   operations. If a lock is refused nothing is staged and its files are deleted.
+
+Nothing reaches the catalog's keys before the topmost commit, which applies
+every staged record in one lakekv version (:mod:`.lake`).
+
+A snapshot lock on a table freezes it: ``load_table`` of that table reads as
+of the version the lock was taken, and writes to it are refused by the lock
+rules (snapshot forbids shared and exclusive in the same transaction).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from catalog import names
+from catalog.access import CatalogReader, CatalogWriter
+from catalog.durable import keys, lifecycle, locks
+from catalog.durable.implicit import implicit_locks
+from catalog.durable.manager import DurableTransaction
+from catalog.durable.records import SNAPSHOT, TxnRecord
+from catalog.durable.work import Work
+from catalog.ops import Op, from_record
+from catalog.session import CatalogSession
+from catalog.table import Table
+
+if TYPE_CHECKING:
+    from catalog.durable.lake import DurableLake
+
+log = logging.getLogger(__name__)
+
+
+class DurableCatalogTransaction(DurableTransaction, CatalogSession):
+    """A durable transaction with the catalog's methods (see the module docstring)."""
+
+    def __init__(self, durable: DurableLake, txid: str) -> None:
+        DurableTransaction.__init__(self, durable.manager, txid)
+        self._durable = durable
+        self._objects = durable.lake.objects
+        self._target_file_bytes = durable.lake._target_file_bytes
+
+    # -- CatalogSession hooks ----------------------------------------------------
+
+    @contextmanager
+    def _reading(self) -> Iterator[CatalogReader]:
+        self.manager.run(lambda work: lifecycle.require_active(work, self.id))
+        txn = self._durable.lake.store.begin(isolation="snapshot", fresh=True)
+        try:
+            writer = CatalogWriter(txn)
+            raw = txn.get(keys.txn_key(self.id))
+            assert raw is not None, "require_active saw the record"
+            for txid in (*TxnRecord.decode(raw).ancestors, self.id):
+                for _, op_raw in txn.scan(prefix=keys.op_prefix(txid)):
+                    from_record(json.loads(op_raw)).apply(writer, self._durable.lake._ctx, rebase=False)
+            yield writer
+        finally:
+            txn.rollback()
+
+    def _check_writable(self) -> None:
+        self.manager.run(lambda work: lifecycle.require_active(work, self.id))
+
+    def _submit(self, op: Op) -> None:
+        try:
+            with self._reading() as view:
+                op.apply(view, self._durable.lake._ctx, rebase=False)  # type: ignore[arg-type]
+            requests = implicit_locks(op)
+            record = op.to_record()
+
+            def stage(work: Work) -> None:
+                lifecycle.require_active(work, self.id)
+                for request in requests:
+                    lifecycle.lock(work, self.id, *request, waitable=False, implicit=True)
+                lifecycle.stage_op(work, self.id, record)
+
+            self.manager.run(stage, keep_cleanup=False)
+        except BaseException:
+            _delete_files(self._durable.lake.objects, op.new_paths())
+            raise
+        return None
+
+    # -- reads that respect snapshot locks -----------------------------------------
+
+    def load_table(self, name: str) -> Table:
+        """The table as this transaction sees it (frozen at its snapshot lock's version, if it holds one)."""
+        version = self._snapshot_version(name)
+        if version is None:
+            return CatalogSession.load_table(self, name)
+        ns, short = names.split_table_name(name)
+        frozen = FrozenSession(self, version)
+        with frozen._reading() as reader:
+            pointer, definition = reader.require_table(ns, short)
+            properties = reader.table_properties(pointer.id)
+        return Table(frozen, ns, short, definition, properties)
+
+    def _snapshot_version(self, node: str) -> int | None:
+        def find(work: Work) -> int | None:
+            related = work.related(self.id)
+            for lock in locks.node_locks(work, node):
+                if lock.txn in related and lock.mode == SNAPSHOT:
+                    return lock.version
+            return None
+
+        return self.manager.run(find)  # type: ignore[no-any-return]
+
+    def update_properties(self, name: str, updates: dict[str, str] | None = None, removals: list[str] | None = None) -> None:
+        """Set and remove properties of table ``name`` in this transaction."""
+        self.load_table(name).update_properties(updates, removals)
+
+
+class FrozenSession(CatalogSession):
+    """Reads as of one version (a snapshot lock's); writes go to the transaction, whose locks refuse them."""
+
+    def __init__(self, owner: DurableCatalogTransaction, version: int) -> None:
+        self._owner = owner
+        self.version = version
+        self._objects = owner._objects
+        self._target_file_bytes = owner._target_file_bytes
+
+    @contextmanager
+    def _reading(self) -> Iterator[CatalogReader]:
+        with self._owner._durable.lake.store.at(version=self.version) as snapshot:
+            yield CatalogReader(snapshot)
+
+    def _check_writable(self) -> None:
+        self._owner._check_writable()
+
+    def _submit(self, op: Op) -> Any:
+        return self._owner._submit(op)
+
+
+def _delete_files(objects: Any, paths: list[str]) -> None:
+    for path in paths:
+        try:
+            objects.delete(path)
+        except FileNotFoundError:
+            continue
+        except Exception as exc:  # noqa: BLE001 - best effort: lake.gc() removes unreferenced files later
+            log.warning("could not delete staged file %s (gc will): %s", path, exc)

@@ -1,0 +1,131 @@
+"""Every exception the catalog raises, under one root: ``CatalogError``.
+
+``CatalogError`` subclasses :class:`kvstore.StoreError`, so ``except
+kvstore.StoreError`` still catches everything lakekv raises. Bad arguments
+(malformed names, wrong types) raise ``TypeError``/``ValueError`` naming the
+argument, as in the engine. The two conflict errors subclass
+:class:`kvstore.ConflictError` because they are conflicts first: code that
+retries any ``ConflictError`` keeps working, and code that wants the catalog's
+classification catches the subclass.
+"""
+
+from __future__ import annotations
+
+from kvstore.errors import ConflictError, StoreError
+from kvstore.errors import TransactionExpiredError as _KvTransactionExpiredError
+
+
+class CatalogError(StoreError):
+    """Root of all catalog errors."""
+
+
+class NoSuchObjectError(CatalogError, LookupError):
+    """A namespace, table or view does not exist (at the version read)."""
+
+
+class NoSuchNamespaceError(NoSuchObjectError):
+    """The namespace does not exist."""
+
+
+class NoSuchTableError(NoSuchObjectError):
+    """The table does not exist."""
+
+
+class NoSuchViewError(NoSuchObjectError):
+    """The view does not exist."""
+
+
+class AlreadyExistsError(CatalogError):
+    """An object of that name already exists."""
+
+
+class NamespaceAlreadyExistsError(AlreadyExistsError):
+    """The namespace already exists."""
+
+
+class TableAlreadyExistsError(AlreadyExistsError):
+    """A table or view of that name already exists in the namespace."""
+
+
+class ViewAlreadyExistsError(AlreadyExistsError):
+    """A view or table of that name already exists in the namespace."""
+
+
+class NamespaceNotEmptyError(CatalogError):
+    """``drop_namespace`` without ``cascade`` on a namespace that holds objects."""
+
+
+class SchemaMismatchError(CatalogError, ValueError):
+    """Data does not fit the table's schema; the message names the column and both types."""
+
+
+class ReadOnlyError(CatalogError):
+    """A write through a read-only lakehouse view (``lake.at(...)``)."""
+
+
+class CatalogConflictError(ConflictError, CatalogError):
+    """A catalog operation lost to a concurrent commit; see the two subclasses.
+
+    Attributes:
+        ours: the kind of the operation that failed (``"append"``, ...).
+        theirs: the kind of the winning operation, when known.
+        object: the table, view or namespace both touched.
+        version: the lakehouse version of the winning commit, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        ours: str,
+        theirs: str | None = None,
+        object: str | None = None,  # noqa: A002 - the catalog's own word for it
+        version: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.ours = ours
+        self.theirs = theirs
+        self.object = object
+        self.version = version
+
+
+class RetryableConflictError(CatalogConflictError):
+    """Redo the work against the new version: e.g. an overwrite raced an append.
+
+    The operation could not be re-applied automatically without changing its
+    meaning, but running it again on fresh data gives an equivalent result.
+    """
+
+
+class IncompatibleConflictError(CatalogConflictError):
+    """The operation no longer makes sense: e.g. its table was dropped meanwhile."""
+
+
+# -- durable transactions and locks (catalog/durable/) -------------------------
+
+
+class LockConflictError(CatalogError):
+    """A lock cannot be taken: names the node, the requested mode and key, and the holding transaction.
+
+    Attributes:
+        node: the locked node ("sales.eu.orders").
+        mode: the requested mode ("snapshot", "shared" or "exclusive").
+        key: the requested child_key or attribute_key, if any.
+        holder: the id of the transaction whose lock is in the way (None when
+            the lock itself is gone, e.g. a pending lock of a finished transaction).
+    """
+
+    def __init__(self, message: str, *, node: str, mode: str, key: str | None, holder: str | None) -> None:
+        super().__init__(message)
+        self.node = node
+        self.mode = mode
+        self.key = key
+        self.holder = holder
+
+
+class TransactionExpiredError(CatalogError, _KvTransactionExpiredError):
+    """A durable transaction (or an ancestor) passed its deadline without a ping; it counts as aborted."""
+
+
+class TransactionStateError(CatalogError):
+    """Not allowed in the transaction's state: commit after abort, commit with an open child, unlock of a changed node, ..."""

@@ -1,0 +1,132 @@
+"""The one place that turns catalog objects into lakekv keys.
+
+Layout (DESIGN.md §7), every name already validated by :mod:`catalog.names`
+(so no part contains a control character, which makes ``\\x00`` and ``\\x01``
+safe separators):
+
+=====================================  =========================================
+``ns/<a>\\x00<b>``                      namespace ``a.b``: JSON {created, ...}
+``nsprop/<a>\\x00<b>\\x01<key>``         one namespace property (own key: updates
+                                       of different keys never conflict)
+``obj/<a>\\x00<b>\\x01<name>``           table or view ``a.b.name``: JSON pointer
+                                       {kind, id} (views keep their definition here)
+``tbl/<id>/def``                       table definition: schema with field ids,
+                                       partition columns, format, location
+``tbl/<id>/prop/<key>``                one table property
+``tbl/<id>/file/<file id>``            one live data file and its statistics
+``tbl/<id>/gone/<file id>``            a removed file: path and removing version
+``sys/...``                            durable transactions and locks
+=====================================  =========================================
+
+Appends only create ``file/`` keys with fresh ids and read ``def``, so
+appends to one table never touch a shared key and never conflict with each
+other; an overwrite scans the ``file/`` range, so it conflicts with an append
+that lands inside it (SERIALIZABLE range validation).
+"""
+
+from __future__ import annotations
+
+from typing import Final, Sequence
+
+NS: Final = b"ns/"
+NS_PROP: Final = b"nsprop/"
+OBJ: Final = b"obj/"
+TBL: Final = b"tbl/"
+SYS: Final = b"sys/"
+_PART: Final = b"\x00"
+_LEAF: Final = b"\x01"
+
+
+def _ns(parts: Sequence[str]) -> bytes:
+    return _PART.join(p.encode() for p in parts)
+
+
+def namespace(parts: Sequence[str]) -> bytes:
+    return NS + _ns(parts)
+
+
+def namespace_children(parent: Sequence[str]) -> bytes:
+    """Prefix of every namespace below ``parent`` (all of them for ``()``)."""
+    return NS + _ns(parent) + _PART if parent else NS
+
+
+def namespace_from_key(key: bytes) -> tuple[str, ...]:
+    return tuple(p.decode() for p in key[len(NS) :].split(_PART))
+
+
+def namespace_property(parts: Sequence[str], name: str) -> bytes:
+    return namespace_properties(parts) + name.encode()
+
+
+def namespace_properties(parts: Sequence[str]) -> bytes:
+    return NS_PROP + _ns(parts) + _LEAF
+
+
+def obj(parts: Sequence[str], name: str) -> bytes:
+    return objects_in(parts) + name.encode()
+
+
+def objects_in(parts: Sequence[str]) -> bytes:
+    """Prefix of the tables and views directly in namespace ``parts``."""
+    return OBJ + _ns(parts) + _LEAF
+
+
+def table_def(table_id: str) -> bytes:
+    return TBL + table_id.encode() + b"/def"
+
+
+def table_properties(table_id: str) -> bytes:
+    return TBL + table_id.encode() + b"/prop/"
+
+
+def table_property(table_id: str, name: str) -> bytes:
+    return table_properties(table_id) + name.encode()
+
+
+def table_files(table_id: str) -> bytes:
+    return TBL + table_id.encode() + b"/file/"
+
+
+def table_file(table_id: str, file_id: str) -> bytes:
+    return table_files(table_id) + file_id.encode()
+
+
+def table_gone(table_id: str) -> bytes:
+    return TBL + table_id.encode() + b"/gone/"
+
+
+def table_gone_file(table_id: str, file_id: str) -> bytes:
+    return table_gone(table_id) + file_id.encode()
+
+
+def table_prefix(table_id: str) -> bytes:
+    return TBL + table_id.encode() + b"/"
+
+
+def table_id_of(key: bytes) -> str | None:
+    """The table id a ``tbl/`` key belongs to, else None."""
+    if not key.startswith(TBL):
+        return None
+    return key[len(TBL) :].split(b"/", 1)[0].decode()
+
+
+def check_property_name(name: object, what: str = "property") -> str:
+    """Property names: non-empty str without control characters, ≤ 1024 chars."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what} names must be str, got {type(name).__name__}")
+    if not name or len(name) > 1024 or any(ord(c) < 0x20 for c in name):
+        raise ValueError(f"{what} name {name[:60]!r} must be 1-1024 characters without control characters")
+    return name
+
+
+def check_properties(props: object, what: str = "properties") -> dict[str, str]:
+    """A ``dict[str, str]`` of properties (None → empty)."""
+    if props is None:
+        return {}
+    if not isinstance(props, dict):
+        raise TypeError(f"{what} must be a dict of str to str, not {type(props).__name__}")
+    for k, v in props.items():
+        check_property_name(k, what)
+        if not isinstance(v, str):
+            raise TypeError(f"{what}[{k!r}] must be a str, not {type(v).__name__}")
+    return dict(props)

@@ -1,0 +1,340 @@
+"""The lakehouse: a TrinityLake-style tree of namespaces, tables and views in one lakekv store.
+
+One lakekv version is one lakehouse version, so every commit — one append or
+a transaction over many tables — is atomic, and the whole lakehouse
+time-travels (``lake.at(version=...)``), exports and shows its history as
+one. The catalog's keys live in a lakekv store at the lakehouse URL; the
+Parquet data files of native tables live beside them under ``data/<table id>/``
+in the same object store.
+
+>>> import catalog, pyarrow as pa
+>>> with catalog.open("memory://lakehouse-doctest", poll_interval_s=0) as lake:
+...     _ = lake.create_namespace("sales")
+...     t = lake.create_table("sales.orders", pa.schema([("id", pa.int64()), ("day", pa.string())]))
+...     v = t.append(pa.table({"id": [1, 2], "day": ["mon", "tue"]}))
+...     lake.load_table("sales.orders").scan().to_arrow().num_rows
+2
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from catalog.access import CatalogReader, CatalogWriter
+from catalog.commit import Context, Outcome, apply_one, commit_ops
+from catalog.datafiles import DEFAULT_TARGET_FILE_BYTES
+from catalog.errors import ReadOnlyError
+from catalog.ops import Op
+from catalog.session import CatalogSession
+from kvstore.store import Store
+from kvstore.store import open as open_kv
+from kvstore.txn import Transaction
+
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One lakehouse version: when the storage recorded it and what it did."""
+
+    version: int
+    timestamp: float
+    operations: list[dict[str, Any]]
+
+
+def open(url: object, create: bool = True, background: bool = True, **options: Any) -> Lakehouse:  # noqa: A001
+    """Open (or create) the lakehouse at ``url``; see :class:`Lakehouse`.
+
+    Args:
+        url: a directory path, ``file://``, ``memory://name`` or ``s3://bucket/prefix``
+            (``os.PathLike`` accepted).
+        create: create the lakehouse if it does not exist.
+        background: False opens a cheap short-lived handle that starts no
+            background threads (what a Spark commit worker wants).
+        **options: lakekv store options (``kvstore.open``) and object-store
+            options (``endpoint_url``, ``key``, ``secret``, ``region``, ...).
+    """
+    import os
+
+    if isinstance(url, os.PathLike):
+        url = os.fspath(url)
+    if not isinstance(url, str):
+        raise TypeError(f"url must be a str or os.PathLike, not {type(url).__name__}")
+    if not background:
+        options.setdefault("background_threads", False)
+    store = open_kv(url, create=create, **options)
+    return Lakehouse(store)
+
+
+class Lakehouse(CatalogSession):
+    """A handle on one lakehouse: thread-safe, one per process is enough.
+
+    Plain reads see this handle's latest view of the store, which may be up to
+    ``poll_interval_s`` behind other writers (``refresh()`` catches up).
+    """
+
+    def __init__(self, store: Store, target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES) -> None:
+        self.store = store
+        self.objects = objects = store.objects
+        self._objects = objects
+        self._target_file_bytes = target_file_bytes
+        self._ctx = Context(objects, target_file_bytes)
+        self._durable: Any = None  # catalog.durable.lake.DurableLake, made on first use
+
+    def __repr__(self) -> str:
+        return f"Lakehouse({self.url!r}, version={self.version})"
+
+    @staticmethod
+    def open(url: object, create: bool = True, background: bool = True, **options: Any) -> Lakehouse:  # noqa: A003
+        """``catalog.Lakehouse.open(url)`` is :func:`catalog.open` (DESIGN.md's spelling)."""
+        return open(url, create=create, background=background, **options)
+
+    @property
+    def url(self) -> str:
+        return str(self.objects.url)
+
+    @property
+    def version(self) -> int:
+        return self.store.version
+
+    def refresh(self) -> int:
+        """Catch up with versions other writers committed; returns the version."""
+        return self.store.refresh()
+
+    def close(self) -> None:
+        self.store.close()  # closes the object store it opened
+
+    def __enter__(self) -> Lakehouse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- session hooks ---------------------------------------------------------
+
+    @contextmanager
+    def _reading(self) -> Iterator[CatalogReader]:
+        snap = self.store.snapshot()
+        try:
+            yield CatalogReader(snap)
+        finally:
+            snap.close()
+
+    def _submit(self, op: Op) -> int:
+        return self._commit([op]).version
+
+    def _check_writable(self) -> None:
+        return None
+
+    def _commit(self, ops: list[Op]) -> Outcome:
+        return commit_ops(self.store, self._ctx, ops)
+
+    # -- transactions, time travel, history --------------------------------------
+
+    @contextmanager
+    def transaction(self, isolation: str = "serializable") -> Iterator[LakeTransaction]:
+        """A multi-table transaction: every change inside becomes ONE lakehouse version.
+
+        Commits on a clean exit (conflicts are rebased or raised as in
+        :mod:`catalog.conflicts`), rolls back on an exception. Reads inside
+        see the transaction's own changes.
+        """
+        tx = LakeTransaction(self, isolation)
+        try:
+            yield tx
+        except BaseException:
+            tx.rollback()
+            raise
+        tx.commit()
+
+    def at(self, version: int | None = None, timestamp: float | None = None) -> PastLakehouse:
+        """The lakehouse as of a version or a storage timestamp (read-only).
+
+        TrinityLake's ``FOR SYSTEM_VERSION AS OF`` / ``FOR SYSTEM_TIME AS OF``:
+        ``timestamp`` is seconds since the epoch, compared with the storage's
+        own time of each commit. Raises ``SnapshotTooOldError`` past retention.
+        """
+        snap = self.store.at(version=version, timestamp=timestamp)
+        return PastLakehouse(self, snap)
+
+    def history(self, limit: int | None = 20, table: str | None = None) -> list[HistoryEntry]:
+        """Versions newest first with the catalog operations each committed.
+
+        ``table`` keeps only versions that touched that table (by its current
+        id, so history survives renames); ``limit`` counts returned entries.
+        """
+        from catalog.maintenance import history
+
+        return history(self, limit, table)
+
+    # -- maintenance -------------------------------------------------------------
+
+    def compact_table(self, name: str, target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, progress: bool = False) -> Any:
+        from catalog.maintenance import compact_table
+
+        return compact_table(self, name, target_file_bytes, progress)
+
+    def gc(self, dry_run: bool = False, grace_s: float | None = None, progress: bool = False) -> Any:
+        from catalog.maintenance import gc
+
+        staged = self.durable.collect(dry_run)  # files of aborted/expired durable transactions
+        report = gc(self, dry_run, grace_s, progress)
+        report.orphan_files.extend(staged)
+        return report
+
+    def export(self, dest_url: str, version: int | None = None, progress: bool = False, **dest_options: Any) -> Any:
+        from catalog.maintenance import export
+
+        return export(self, dest_url, version, progress, **dest_options)
+
+
+    # -- durable transactions and locks (catalog/durable/, YTsaurus model) ----------
+
+    @property
+    def durable(self) -> Any:
+        """The :class:`catalog.durable.lake.DurableLake` of this handle (created on first use)."""
+        if self._durable is None:
+            from catalog.durable.lake import DurableLake
+
+            self._durable = DurableLake(self)
+        return self._durable
+
+    def begin(self, timeout: float | None = None, parent: Any = None, title: str | None = None) -> Any:
+        """Start a durable transaction (long-running, pinged, nestable, with locks); see catalog.durable."""
+        return self.durable.begin(timeout=timeout, parent=parent, title=title)
+
+    def attach(self, txid: str) -> Any:
+        """The durable transaction ``txid``, begun by any process."""
+        return self.durable.attach(txid)
+
+    def transactions(self, include_finished: bool = False) -> list[Any]:
+        """Durable transaction records (like YTsaurus ``//sys/transactions``)."""
+        return self.durable.transactions(include_finished)  # type: ignore[no-any-return]
+
+    def locks(self, node: str) -> list[Any]:
+        """The locks on a node, in queue order (like YTsaurus ``//sys/locks``)."""
+        return self.durable.locks(node)  # type: ignore[no-any-return]
+
+
+class PastLakehouse(CatalogSession):
+    """The lakehouse as of one past version: every read, no write."""
+
+    def __init__(self, lake: Lakehouse, snapshot: Any) -> None:
+        self.lake = lake
+        self._snap = snapshot
+        self._objects = lake.objects
+        self._target_file_bytes = lake._target_file_bytes
+
+    @property
+    def version(self) -> int:
+        return int(self._snap.version)
+
+    def __repr__(self) -> str:
+        return f"PastLakehouse({self.lake.url!r}, version={self.version})"
+
+    @contextmanager
+    def _reading(self) -> Iterator[CatalogReader]:
+        yield CatalogReader(self._snap)
+
+    def _submit(self, op: Op) -> Any:
+        raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a past version)")
+
+    def _check_writable(self) -> None:
+        raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a past version)")
+
+    def close(self) -> None:
+        self._snap.close()
+
+    def __enter__(self) -> PastLakehouse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LakeTransaction(CatalogSession):
+    """A multi-table transaction (``with lake.transaction() as tx``).
+
+    Every catalog method works on it; changes are applied to one lakekv
+    transaction at once (later reads in it see them) and commit together.
+    The caller's reads (loading tables, scans, listings) are recorded so that
+    a rebase after a lost race can prove they still hold.
+    """
+
+    def __init__(self, lake: Lakehouse, isolation: str) -> None:
+        self.lake = lake
+        self.isolation = isolation
+        self._objects = lake.objects
+        self._target_file_bytes = lake._target_file_bytes
+        self._txn: Transaction = lake.store.begin(isolation=isolation)
+        self._writer = CatalogWriter(self._txn)
+        self._writer.recorded = []
+        self._ops: list[Op] = []
+        self._summaries: list[dict[str, Any]] = []
+        self.state = "active"
+        self.version: int | None = None
+
+    @contextmanager
+    def _reading(self) -> Iterator[CatalogReader]:
+        self._check_active()
+        yield self._writer
+
+    def _check_active(self) -> None:
+        if self.state != "active":
+            from kvstore.errors import TransactionClosedError
+
+            raise TransactionClosedError(f"lakehouse transaction is {self.state}")
+
+    def _check_writable(self) -> None:
+        self._check_active()
+
+    def _submit(self, op: Op) -> None:
+        self._check_active()
+        recorded, self._writer.recorded = self._writer.recorded, None  # the op's own reads are not the caller's
+        try:
+            self._summaries.append(apply_one(op, self._writer, self.lake._ctx, rebase=False))
+        except BaseException:
+            from catalog.commit import _cleanup
+
+            _cleanup(self.lake._ctx, [op])
+            raise
+        finally:
+            self._writer.recorded = recorded
+        self._ops.append(op)
+
+    @property
+    def operations(self) -> list[Op]:
+        return list(self._ops)
+
+    def commit(self) -> int:
+        """Commit every change as one lakehouse version; returns it."""
+        self._check_active()
+        self.state = "committing"
+        try:
+            outcome = commit_ops(
+                self.lake.store,
+                self.lake._ctx,
+                self._ops,
+                isolation=self.isolation,
+                started=(self._txn, self._writer),
+                recorded=self._writer.recorded,
+                summaries=self._summaries,
+            )
+        except BaseException:
+            self.state = "aborted"
+            raise
+        self.state = "committed"
+        self.version = outcome.version
+        return outcome.version
+
+    def rollback(self) -> None:
+        """Discard every change (files written for them are deleted)."""
+        if self.state != "active":
+            return
+        self.state = "rolled back"
+        self._txn.rollback()
+        from catalog.commit import _cleanup
+
+        _cleanup(self.lake._ctx, self._ops)
+

@@ -1,0 +1,281 @@
+"""Lakehouse maintenance: history, data-file compaction, data-file GC and export.
+
+GC is safe by construction: a data file is deleted only when
+
+* it was removed by a commit at or before the retention floor (its
+  ``gone`` record is already visible at the floor version, so no retained
+  version or checkpoint can reach it), or it was dropped with ``purge``; or
+* no key references it at all (an orphan: a failed writer's or aborted
+  transaction's file) and it is older than the grace period on the storage's
+  own clock, so an in-flight writer that has not committed yet keeps its
+  files.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import pyarrow as pa
+
+from catalog import keys
+from catalog.access import CatalogReader
+from catalog.datafiles import DataFile, read_file, write_files
+from catalog.ops import Compact
+from catalog.session import DATA_PREFIX
+
+if TYPE_CHECKING:
+    from catalog.lakehouse import HistoryEntry, Lakehouse
+
+# Extra references GC must keep (e.g. files staged by durable transactions):
+# callables registered by other catalog packages, each returning object paths.
+GC_REFERENCE_HOOKS: list[Callable[[Lakehouse], set[str]]] = []
+
+
+def _progress(enabled: bool, label: str, done: int, total: int) -> None:
+    if not enabled:
+        return
+    width = 30
+    filled = width if total == 0 else int(width * done / total)
+    sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+    if done >= total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+# -- history ---------------------------------------------------------------------
+
+
+def history(lake: Lakehouse, limit: int | None, table: str | None) -> list[HistoryEntry]:
+    from catalog.lakehouse import HistoryEntry
+
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
+    table_id = lake.load_table(table).id if table is not None else None
+    out: list[HistoryEntry] = []
+    start: int | None = None
+    page = 256
+    while limit is None or len(out) < limit:
+        infos = lake.store.history(limit=page, start=start)
+        if not infos:
+            break
+        for info in infos:
+            ops = [op for commit in info.commits for op in ((commit.get("summary") or {}).get("ops") or [])]
+            if table_id is not None:
+                ops = [op for op in ops if op.get("table_id") == table_id]
+            if ops:
+                out.append(HistoryEntry(info.version, info.timestamp, ops))
+                if limit is not None and len(out) >= limit:
+                    break
+        last = infos[-1].version
+        if last <= 0 or len(infos) < page:
+            break
+        start = last - 1
+    return out
+
+
+# -- compaction ----------------------------------------------------------------------
+
+
+@dataclass
+class CompactionReport:
+    table: str
+    files_removed: int = 0
+    files_added: int = 0
+    bytes_removed: int = 0
+    bytes_added: int = 0
+    version: int | None = None
+
+
+def compact_table(lake: Lakehouse, name: str, target_file_bytes: int, progress: bool) -> CompactionReport:
+    """Rewrite each partition's small files into files of about ``target_file_bytes``.
+
+    One commit for the whole table; it rebases over concurrent appends and
+    becomes retryable if a concurrent delete or overwrite removed an input.
+    """
+    if isinstance(target_file_bytes, bool) or not isinstance(target_file_bytes, int) or target_file_bytes < 1024:
+        raise ValueError(f"target_file_bytes must be an int >= 1024, got {target_file_bytes!r}")
+    table = lake.load_table(name)
+    report = CompactionReport(table.name)
+    small = [f for f in table.files() if f.size < target_file_bytes * 3 // 4]
+    by_partition: dict[str, list[DataFile]] = {}
+    for f in small:
+        by_partition.setdefault(json.dumps(f.partition, sort_keys=True), []).append(f)
+    groups: list[list[DataFile]] = []
+    for files in by_partition.values():
+        files.sort(key=lambda f: f.id)
+        current: list[DataFile] = []
+        size = 0
+        for f in files:
+            if current and size + f.size > target_file_bytes:
+                groups.append(current)
+                current, size = [], 0
+            current.append(f)
+            size += f.size
+        groups.append(current)
+    groups = [g for g in groups if len(g) > 1]
+    total = sum(len(g) for g in groups)
+    removed: list[DataFile] = []
+    added: list[DataFile] = []
+    done = 0
+    for group in groups:
+        data = pa.concat_tables([read_file(lake.objects, f, table.schema) for f in group])
+        added.extend(write_files(lake.objects, table.location, data, table.schema, table.partition_by, target_file_bytes))
+        removed.extend(group)
+        done += len(group)
+        _progress(progress, f"compact {table.name}", done, total)
+    if not removed:
+        return report
+    op = Compact(table=table.name, table_id=table.id, removed=removed, added=added, observed=[f.id for f in removed])
+    report.version = lake._commit([op]).version
+    report.files_removed, report.files_added = len(removed), len(added)
+    report.bytes_removed = sum(f.size for f in removed)
+    report.bytes_added = sum(f.size for f in added)
+    return report
+
+
+# -- garbage collection --------------------------------------------------------------
+
+
+@dataclass
+class GCReport:
+    dry_run: bool
+    removed_files: list[str] = field(default_factory=list)  # committed removals past the floor
+    orphan_files: list[str] = field(default_factory=list)  # referenced by nothing, older than grace
+    bytes_freed: int = 0
+    pending: int = 0  # removed files still reachable from a retained version
+    floor_version: int = 0
+
+
+def _storage_now(lake: Lakehouse) -> float:
+    now = getattr(lake.store, "storage_now", None)
+    return float(now()) if callable(now) else time.time()
+
+
+def _scan_tables(reader: CatalogReader) -> Iterator[tuple[bytes, bytes]]:
+    return reader.kv.scan(prefix=keys.TBL)
+
+
+def gc(lake: Lakehouse, dry_run: bool, grace_s: float | None, progress: bool) -> GCReport:
+    """Delete data files no retained version can reach; see the module docstring."""
+    if grace_s is None:
+        grace_s = float(lake.store.options.gc_grace_s)
+    elif isinstance(grace_s, bool) or not isinstance(grace_s, (int, float)) or not grace_s >= 0:
+        raise ValueError(f"grace_s must be a non-negative number, got {grace_s!r}")
+    lake.refresh()
+    floor = lake.store.retention_floor()
+    report = GCReport(dry_run=dry_run, floor_version=floor.version)
+    live_paths: set[str] = set()
+    gone: list[tuple[bytes, dict[str, Any]]] = []
+    with lake._reading() as now_view:
+        for key, value in _scan_tables(now_view):
+            if b"/file/" in key:
+                live_paths.add(DataFile.decode(value).path)
+            elif b"/gone/" in key:
+                gone.append((key, json.loads(value)))
+    # A removal visible at the floor happened at or before it: nothing retained reaches the file.
+    deletable: list[tuple[bytes, dict[str, Any]]] = []
+    if gone:
+        with lake.store.at(version=floor.version) as old:
+            for key, record in gone:
+                if record.get("purge") or old.get(key) is not None:
+                    deletable.append((key, record))
+                else:
+                    report.pending += 1
+    referenced = live_paths | {record["path"] for _, record in gone}
+    for hook in GC_REFERENCE_HOOKS:
+        referenced |= hook(lake)
+    cutoff = _storage_now(lake) - grace_s
+    orphans: list[tuple[str, int]] = []
+    for meta in lake.objects.list(DATA_PREFIX + "/"):
+        if meta.path not in referenced and meta.mtime <= cutoff:
+            orphans.append((meta.path, meta.size))
+    total = len(deletable) + len(orphans)
+    done = 0
+    for key, record in deletable:
+        report.removed_files.append(record["path"])
+        report.bytes_freed += int(record.get("size", 0))
+        if not dry_run:
+            _delete_quietly(lake, record["path"])
+        done += 1
+        _progress(progress, "gc", done, total)
+    for path, size in orphans:
+        report.orphan_files.append(path)
+        report.bytes_freed += size
+        if not dry_run:
+            _delete_quietly(lake, path)
+        done += 1
+        _progress(progress, "gc", done, total)
+    if deletable and not dry_run:
+        # Forget the records only after their files are gone: a crash in between
+        # leaves records whose files are missing, which the next gc skips.
+        for i in range(0, len(deletable), 1000):
+            chunk = deletable[i : i + 1000]
+
+            def forget(txn: Any, chunk: list[tuple[bytes, dict[str, Any]]] = chunk) -> None:
+                for key, _ in chunk:
+                    txn.delete(key)
+
+            lake.store.run(forget, isolation="snapshot")
+    return report
+
+
+def _delete_quietly(lake: Lakehouse, path: str) -> None:
+    try:
+        lake.objects.delete(path)
+    except FileNotFoundError:
+        return
+
+
+# -- export ----------------------------------------------------------------------------
+
+
+@dataclass
+class ExportReport:
+    version: int
+    dest: str
+    data_files: int = 0
+    data_bytes: int = 0
+    kv: Any = None
+
+
+def export(lake: Lakehouse, dest_url: str, version: int | None, progress: bool, **dest_options: Any) -> ExportReport:
+    """Copy the lakehouse at ``version`` (default: now) to ``dest_url``: a lakehouse that opens on its own.
+
+    The catalog's store is exported at that version (every byte verified by
+    lakekv's export), then every data file that version references is copied
+    and its size checked.
+    """
+    from kvstore.objstore.factory import open_store
+
+    lake.refresh()
+    if version is None:
+        version = lake.version
+    if dest_options:  # destination credentials for s3:// (kvstore.Store.export passes them on)
+        kv_report = lake.store.export(dest_url, version=version, progress=progress, **dest_options)
+    else:
+        kv_report = lake.store.export(dest_url, version=version, progress=progress)
+    dest = open_store(dest_url, **dest_options) if isinstance(dest_url, str) else dest_url
+    report = ExportReport(version=version, dest=str(getattr(dest, "url", dest_url)), kv=kv_report)
+    try:
+        with lake.at(version=version) as past, past._reading() as reader:
+            entries = [DataFile.decode(v) for k, v in _scan_tables(reader) if b"/file/" in k]
+        for i, entry in enumerate(entries, 1):
+            body = lake.objects.get(entry.path)
+            if len(body) != entry.size:
+                from catalog.errors import CatalogError
+
+                raise CatalogError(f"data file {entry.path} has {len(body)} bytes, its entry says {entry.size}")
+            dest.put(entry.path, body)
+            report.data_files += 1
+            report.data_bytes += len(body)
+            _progress(progress, "export data", i, len(entries))
+    finally:
+        close = getattr(dest, "close", None)
+        if callable(close) and isinstance(dest_url, str):
+            close()
+    return report
+

@@ -1,0 +1,153 @@
+"""The catalog's records: namespace, object pointer, table definition, view.
+
+Each record is stored as compact JSON in one key (:mod:`catalog.keys`) and
+has one ``encode``/``decode`` pair here, so the stored form has one home.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from catalog.errors import CatalogError
+from catalog.schema import by_id, schema_from_json, schema_to_json
+
+TABLE = "table"
+VIEW = "view"
+FORMATS = ("parquet", "iceberg")
+
+
+def _dump(d: dict[str, Any]) -> bytes:
+    return json.dumps(d, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _load(raw: bytes, what: str) -> dict[str, Any]:
+    try:
+        d = json.loads(raw)
+    except ValueError as exc:
+        raise CatalogError(f"corrupt {what} record: {exc}") from None
+    if not isinstance(d, dict):
+        raise CatalogError(f"corrupt {what} record: not a JSON object")
+    return d
+
+
+@dataclass
+class NamespaceRecord:
+    created_ms: int
+
+    def encode(self) -> bytes:
+        return _dump({"created_ms": self.created_ms})
+
+    @classmethod
+    def decode(cls, raw: bytes) -> NamespaceRecord:
+        return cls(created_ms=int(_load(raw, "namespace").get("created_ms", 0)))
+
+
+@dataclass
+class Pointer:
+    """What an ``obj/`` key holds: a table's id, or a whole view definition."""
+
+    kind: str  # TABLE or VIEW
+    id: str
+    view: ViewRecord | None = None
+
+    def encode(self) -> bytes:
+        d: dict[str, Any] = {"kind": self.kind, "id": self.id}
+        if self.view is not None:
+            d["view"] = self.view.to_json()
+        return _dump(d)
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Pointer:
+        d = _load(raw, "object")
+        view = ViewRecord.from_json(d["view"]) if d.get("view") is not None else None
+        return cls(kind=d["kind"], id=d["id"], view=view)
+
+
+@dataclass
+class TableDef:
+    """A table's definition (``tbl/<id>/def``); properties live in their own keys."""
+
+    id: str
+    format: str
+    schema: pa.Schema | None  # None for an Iceberg table (its metadata file holds it)
+    last_field_id: int
+    partition_ids: list[int]
+    location: str
+    created_ms: int
+    schema_version: int = 0
+    metadata_location: str | None = None
+
+    @property
+    def partition_by(self) -> list[str]:
+        if self.schema is None:
+            return []
+        fields = by_id(self.schema)
+        return [fields[i].name for i in self.partition_ids if i in fields]
+
+    def encode(self) -> bytes:
+        return _dump(
+            {
+                "id": self.id,
+                "format": self.format,
+                "schema": None if self.schema is None else schema_to_json(self.schema),
+                "last_field_id": self.last_field_id,
+                "partition_ids": self.partition_ids,
+                "location": self.location,
+                "created_ms": self.created_ms,
+                "schema_version": self.schema_version,
+                "metadata_location": self.metadata_location,
+            }
+        )
+
+    @classmethod
+    def decode(cls, raw: bytes) -> TableDef:
+        d = _load(raw, "table definition")
+        return cls(
+            id=d["id"],
+            format=d["format"],
+            schema=None if d.get("schema") is None else schema_from_json(d["schema"]),
+            last_field_id=int(d["last_field_id"]),
+            partition_ids=[int(i) for i in d.get("partition_ids", [])],
+            location=d["location"],
+            created_ms=int(d.get("created_ms", 0)),
+            schema_version=int(d.get("schema_version", 0)),
+            metadata_location=d.get("metadata_location"),
+        )
+
+
+@dataclass
+class ViewRecord:
+    sql: str
+    dialect: str
+    properties: dict[str, str] = field(default_factory=dict)
+    schema: pa.Schema | None = None
+    metadata: dict[str, Any] | None = None
+    created_ms: int = 0
+    version: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sql": self.sql,
+            "dialect": self.dialect,
+            "properties": self.properties,
+            "schema": None if self.schema is None else schema_to_json(self.schema),
+            "metadata": self.metadata,
+            "created_ms": self.created_ms,
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ViewRecord:
+        return cls(
+            sql=d["sql"],
+            dialect=d["dialect"],
+            properties=dict(d.get("properties") or {}),
+            schema=None if d.get("schema") is None else schema_from_json(d["schema"]),
+            metadata=d.get("metadata"),
+            created_ms=int(d.get("created_ms", 0)),
+            version=int(d.get("version", 1)),
+        )

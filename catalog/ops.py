@@ -1,0 +1,776 @@
+"""Catalog operations as records that are applied inside one lakekv transaction.
+
+Every change to the lakehouse is an :class:`Op`: a small record of the
+caller's intent (append these files, drop that table, ...) with one method,
+:meth:`Op.apply`, that checks the operation's preconditions against the
+catalog as a lakekv transaction sees it and writes its keys. Because an op is
+a record, the same op can be
+
+* applied directly (``table.append``), or as one of many in a multi-table
+  transaction (``lake.transaction()``);
+* re-applied on a newer version after losing a race (a *rebase*: the second
+  and later applications run with ``rebase=True`` and check that what the op
+  observed the first time still holds, raising :class:`Retry` when it does
+  not — see :mod:`catalog.conflicts` for which pairs rebase);
+* stored as JSON (:meth:`Op.to_record` / :func:`from_record`) and applied
+  later, by another process (durable transactions, Spark commits).
+
+Data work (writing and rewriting Parquet files) happens before or during the
+first application and never again: a rebase only re-checks and re-writes keys.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from catalog import keys
+from catalog.access import CatalogWriter
+from catalog.datafiles import DataFile, decode_values, has_stats, read_file, write_files
+from catalog.errors import (
+    NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    ViewAlreadyExistsError,
+)
+from catalog.names import Namespace, join
+from catalog.objects import TABLE, VIEW, NamespaceRecord, Pointer, TableDef, ViewRecord
+from catalog.predicates import ColumnBounds, from_expression, may_match
+from catalog.schema import SchemaChange, by_id, can_widen, field_id, schema_from_json, schema_to_json
+from kvstore.objstore.base import ObjectStore
+
+
+class Retry(Exception):
+    """Raised by a rebase when what the op observed has changed: redo the work."""
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Context:
+    """What an op needs besides the transaction: the data files' store."""
+
+    objects: ObjectStore
+    target_file_bytes: int
+
+
+def summary(kind: str, obj: str, **counts: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": kind, "object": obj}
+    out.update(counts)
+    return out
+
+
+@dataclass
+class Op:
+    """Base: one catalog operation. Subclasses are dataclasses of their intent."""
+
+    kind: ClassVar[str] = ""
+
+    def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        """Check preconditions and write this op's keys; return its history summary."""
+        raise NotImplementedError
+
+    @property
+    def object_name(self) -> str:
+        raise NotImplementedError
+
+    def new_paths(self) -> list[str]:
+        """Data files this op created, to delete if it finally fails."""
+        return []
+
+    def to_record(self) -> dict[str, Any]:
+        return {"kind": self.kind, **_encode_fields(self)}
+
+
+# -- namespaces --------------------------------------------------------------
+
+
+@dataclass
+class CreateNamespace(Op):
+    kind: ClassVar[str] = "create_namespace"
+    ns: Namespace
+    properties: dict[str, str] = field(default_factory=dict)
+    parents: bool = False
+
+    @property
+    def object_name(self) -> str:
+        return join(self.ns)
+
+    def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        if w.namespace(self.ns) is not None:
+            raise NamespaceAlreadyExistsError(f"namespace {join(self.ns)!r} already exists")
+        created = 1
+        for depth in range(1, len(self.ns)):
+            parent = self.ns[:depth]
+            if w.namespace(parent) is None:
+                if not self.parents:
+                    raise NoSuchNamespaceError(
+                        f"parent namespace {join(parent)!r} of {join(self.ns)!r} does not exist (pass parents=True)"
+                    )
+                w.put(keys.namespace(parent), NamespaceRecord(now_ms()).encode())
+                created += 1
+        w.put(keys.namespace(self.ns), NamespaceRecord(now_ms()).encode())
+        for k, v in self.properties.items():
+            w.put(keys.namespace_property(self.ns, k), v.encode())
+        return summary(self.kind, join(self.ns), namespaces_created=created)
+
+
+@dataclass
+class DropNamespace(Op):
+    kind: ClassVar[str] = "drop_namespace"
+    ns: Namespace
+    cascade: bool = False
+
+    @property
+    def object_name(self) -> str:
+        return join(self.ns)
+
+    def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        w.require_namespace(self.ns)
+        children = w.child_namespaces(self.ns, recursive=True)
+        objects = w.objects(self.ns)
+        if (children or objects) and not self.cascade:
+            what = f"namespace {join(children[0])!r}" if children else f"object {join((*self.ns, objects[0][0]))!r}"
+            raise NamespaceNotEmptyError(f"namespace {join(self.ns)!r} is not empty (holds {what}); pass cascade=True")
+        dropped_tables = 0
+        files_removed = rows_removed = 0
+        for ns in sorted(children, key=len, reverse=True) + [self.ns]:
+            for name, pointer in w.objects(ns):
+                if pointer.kind == TABLE:
+                    f, r = _drop_table_keys(w, pointer.id, purge=False)
+                    files_removed += f
+                    rows_removed += r
+                    dropped_tables += 1
+                w.delete(keys.obj(ns, name))
+            for prop in w.namespace_properties(ns):
+                w.delete(keys.namespace_property(ns, prop))
+            w.delete(keys.namespace(ns))
+        return summary(
+            self.kind,
+            join(self.ns),
+            namespaces_dropped=len(children) + 1,
+            tables_dropped=dropped_tables,
+            files_removed=files_removed,
+            rows_removed=rows_removed,
+        )
+
+
+@dataclass
+class UpdateNamespaceProperties(Op):
+    kind: ClassVar[str] = "update_namespace_properties"
+    ns: Namespace
+    updates: dict[str, str] = field(default_factory=dict)
+    removals: list[str] = field(default_factory=list)
+
+    @property
+    def object_name(self) -> str:
+        return join(self.ns)
+
+    def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        w.require_namespace(self.ns)
+        return _update_props(
+            w, self.kind, join(self.ns), lambda k: keys.namespace_property(self.ns, k), self.updates, self.removals
+        )
+
+
+def _update_props(w: CatalogWriter, kind: str, obj: str, key_of: Any, updates: dict, removals: list) -> dict[str, Any]:
+    overlap = set(updates) & set(removals)
+    if overlap:
+        raise ValueError(f"property {sorted(overlap)[0]!r} is both updated and removed")
+    removed, missing = [], []
+    for k in removals:
+        if w._get(key_of(k)) is None:
+            missing.append(k)
+        else:
+            w.delete(key_of(k))
+            removed.append(k)
+    for k, v in updates.items():
+        w._get(key_of(k))  # read it: two updates of one key conflict (see catalog.conflicts)
+        w.put(key_of(k), v.encode())
+    return summary(kind, obj, updated=sorted(updates), removed=removed, missing=missing)
+
+
+# -- tables --------------------------------------------------------------------
+
+
+@dataclass
+class CreateTable(Op):
+    kind: ClassVar[str] = "create_table"
+    ns: Namespace
+    name: str
+    definition: TableDef
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def object_name(self) -> str:
+        return join((*self.ns, self.name))
+
+    def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        w.require_namespace(self.ns)
+        existing = w.pointer(self.ns, self.name)
+        if existing is not None:
+            what = "table" if existing.kind == TABLE else "view"
+            raise TableAlreadyExistsError(f"a {what} named {self.object_name!r} already exists")
+        w.put(keys.obj(self.ns, self.name), Pointer(TABLE, self.definition.id).encode())
+        w.put(keys.table_def(self.definition.id), self.definition.encode())
+        for k, v in self.properties.items():
+            w.put(keys.table_property(self.definition.id, k), v.encode())
+        return summary(self.kind, self.object_name, table_id=self.definition.id, format=self.definition.format)
+
+
+def _drop_table_keys(w: CatalogWriter, table_id: str, purge: bool) -> tuple[int, int]:
+    files = w.live_files(table_id)
+    for f in files:
+        w.delete(keys.table_file(table_id, f.id))
+        w.put(keys.table_gone_file(table_id, f.id), _gone(f, purge))
+    for prop in w.table_properties(table_id):
+        w.delete(keys.table_property(table_id, prop))
+    w.delete(keys.table_def(table_id))
+    return len(files), sum(f.rows for f in files)
+
+
+def _gone(f: DataFile, purge: bool = False) -> bytes:
+    return json.dumps({"path": f.path, "size": f.size, "purge": purge}, separators=(",", ":")).encode()
+
+
+@dataclass
+class DropTable(Op):
+    kind: ClassVar[str] = "drop_table"
+    ns: Namespace
+    name: str
+    purge: bool = False
+
+    @property
+    def object_name(self) -> str:
+        return join((*self.ns, self.name))
+
+    def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        pointer, definition = w.require_table(self.ns, self.name)
+        files, rows = _drop_table_keys(w, pointer.id, self.purge)
+        w.delete(keys.obj(self.ns, self.name))
+        return summary(self.kind, self.object_name, table_id=pointer.id, files_removed=files, rows_removed=rows)
+
+
+@dataclass
+class RenameTable(Op):
+    kind: ClassVar[str] = "rename_table"
+    ns: Namespace
+    name: str
+    new_ns: Namespace
+    new_name: str
+
+    @property
+    def object_name(self) -> str:
+        return join((*self.ns, self.name))
+
+    def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        pointer, _ = w.require_table(self.ns, self.name)
+        w.require_namespace(self.new_ns)
+        target = join((*self.new_ns, self.new_name))
+        if w.pointer(self.new_ns, self.new_name) is not None:
+            raise TableAlreadyExistsError(f"cannot rename {self.object_name!r}: {target!r} already exists")
+        w.delete(keys.obj(self.ns, self.name))
+        w.put(keys.obj(self.new_ns, self.new_name), pointer.encode())
+        return summary(self.kind, self.object_name, table_id=pointer.id, new_name=target)
+
+
+def _require_def(w: CatalogWriter, table_id: str, name: str) -> TableDef:
+    definition = w.table_def(table_id)
+    if definition is None:
+        raise NoSuchTableError(f"table {name!r} (id {table_id}) no longer exists: it was dropped")
+    return definition
+
+
+def _check_files_fit(files_schema: pa.Schema, definition: TableDef, name: str) -> None:
+    """The files were written under ``files_schema``; can the current schema read them?"""
+    assert definition.schema is not None
+    written = by_id(files_schema)
+    for f in definition.schema:
+        old = written.get(field_id(f))
+        if old is None:
+            if not f.nullable:
+                raise SchemaMismatchError(f"table {name!r} now requires column {f.name!r}, which the new files lack")
+            continue
+        if not can_widen(old.type, f.type):
+            raise SchemaMismatchError(
+                f"table {name!r}: column {f.name!r} is now {f.type}; the new files hold {old.type}"
+            )
+
+
+@dataclass
+class Append(Op):
+    kind: ClassVar[str] = "append"
+    table: str  # the name, for messages and history
+    table_id: str
+    files: list[DataFile]
+    schema: pa.Schema  # the schema the files were written under
+
+    @property
+    def object_name(self) -> str:
+        return self.table
+
+    def new_paths(self) -> list[str]:
+        return [f.path for f in self.files]
+
+    def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        definition = _require_def(w, self.table_id, self.table)
+        _check_native(definition, self.table)
+        _check_files_fit(self.schema, definition, self.table)
+        for f in self.files:
+            w.put(keys.table_file(self.table_id, f.id), f.encode())
+        return summary(
+            self.kind,
+            self.table,
+            table_id=self.table_id,
+            files_added=len(self.files),
+            rows_added=sum(f.rows for f in self.files),
+            files_removed=0,
+            rows_removed=0,
+        )
+
+
+def _check_native(definition: TableDef, name: str) -> None:
+    if definition.format != "parquet":
+        raise ValueError(f"table {name!r} has format {definition.format!r}; only native parquet tables take data here")
+
+
+class _BoundsCache:
+    """Statistics arrays of recent plans, keyed by (column, type, the exact file ids).
+
+    Building them decodes one JSON value per file and column; planning the
+    same table again (the common case: nothing or little changed) reuses them.
+    """
+
+    def __init__(self, entries: int = 64) -> None:
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple, ColumnBounds | None] = OrderedDict()
+        self._entries = entries
+
+    def get(self, key: tuple, build: Any) -> ColumnBounds | None:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        value = build()
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self._entries:
+                self._items.popitem(last=False)
+        return value
+
+
+_BOUNDS = _BoundsCache()
+
+
+def bounds_for(files: list[DataFile], schema: pa.Schema) -> Any:
+    """A ``column -> ColumnBounds`` function over ``files`` for :func:`may_match`."""
+    fields = {f.name: f for f in schema}
+    ids: tuple[str, ...] | None = None
+
+    def build(f: pa.Field) -> ColumnBounds | None:
+        if not has_stats(f.type):
+            return None
+        fid = str(field_id(f))
+        stats = [e.stats.get(fid) for e in files]
+        try:
+            return ColumnBounds(
+                mins=decode_values([None if s is None else s[0] for s in stats], f.type),
+                maxs=decode_values([None if s is None else s[1] for s in stats], f.type),
+                nulls=pa.array([None if s is None else s[2] for s in stats], pa.int64()),
+                rows=pa.array([e.rows for e in files], pa.int64()),
+            )
+        except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError):
+            return None  # statistics of an older type: prune nothing on this column
+
+    def bounds(column: str) -> ColumnBounds | None:
+        nonlocal ids
+        f = fields.get(column)
+        if f is None:
+            return None
+        if ids is None:
+            ids = tuple(e.id for e in files)
+        return _BOUNDS.get((field_id(f), str(f.type), ids), lambda: build(f))
+
+    return bounds
+
+
+def prune(files: list[DataFile], schema: pa.Schema, expr: pc.Expression | None) -> list[DataFile]:
+    """The files that may hold rows matching ``expr`` (all of them for None)."""
+    if expr is None or not files:
+        return files
+    mask = may_match(from_expression(expr), len(files), bounds_for(files, schema))
+    return [f for f, keep in zip(files, mask.to_pylist()) if keep]
+
+
+def _matches(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
+    """True where a row matches ``expr`` (null counts as no match, as in a filter)."""
+    import pyarrow.dataset as ds
+
+    mask = ds.dataset(table).to_table(columns={"m": expr}).column("m")
+    return pc.fill_null(mask, False)
+
+
+@dataclass
+class _Rewrite(Op):
+    """Shared by overwrite-with-filter and delete: copy-on-write of matching files."""
+
+    table: str
+    table_id: str
+    filter: pc.Expression | None = None
+    removed: list[DataFile] = field(default_factory=list)
+    added: list[DataFile] = field(default_factory=list)
+    observed: list[str] | None = None  # live file ids at the first application
+    schema: pa.Schema | None = None
+
+    @property
+    def object_name(self) -> str:
+        return self.table
+
+    def new_paths(self) -> list[str]:
+        return [f.path for f in self.added]
+
+    def plan(self, w: CatalogWriter, ctx: Context, definition: TableDef) -> None:
+        """First application: choose the files to rewrite and write what remains of them."""
+        assert definition.schema is not None
+        live = w.live_files(self.table_id)
+        self.observed = [f.id for f in live]
+        self.schema = definition.schema
+        if self.filter is None:
+            self.removed = list(live)
+            return
+        for entry in prune(live, definition.schema, self.filter):
+            data = read_file(ctx.objects, entry, definition.schema)
+            hit = _matches(data, self.filter)
+            hits = pc.sum(hit).as_py() or 0
+            if hits == 0:
+                continue
+            self.removed.append(entry)
+            if hits < data.num_rows:
+                kept = data.filter(pc.invert(hit))
+                self.added.extend(
+                    write_files(
+                        ctx.objects,
+                        definition.location,
+                        kept,
+                        definition.schema,
+                        definition.partition_by,
+                        ctx.target_file_bytes,
+                    )
+                )
+
+    def check_rebase(self, w: CatalogWriter, definition: TableDef) -> None:
+        live = {f.id: f for f in w.live_files(self.table_id)}
+        gone = [f.id for f in self.removed if f.id not in live]
+        if gone:
+            raise Retry(f"{self.kind} of {self.table!r}: data file {gone[0]} was rewritten or removed meanwhile")
+        observed = set(self.observed or ())
+        new = [f for i, f in live.items() if i not in observed]
+        if new and (self.filter is None or prune(new, definition.schema, self.filter)):  # type: ignore[arg-type]
+            raise Retry(f"{self.kind} of {self.table!r}: {len(new)} data file(s) were added meanwhile that may hold affected rows")
+
+    def write(self, w: CatalogWriter, extra_added: list[DataFile]) -> dict[str, Any]:
+        for f in self.removed:
+            w.delete(keys.table_file(self.table_id, f.id))
+            w.put(keys.table_gone_file(self.table_id, f.id), _gone(f))
+        added = self.added + extra_added
+        for f in added:
+            w.put(keys.table_file(self.table_id, f.id), f.encode())
+        return summary(
+            self.kind,
+            self.table,
+            table_id=self.table_id,
+            files_added=len(added),
+            rows_added=sum(f.rows for f in added),
+            files_removed=len(self.removed),
+            rows_removed=sum(f.rows for f in self.removed),
+        )
+
+    def _fields(self) -> dict[str, Any]:
+        return _encode_fields(self)
+
+
+@dataclass
+class Delete(_Rewrite):
+    kind: ClassVar[str] = "delete"
+
+    def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        definition = _require_def(w, self.table_id, self.table)
+        _check_native(definition, self.table)
+        if self.observed is None:
+            if self.filter is None:
+                raise ValueError("delete needs a filter; use overwrite() with an empty table to remove every row")
+            self.plan(w, ctx, definition)
+        elif rebase:
+            self.check_rebase(w, definition)
+        out = self.write(w, [])
+        # The rows this delete removed are those of the removed files minus the rows kept.
+        out["rows_removed"] = out["rows_removed"] - out["rows_added"]
+        out["rows_added"] = 0
+        return out
+
+
+@dataclass
+class Overwrite(_Rewrite):
+    kind: ClassVar[str] = "overwrite"
+    files: list[DataFile] = field(default_factory=list)
+    files_schema: pa.Schema | None = None
+
+    def new_paths(self) -> list[str]:
+        return [f.path for f in self.added] + [f.path for f in self.files]
+
+    def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        definition = _require_def(w, self.table_id, self.table)
+        _check_native(definition, self.table)
+        if self.files_schema is not None:
+            _check_files_fit(self.files_schema, definition, self.table)
+        if self.observed is None:
+            self.plan(w, ctx, definition)
+        elif rebase:
+            self.check_rebase(w, definition)
+        return self.write(w, self.files)
+
+
+@dataclass
+class Compact(_Rewrite):
+    """Rewrite small files into larger ones: same rows, fewer files."""
+
+    kind: ClassVar[str] = "compact"
+
+    def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        definition = _require_def(w, self.table_id, self.table)
+        if rebase:
+            live = {f.id for f in w.live_files(self.table_id)}
+            gone = [f.id for f in self.removed if f.id not in live]
+            if gone:
+                raise Retry(f"compaction of {self.table!r}: input file {gone[0]} was removed meanwhile")
+        del definition
+        out = self.write(w, [])
+        out["rows_added"] = out["rows_removed"] = 0  # same rows, new files
+        return out
+
+
+@dataclass
+class UpdateSchema(Op):
+    kind: ClassVar[str] = "update_schema"
+    table: str
+    table_id: str
+    change: SchemaChange
+    base_version: int  # the schema_version the change was built on
+
+    @property
+    def object_name(self) -> str:
+        return self.table
+
+    def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        definition = _require_def(w, self.table_id, self.table)
+        _check_native(definition, self.table)
+        if definition.schema_version != self.base_version:
+            raise Retry(f"schema of {self.table!r} changed meanwhile (version {definition.schema_version})")
+        assert definition.schema is not None
+        schema, last = self.change.apply(definition.schema, definition.last_field_id, definition.partition_ids)
+        definition.schema = schema
+        definition.last_field_id = last
+        definition.schema_version += 1
+        w.put(keys.table_def(self.table_id), definition.encode())
+        return summary(self.kind, self.table, table_id=self.table_id, schema_version=definition.schema_version)
+
+
+@dataclass
+class UpdateProperties(Op):
+    kind: ClassVar[str] = "update_properties"
+    table: str
+    table_id: str
+    updates: dict[str, str] = field(default_factory=dict)
+    removals: list[str] = field(default_factory=list)
+
+    @property
+    def object_name(self) -> str:
+        return self.table
+
+    def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        _require_def(w, self.table_id, self.table)
+        out = _update_props(
+            w, self.kind, self.table, lambda k: keys.table_property(self.table_id, k), self.updates, self.removals
+        )
+        out["table_id"] = self.table_id
+        return out
+
+
+@dataclass
+class CommitMetadata(Op):
+    """Compare-and-set of an Iceberg table's metadata location."""
+
+    kind: ClassVar[str] = "commit_metadata"
+    table: str
+    table_id: str
+    new_location: str
+    expected: str | None
+
+    @property
+    def object_name(self) -> str:
+        return self.table
+
+    def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        definition = _require_def(w, self.table_id, self.table)
+        if definition.format != "iceberg":
+            raise ValueError(f"table {self.table!r} has format {definition.format!r}, not iceberg")
+        if definition.metadata_location != self.expected:
+            raise Retry(
+                f"metadata of {self.table!r} is at {definition.metadata_location!r}, not the expected {self.expected!r}"
+            )
+        definition.metadata_location = self.new_location
+        w.put(keys.table_def(self.table_id), definition.encode())
+        return summary(self.kind, self.table, table_id=self.table_id, metadata_location=self.new_location)
+
+
+# -- views -----------------------------------------------------------------------
+
+
+@dataclass
+class CreateView(Op):
+    kind: ClassVar[str] = "create_view"
+    ns: Namespace
+    name: str
+    view: ViewRecord
+    view_id: str
+    replace: bool = False
+
+    @property
+    def object_name(self) -> str:
+        return join((*self.ns, self.name))
+
+    def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        w.require_namespace(self.ns)
+        existing = w.pointer(self.ns, self.name)
+        view = self.view
+        if self.replace:
+            current = w.require_view(self.ns, self.name)
+            assert current.view is not None
+            view = ViewRecord(**{**current.view.__dict__, **{k: v for k, v in self.view.__dict__.items() if v is not None}})
+            view.version = current.view.version + 1
+            view.created_ms = current.view.created_ms
+            pointer = Pointer(VIEW, current.id, view)
+        else:
+            if existing is not None:
+                what = "table" if existing.kind == TABLE else "view"
+                raise ViewAlreadyExistsError(f"a {what} named {self.object_name!r} already exists")
+            pointer = Pointer(VIEW, self.view_id, view)
+        w.put(keys.obj(self.ns, self.name), pointer.encode())
+        return summary("replace_view" if self.replace else self.kind, self.object_name, view_version=view.version)
+
+
+@dataclass
+class DropView(Op):
+    kind: ClassVar[str] = "drop_view"
+    ns: Namespace
+    name: str
+
+    @property
+    def object_name(self) -> str:
+        return join((*self.ns, self.name))
+
+    def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        w.require_view(self.ns, self.name)
+        w.delete(keys.obj(self.ns, self.name))
+        return summary(self.kind, self.object_name)
+
+
+# -- records ---------------------------------------------------------------------
+
+_KINDS: dict[str, type[Op]] = {
+    cls.kind: cls
+    for cls in (
+        CreateNamespace,
+        DropNamespace,
+        UpdateNamespaceProperties,
+        CreateTable,
+        DropTable,
+        RenameTable,
+        Append,
+        Overwrite,
+        Delete,
+        Compact,
+        UpdateSchema,
+        UpdateProperties,
+        CommitMetadata,
+        CreateView,
+        DropView,
+    )
+}
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, pa.Schema):
+        return {"$schema": schema_to_json(value)}
+    if isinstance(value, pc.Expression):
+        return {"$expr": base64.b64encode(value.__reduce__()[1][0].to_pybytes()).decode()}
+    if isinstance(value, DataFile):
+        return {"$file": value.to_json()}
+    if isinstance(value, TableDef):
+        return {"$tabledef": json.loads(value.encode())}
+    if isinstance(value, ViewRecord):
+        return {"$view": value.to_json()}
+    if isinstance(value, SchemaChange):
+        return {"$change": [[op, [_encode(a) for a in args]] for op, args in value.steps]}
+    if isinstance(value, pa.DataType):
+        return {"$type": schema_to_json(pa.schema([pa.field("t", value)]))}
+    if isinstance(value, tuple):
+        return {"$tuple": [_encode(v) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _encode(v) for k, v in value.items()}
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "$schema" in value:
+        return schema_from_json(value["$schema"])
+    if "$expr" in value:
+        return pc.Expression._deserialize(pa.py_buffer(base64.b64decode(value["$expr"])))
+    if "$file" in value:
+        return DataFile.from_json(value["$file"])
+    if "$tabledef" in value:
+        return TableDef.decode(json.dumps(value["$tabledef"]).encode())
+    if "$view" in value:
+        return ViewRecord.from_json(value["$view"])
+    if "$change" in value:
+        return SchemaChange([(op, tuple(_decode(a) for a in args)) for op, args in value["$change"]])
+    if "$type" in value:
+        return schema_from_json(value["$type"]).field("t").type
+    if "$tuple" in value:
+        return tuple(_decode(v) for v in value["$tuple"])
+    return {k: _decode(v) for k, v in value.items()}
+
+
+def _encode_fields(op: Op) -> dict[str, Any]:
+    return {name: _encode(getattr(op, name)) for name in op.__dataclass_fields__}
+
+
+def from_record(record: dict[str, Any]) -> Op:
+    """The op a :meth:`Op.to_record` dict describes (``ValueError`` if malformed)."""
+    if not isinstance(record, dict) or record.get("kind") not in _KINDS:
+        raise ValueError(f"not a catalog operation record: {str(record)[:200]}")
+    cls = _KINDS[record["kind"]]
+    args = {k: _decode(v) for k, v in record.items() if k != "kind"}
+    try:
+        return cls(**args)
+    except TypeError as exc:
+        raise ValueError(f"malformed {record['kind']} record: {exc}") from None

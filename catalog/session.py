@@ -1,0 +1,331 @@
+"""The catalog methods shared by the lakehouse, its transactions and its past versions.
+
+:class:`CatalogSession` implements every namespace, table and view method
+once, on top of three hooks its subclasses define:
+
+* ``_reading()`` — a context manager giving a :class:`CatalogReader` at the
+  session's view (a fresh snapshot per call for the live lakehouse, the
+  transaction itself inside a transaction, a fixed snapshot for ``at()``);
+* ``_submit(op)`` — commit the op now (lakehouse: returns the version), or
+  apply it to the open transaction (returns None);
+* ``_check_writable()`` — raise ``ReadOnlyError`` for past versions.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from contextlib import AbstractContextManager
+from typing import Any
+
+import pyarrow as pa
+
+from catalog import keys, names
+from catalog.access import CatalogReader
+from catalog.errors import NoSuchTableError, NoSuchViewError
+from catalog.objects import FORMATS, TABLE, VIEW, TableDef, ViewRecord
+from catalog.ops import (
+    CommitMetadata,
+    CreateNamespace,
+    CreateTable,
+    CreateView,
+    DropNamespace,
+    DropTable,
+    DropView,
+    Op,
+    RenameTable,
+    UpdateNamespaceProperties,
+)
+from catalog.schema import assign_field_ids, field_id
+from catalog.table import Table
+from kvstore.objstore.base import ObjectStore
+
+DATA_PREFIX = "data"
+
+
+class View:
+    """A view definition: SQL text in a dialect, with optional schema and metadata."""
+
+    def __init__(self, name: str, record: ViewRecord) -> None:
+        self.name = name
+        self.sql = record.sql
+        self.dialect = record.dialect
+        self.properties = dict(record.properties)
+        self.schema = record.schema
+        self.metadata = record.metadata
+        self.version = record.version
+
+    def __repr__(self) -> str:
+        return f"View({self.name!r}, dialect={self.dialect!r})"
+
+
+class CatalogSession:
+    """Namespaces, tables and views through one view of the lakehouse."""
+
+    _objects: ObjectStore
+    _target_file_bytes: int
+
+    # -- hooks ---------------------------------------------------------------
+
+    def _reading(self) -> AbstractContextManager[CatalogReader]:
+        raise NotImplementedError
+
+    def _submit(self, op: Op) -> Any:
+        raise NotImplementedError
+
+    def _check_writable(self) -> None:
+        raise NotImplementedError
+
+    def _submit_checked(self, op: Op) -> Any:
+        self._check_writable()
+        return self._submit(op)
+
+    # -- namespaces ----------------------------------------------------------
+
+    def create_namespace(self, namespace: str, properties: dict[str, str] | None = None, parents: bool = False) -> Any:
+        """Create a namespace (its parents must exist unless ``parents=True``)."""
+        ns = names.parse_namespace(namespace)
+        props = keys.check_properties(properties)
+        return self._submit_checked(CreateNamespace(ns=ns, properties=props, parents=bool(parents)))
+
+    def list_namespaces(self, parent: str | None = None, recursive: bool = False) -> list[str]:
+        """Namespaces directly under ``parent`` (top level for None), sorted."""
+        ns = names.parse_namespace(parent) if parent is not None else ()
+        with self._reading() as r:
+            if ns:
+                r.require_namespace(ns)
+            return [names.join(c) for c in r.child_namespaces(ns, recursive=recursive)]
+
+    def namespace_exists(self, namespace: str) -> bool:
+        ns = names.parse_namespace(namespace)
+        with self._reading() as r:
+            return r.namespace(ns) is not None
+
+    def namespace_properties(self, namespace: str) -> dict[str, str]:
+        ns = names.parse_namespace(namespace)
+        with self._reading() as r:
+            r.require_namespace(ns)
+            return r.namespace_properties(ns)
+
+    def update_namespace_properties(
+        self, namespace: str, updates: dict[str, str] | None = None, removals: list[str] | None = None
+    ) -> Any:
+        """Set and remove properties; returns ``{"updated", "removed", "missing"}`` (and the version)."""
+        ns = names.parse_namespace(namespace)
+        ups = keys.check_properties(updates, "updates")
+        rems = [keys.check_property_name(r, "removals") for r in (removals or [])]
+        return self._submit_checked(UpdateNamespaceProperties(ns=ns, updates=ups, removals=rems))
+
+    def drop_namespace(self, namespace: str, cascade: bool = False) -> Any:
+        """Drop a namespace; ``NamespaceNotEmptyError`` if it holds anything, unless ``cascade``."""
+        ns = names.parse_namespace(namespace)
+        return self._submit_checked(DropNamespace(ns=ns, cascade=bool(cascade)))
+
+    # -- tables ----------------------------------------------------------------
+
+    def create_table(
+        self,
+        name: str,
+        schema: pa.Schema | None = None,
+        partition_by: list[str] | None = None,
+        properties: dict[str, str] | None = None,
+        format: str = "parquet",  # noqa: A002 - the catalog's word
+        location: str | None = None,
+        metadata_location: str | None = None,
+    ) -> Table:
+        """Create a table and return it (inside a transaction: staged in it).
+
+        Native tables (``format="parquet"``) need an Arrow ``schema``; field
+        ids are assigned here. Iceberg tables (``format="iceberg"``) keep only
+        a ``metadata_location`` pointer and a ``location``.
+        """
+        ns, short = names.split_table_name(name)
+        props = keys.check_properties(properties)
+        if format not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
+        table_id = uuid.uuid4().hex
+        if format == "parquet":
+            if location is not None or metadata_location is not None:
+                raise ValueError("native tables live under the lakehouse: location/metadata_location are for iceberg")
+            with_ids, last = assign_field_ids(schema)
+            partition_ids = []
+            for col in partition_by or []:
+                if not isinstance(col, str) or col not in with_ids.names:
+                    raise ValueError(f"partition_by: no column {col!r} in the schema ({', '.join(with_ids.names)})")
+                ftype = with_ids.field(col).type
+                if not (pa.types.is_integer(ftype) or pa.types.is_string(ftype) or pa.types.is_date(ftype)
+                        or pa.types.is_boolean(ftype) or pa.types.is_timestamp(ftype) or pa.types.is_decimal(ftype)
+                        or pa.types.is_binary(ftype)):
+                    raise ValueError(f"partition_by: column {col!r} of type {ftype} cannot be a partition column")
+                partition_ids.append(field_id(with_ids.field(col)))
+            definition = TableDef(
+                id=table_id,
+                format=format,
+                schema=with_ids,
+                last_field_id=last,
+                partition_ids=partition_ids,
+                location=f"{DATA_PREFIX}/{table_id}",
+                created_ms=int(time.time() * 1000),
+            )
+        else:
+            if not isinstance(location, str) or not location:
+                raise ValueError("an iceberg table needs a location (str)")
+            if metadata_location is not None and not isinstance(metadata_location, str):
+                raise TypeError("metadata_location must be a str")
+            if partition_by:
+                raise ValueError("partition_by is for native tables; an iceberg table's spec is in its metadata")
+            definition = TableDef(
+                id=table_id,
+                format=format,
+                schema=None,
+                last_field_id=0,
+                partition_ids=[],
+                location=location,
+                created_ms=int(time.time() * 1000),
+                metadata_location=metadata_location,
+            )
+        self._submit_checked(CreateTable(ns=ns, name=short, definition=definition, properties=props))
+        return Table(self, ns, short, definition, props)
+
+    def load_table(self, name: str) -> Table:
+        """The table as of this session's view (``NoSuchTableError`` if absent)."""
+        ns, short = names.split_table_name(name)
+        with self._reading() as r:
+            pointer, definition = r.require_table(ns, short)
+            props = r.table_properties(pointer.id)
+        return Table(self, ns, short, definition, props)
+
+    def table_exists(self, name: str) -> bool:
+        try:
+            self.load_table(name)
+        except NoSuchTableError:
+            return False
+        return True
+
+    def list_tables(self, namespace: str) -> list[str]:
+        """Full names of the tables directly in ``namespace``, sorted."""
+        return self._list_objects(namespace, TABLE)
+
+    def _list_objects(self, namespace: str, kind: str) -> list[str]:
+        ns = names.parse_namespace(namespace)
+        with self._reading() as r:
+            r.require_namespace(ns)
+            return [names.join((*ns, n)) for n, p in r.objects(ns) if p.kind == kind]
+
+    def rename_table(self, old: str, new: str) -> Any:
+        """Rename (or move to another existing namespace) a table; its data stays where it is."""
+        ns, short = names.split_table_name(old)
+        new_ns, new_short = names.split_table_name(new)
+        return self._submit_checked(RenameTable(ns=ns, name=short, new_ns=new_ns, new_name=new_short))
+
+    def drop_table(self, name: str, purge: bool = False) -> Any:
+        """Drop a table. Its files stay readable by time travel until retention passes,
+        then ``gc()`` deletes them; ``purge=True`` lets ``gc()`` delete them at once."""
+        ns, short = names.split_table_name(name)
+        return self._submit_checked(DropTable(ns=ns, name=short, purge=bool(purge)))
+
+    def commit_metadata_location(self, name: str, new_location: str, expected_location: str | None) -> Any:
+        """Compare-and-set an Iceberg table's metadata pointer (``RetryableConflictError`` if it moved)."""
+        if not isinstance(new_location, str) or not new_location:
+            raise ValueError("new_location must be a non-empty str")
+        table = self.load_table(name)
+        return self._submit_checked(
+            CommitMetadata(table=table.name, table_id=table.id, new_location=new_location, expected=expected_location)
+        )
+
+    # -- views -----------------------------------------------------------------
+
+    def create_view(
+        self,
+        name: str,
+        sql: str,
+        dialect: str = "spark",
+        properties: dict[str, str] | None = None,
+        schema: pa.Schema | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Any:
+        ns, short = names.split_table_name(name, "view")
+        record = _view_record(sql, dialect, properties, schema, metadata)
+        return self._submit_checked(CreateView(ns=ns, name=short, view=record, view_id=uuid.uuid4().hex))
+
+    def replace_view(
+        self,
+        name: str,
+        sql: str | None = None,
+        dialect: str | None = None,
+        properties: dict[str, str] | None = None,
+        schema: pa.Schema | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Any:
+        """Change a view's definition; arguments left None keep their value."""
+        ns, short = names.split_table_name(name, "view")
+        record = ViewRecord(
+            sql=_check_str(sql, "sql") if sql is not None else None,  # type: ignore[arg-type]
+            dialect=_check_str(dialect, "dialect") if dialect is not None else None,  # type: ignore[arg-type]
+            properties=keys.check_properties(properties) if properties is not None else None,  # type: ignore[arg-type]
+            schema=_check_schema(schema),
+            metadata=_check_metadata(metadata),
+        )
+        record.created_ms = None  # type: ignore[assignment]
+        record.version = None  # type: ignore[assignment]
+        return self._submit_checked(CreateView(ns=ns, name=short, view=record, view_id="", replace=True))
+
+    def load_view(self, name: str) -> View:
+        ns, short = names.split_table_name(name, "view")
+        with self._reading() as r:
+            pointer = r.require_view(ns, short)
+        assert pointer.view is not None
+        return View(names.join((*ns, short)), pointer.view)
+
+    def view_exists(self, name: str) -> bool:
+        try:
+            self.load_view(name)
+        except NoSuchViewError:
+            return False
+        return True
+
+    def list_views(self, namespace: str) -> list[str]:
+        return self._list_objects(namespace, VIEW)
+
+    def drop_view(self, name: str) -> Any:
+        ns, short = names.split_table_name(name, "view")
+        return self._submit_checked(DropView(ns=ns, name=short))
+
+
+def _check_str(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty str")
+    return value
+
+
+def _check_schema(schema: object) -> pa.Schema | None:
+    if schema is not None and not isinstance(schema, pa.Schema):
+        raise TypeError(f"schema must be a pyarrow.Schema, not {type(schema).__name__}")
+    return schema
+
+
+def _check_metadata(metadata: object) -> dict[str, Any] | None:
+    import json
+
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict):
+        raise TypeError("metadata must be a JSON-serialisable dict")
+    try:
+        json.dumps(metadata)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"metadata must be JSON-serialisable: {exc}") from None
+    return metadata
+
+
+def _view_record(
+    sql: object, dialect: object, properties: object, schema: object, metadata: object
+) -> ViewRecord:
+    return ViewRecord(
+        sql=_check_str(sql, "sql"),
+        dialect=_check_str(dialect, "dialect"),
+        properties=keys.check_properties(properties),
+        schema=_check_schema(schema),
+        metadata=_check_metadata(metadata),
+        created_ms=int(time.time() * 1000),
+    )

@@ -1,0 +1,178 @@
+"""The ``lakehouse`` data source's options, parsed once into typed values.
+
+Spark hands a data source a case-insensitive ``str -> str`` map: what the user
+passed with ``.option(...)`` and the ``path`` given to ``load()``/``save()``.
+Every knob is parsed here, so a bad value
+fails at planning time with a message naming the option, not deep in a task.
+
+======================  =====  ==============================================
+option                  when   meaning
+======================  =====  ==============================================
+``lakehouse``           both   lakehouse URL (required): dir, file://, s3://...
+``path`` / ``table``    both   table name ``ns.table`` (``load``/``save`` arg)
+``versionAsOf``         read   read the lakehouse version N
+``timestampAsOf``       read   read the lakehouse as of a time: epoch seconds
+                               or ISO-8601 (no zone means UTC)
+``partitionBytes``      read   target bytes of data files per Spark partition
+``pruneFiles``          read   ``true``: skip data files that the query's
+                               pushed filters rule out (see below)
+``createIfMissing``     write  ``true``: create the table from the DataFrame
+                               schema (with ``partitionBy`` columns)
+``partitionBy``         write  comma-separated partition columns for
+                               ``createIfMissing`` (``.partitionBy()`` itself
+                               is refused by Spark for Python sources)
+``targetFileBytes``     write  target size of the Parquet files tasks write
+``transaction``         write  id of a durable transaction (``lake.begin()``):
+                               stage the write in it; it becomes visible, with
+                               the transaction's other writes, at its commit
+======================  =====  ==============================================
+
+``pruneFiles`` is off by default because of PySpark 4.3 itself: it keeps the
+read plan (partitions and read function) of the *first* query planned over a
+relation on the shared data source object and reuses it for later queries
+over the same DataFrame or registered view, and a filtered query replaces it
+(later Spark versions scope it to the scan). A file list pruned for
+``WHERE a = 1`` would then serve ``count(*)`` too, and drop rows. Turn it on
+for a DataFrame that runs one query (the usual ``load().where(...)``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["SourceOptions", "parse_options"]
+
+# 128 MiB of Parquet per Spark partition is Spark's own default split size
+# (spark.sql.files.maxPartitionBytes), so a read is split like a Parquet read.
+DEFAULT_PARTITION_BYTES: Final = 128 << 20
+# Files written by tasks: the catalog's own default target.
+DEFAULT_TARGET_FILE_BYTES: Final = 128 << 20
+
+_TRUE = {"true", "1", "yes"}
+_FALSE = {"false", "0", "no"}
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Every option of one read or write, validated."""
+
+    lakehouse: str
+    table: str
+    version_as_of: int | None = None
+    timestamp_as_of: float | None = None
+    partition_bytes: int = DEFAULT_PARTITION_BYTES
+    prune_files: bool = False
+    create_if_missing: bool = False
+    partition_by: tuple[str, ...] = ()
+    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
+    transaction: str | None = None
+
+
+def _get(options: Mapping[str, str], key: str) -> str | None:
+    # Spark's map is case-insensitive; a plain dict (tests, direct use) is not.
+    for k, v in options.items():
+        if k.lower() == key.lower():
+            return v
+    return None
+
+
+def _positive_int(options: Mapping[str, str], key: str, default: int) -> int:
+    raw = _get(options, key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"option {key}: expected a positive integer, got {raw!r}") from None
+    if value <= 0:
+        raise ValueError(f"option {key}: expected a positive integer, got {raw!r}")
+    return value
+
+
+def _bool(options: Mapping[str, str], key: str) -> bool:
+    raw = _get(options, key)
+    if raw is None:
+        return False
+    if raw.strip().lower() in _TRUE:
+        return True
+    if raw.strip().lower() in _FALSE:
+        return False
+    raise ValueError(f"option {key}: expected true or false, got {raw!r}")
+
+
+def parse_timestamp(raw: str) -> float:
+    """Epoch seconds from ``raw``: a number, or ISO-8601 (a naive time is UTC).
+
+    >>> parse_timestamp("1700000000.5")
+    1700000000.5
+    >>> parse_timestamp("2024-01-01T00:00:00")
+    1704067200.0
+    >>> parse_timestamp("2024-01-01 01:00:00+01:00")
+    1704067200.0
+    """
+    try:
+        return float(raw)
+    except ValueError:
+        pass
+    try:
+        moment = dt.datetime.fromisoformat(raw.strip())
+    except ValueError:
+        raise ValueError(
+            f"option timestampAsOf: expected epoch seconds or an ISO-8601 time, got {raw!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.timezone.utc)
+    return moment.timestamp()
+
+
+def _partition_by(options: Mapping[str, str]) -> tuple[str, ...]:
+    # DataFrameWriter.partitionBy cannot reach a Python data source: Spark
+    # compares it with the (empty) partitioning the source reports and fails
+    # before any of our code runs. Partition columns come in as an option.
+    explicit = _get(options, "partitionBy")
+    if not explicit:
+        return ()
+    columns = [c.strip() for c in explicit.split(",") if c.strip()]
+    return tuple(dict.fromkeys(columns))
+
+
+def parse_options(options: Mapping[str, str]) -> SourceOptions:
+    """Validate Spark's option map.
+
+    Raises:
+        ValueError: a required option is missing or a value is malformed
+            (the message names the option).
+    """
+    lakehouse = _get(options, "lakehouse")
+    if not lakehouse:
+        raise ValueError('option lakehouse is required: .option("lakehouse", "<lakehouse URL>")')
+    table = _get(options, "table") or _get(options, "path")
+    if not table:
+        raise ValueError('no table: pass its name to load()/save() (e.g. .load("sales.orders")) or .option("table", ...)')
+    version_raw = _get(options, "versionAsOf")
+    timestamp_raw = _get(options, "timestampAsOf")
+    if version_raw is not None and timestamp_raw is not None:
+        raise ValueError("options versionAsOf and timestampAsOf exclude each other")
+    version = None
+    if version_raw is not None:
+        try:
+            version = int(version_raw)
+        except ValueError:
+            raise ValueError(f"option versionAsOf: expected a lakehouse version (int), got {version_raw!r}") from None
+        if version < 0:
+            raise ValueError(f"option versionAsOf: expected a non-negative version, got {version_raw!r}")
+    return SourceOptions(
+        lakehouse=lakehouse,
+        table=table,
+        version_as_of=version,
+        timestamp_as_of=parse_timestamp(timestamp_raw) if timestamp_raw is not None else None,
+        partition_bytes=_positive_int(options, "partitionBytes", DEFAULT_PARTITION_BYTES),
+        prune_files=_bool(options, "pruneFiles"),
+        create_if_missing=_bool(options, "createIfMissing"),
+        partition_by=_partition_by(options),
+        target_file_bytes=_positive_int(options, "targetFileBytes", DEFAULT_TARGET_FILE_BYTES),
+        transaction=(_get(options, "transaction") or "").strip() or None,
+    )

@@ -1,0 +1,320 @@
+"""The ``lakehouse`` PySpark data source: reads and writes native catalog tables.
+
+Where each piece runs (PySpark 4.x): ``DataSource.schema()`` and ``reader()``/
+``writer()`` run in short-lived Python workers on the driver; ``read()`` and
+``write()`` in executor workers; ``commit()``/``abort()`` in yet another
+driver-side worker. Nothing but pickled state crosses between them, so every
+piece opens the lakehouse (or just its object store) by URL, with a cheap
+handle that starts no background threads, and closes it before returning.
+
+Reads plan once per query: the planning worker loads the table at the
+requested version (the latest unless ``versionAsOf``/``timestampAsOf``),
+prunes its files with the pushed filters and packs them into partitions; each
+partition carries its file entries, so the tasks of one query all read the
+same version whatever commits meanwhile.
+
+Writes: each task writes Parquet files through ``Table.write_files`` and
+returns their entries; ``commit()`` commits them as ONE catalog operation
+(``append`` or ``overwrite``), or stages it in the durable transaction named
+by option ``transaction``; ``abort()`` deletes the files of the tasks that
+finished. Files of a failed task are deleted by that task when it can, and
+are otherwise orphans that ``lake.gc()`` removes after the grace period.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    Filter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+import catalog
+from catalog.datafiles import DataFile, read_file
+from catalog.errors import NoSuchTableError
+from catalog.spark.filters import pruning_expression
+from catalog.spark.options import SourceOptions, parse_options
+from catalog.spark.types import check_writable, spark_arrow_schema, spark_schema, to_spark_batches, to_table_batches
+from kvstore.objstore import open_store
+
+__all__ = ["LakehouseDataSource", "FilesPartition", "WrittenFiles", "open_lakehouse", "plan_partitions"]
+
+FORMAT_NAME = "lakehouse"
+
+
+def open_lakehouse(url: str) -> catalog.Lakehouse:
+    """A short-lived lakehouse handle for a Spark worker: no follower, no maintenance threads."""
+    # Equivalent to catalog.open(url, background=False): spelled out because
+    # that shortcut does not yet reach the store options on every backend.
+    return catalog.open(url, create=False, poll_interval_s=0, background_maintenance=False)
+
+
+@contextmanager
+def reading_session(options: SourceOptions) -> Iterator[Any]:
+    """The lakehouse, or the past version the options ask for, open for one planning step."""
+    with open_lakehouse(options.lakehouse) as lake:
+        if options.version_as_of is not None:
+            with lake.at(version=options.version_as_of) as past:
+                yield past
+        elif options.timestamp_as_of is not None:
+            with lake.at(timestamp=options.timestamp_as_of) as past:
+                yield past
+        else:
+            yield lake
+
+
+def writing_session(lake: catalog.Lakehouse, options: SourceOptions) -> Any:
+    """Where a write goes: the lakehouse, or the durable transaction named by option transaction.
+
+    Inside a transaction, tables (even ones it created) are loaded through
+    it, and ``commit_files`` stages the operation instead of committing.
+    """
+    if options.transaction is None:
+        return lake
+    return lake.attach(options.transaction)
+
+
+def _native_table(session: Any, name: str) -> catalog.Table:
+    table = session.load_table(name)
+    if table.format != "parquet":
+        raise ValueError(
+            f"table {name!r} has format {table.format!r}: the Spark source reads and writes native "
+            "(parquet) tables; read Iceberg tables through the Iceberg REST service"
+        )
+    return table
+
+
+# -- reading ---------------------------------------------------------------------
+
+
+class FilesPartition(InputPartition):
+    """One Spark input partition: data file entries (``DataFile.to_json()``) to read in order.
+
+    It carries the table schema the files are read as (``read_file`` matches
+    columns by field id): the reader object is pickled for the tasks
+    *before* ``partitions()`` runs, so only the partitions can carry what
+    planning learned.
+    """
+
+    def __init__(self, files: list[dict[str, Any]], table_schema: pa.Schema) -> None:
+        super().__init__(None)
+        self.files = files
+        self.table_schema = table_schema
+
+
+def plan_partitions(files: Sequence[DataFile], target_bytes: int, table_schema: pa.Schema) -> list[FilesPartition]:
+    """Pack files, in order, into partitions of about ``target_bytes`` each.
+
+    A file larger than the target gets a partition of its own; files are never
+    split (a Parquet file is read whole by ``read_file``).
+
+    >>> sizes = [DataFile(id=str(i), path=f"p{i}", size=s, rows=1) for i, s in enumerate([5, 5, 20, 1, 1])]
+    >>> [[f["id"] for f in p.files] for p in plan_partitions(sizes, 10, pa.schema([]))]
+    [['0', '1'], ['2'], ['3', '4']]
+    """
+    partitions: list[FilesPartition] = []
+    current: list[dict[str, Any]] = []
+    current_bytes = 0
+    for entry in files:
+        if current and current_bytes + entry.size > target_bytes:
+            partitions.append(FilesPartition(current, table_schema))
+            current, current_bytes = [], 0
+        current.append(entry.to_json())
+        current_bytes += entry.size
+    if current:
+        partitions.append(FilesPartition(current, table_schema))
+    return partitions
+
+
+class LakehouseReader(DataSourceReader):
+    """Plans (driver worker) and reads (executor workers) one query over one table.
+
+    Must stay picklable: PySpark pickles it after ``pushFilters()`` but
+    before ``partitions()`` and ships that copy to every read task, so it
+    holds options and schemas, never a handle, and what ``partitions()``
+    learns travels in the partitions.
+    """
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self._options = options
+        self._spark_schema = schema
+        self._filters: list[Filter] = []
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - PySpark's name
+        """Keep the filters for pruning files (option pruneFiles), and give every one back to Spark.
+
+        Pruning only drops files; Spark still filters the rows it gets, so
+        returning all filters keeps results exact (see catalog.spark.filters).
+        """
+        self._filters = list(filters)
+        yield from filters
+
+    def partitions(self) -> list[InputPartition]:  # type: ignore[override]
+        options = self._options
+        with reading_session(options) as session:
+            table = _native_table(session, options.table)
+            expected = spark_schema(table.schema)
+            if [(f.name, f.dataType) for f in expected.fields] != [
+                (f.name, f.dataType) for f in self._spark_schema.fields
+            ]:
+                raise ValueError(
+                    f"table {options.table!r} now has columns {expected.simpleString()}, but the "
+                    f"DataFrame was defined over {self._spark_schema.simpleString()}: load it again"
+                )
+            # Only on request: see SourceOptions / pruneFiles for the PySpark
+            # 4.3 plan reuse that makes filter-dependent plans unsafe.
+            expression = pruning_expression(self._filters, table.schema) if options.prune_files else None
+            files = table.files(filter=expression)
+            return list(plan_partitions(files, options.partition_bytes, table.schema))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, FilesPartition):
+            return  # Spark's stand-in partition for a plan with no files
+        target = spark_arrow_schema(self._spark_schema)
+        objects = open_store(self._options.lakehouse)
+        try:
+            for entry in partition.files:
+                data = read_file(objects, DataFile.from_json(entry), partition.table_schema)
+                yield from to_spark_batches(data, target)
+        finally:
+            objects.close()
+
+
+# -- writing ---------------------------------------------------------------------
+
+
+@dataclass
+class WrittenFiles(WriterCommitMessage):
+    """What one write task sends to ``commit()``: the entries of the files it wrote."""
+
+    files: list[dict[str, Any]] = field(default_factory=list)
+
+
+class LakehouseWriter(DataSourceArrowWriter):
+    """One ``df.write`` into one table (pickled from the planning worker to tasks and commit)."""
+
+    def __init__(self, options: SourceOptions, table_name: str, table_id: str, table_schema: pa.Schema, overwrite: bool) -> None:
+        self._options = options
+        self._table_name = table_name
+        self._table_id = table_id
+        self._table_schema = table_schema
+        self._overwrite = overwrite
+
+    def _load(self, lake: catalog.Lakehouse) -> catalog.Table:
+        table = _native_table(writing_session(lake, self._options), self._table_name)
+        if table.id != self._table_id:
+            raise NoSuchTableError(
+                f"table {self._table_name!r} was dropped or replaced while the write ran; nothing was committed"
+            )
+        return table
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenFiles:
+        written: list[DataFile] = []
+        pending: list[pa.RecordBatch] = []
+        pending_bytes = 0
+        with open_lakehouse(self._options.lakehouse) as lake:
+            table = self._load(lake)
+            try:
+                # Hand the catalog about one target file of rows at a time, so
+                # a task's memory stays bounded whatever its input size.
+                for batch in to_table_batches(iterator, self._table_schema):
+                    if batch.num_rows == 0:
+                        continue
+                    pending.append(batch)
+                    pending_bytes += batch.nbytes
+                    if pending_bytes >= self._options.target_file_bytes:
+                        written.extend(table.write_files(pending))
+                        pending, pending_bytes = [], 0
+                if pending:
+                    written.extend(table.write_files(pending))
+            except BaseException:
+                # This task's files can never be committed: remove the ones we
+                # know of (gc catches any a half-finished write_files left).
+                _delete_files(lake.objects, [entry.path for entry in written])
+                raise
+        return WrittenFiles([entry.to_json() for entry in written])
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+        files = [DataFile.from_json(entry) for message in messages if isinstance(message, WrittenFiles) for entry in message.files]
+        mode = "overwrite" if self._overwrite else "append"
+        if mode == "append" and not files:
+            return  # nothing to add: no empty version in the history
+        with open_lakehouse(self._options.lakehouse) as lake:
+            self._load(lake).commit_files(files, mode=mode)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+        paths = [entry["path"] for message in messages if isinstance(message, WrittenFiles) for entry in message.files]
+        if not paths:
+            return
+        objects = open_store(self._options.lakehouse)
+        try:
+            _delete_files(objects, paths)
+        finally:
+            objects.close()
+
+
+def _delete_files(objects: Any, paths: list[str]) -> None:
+    for path in paths:
+        try:
+            objects.delete(path)
+        except FileNotFoundError:
+            continue
+
+
+def _prepare_write(options: SourceOptions, schema: StructType, overwrite: bool) -> LakehouseWriter:
+    """Check (and with createIfMissing, create) the target table at planning time."""
+    with open_lakehouse(options.lakehouse) as lake:
+        session = writing_session(lake, options)
+        try:
+            table = _native_table(session, options.table)
+        except NoSuchTableError:
+            if not options.create_if_missing:
+                raise NoSuchTableError(
+                    f"table {options.table!r} does not exist; create it first or write with "
+                    '.option("createIfMissing", "true")'
+                ) from None
+            missing = [c for c in options.partition_by if c not in schema.fieldNames()]
+            if missing:
+                raise ValueError(f"partitionBy column {missing[0]!r} is not a DataFrame column ({schema.fieldNames()})")
+            session.create_table(options.table, spark_arrow_schema(schema), partition_by=list(options.partition_by) or None)
+            table = _native_table(session, options.table)
+        else:
+            if options.partition_by and list(options.partition_by) != table.partition_by:
+                raise ValueError(
+                    f"table {options.table!r} is partitioned by {table.partition_by}, not "
+                    f"{list(options.partition_by)}; partitionBy only applies when createIfMissing creates it"
+                )
+        check_writable(schema, table.schema, table=options.table)
+        return LakehouseWriter(options, table.name, table.id, table.schema, overwrite)
+
+
+class LakehouseDataSource(DataSource):
+    """``spark.read.format("lakehouse")`` / ``df.write.format("lakehouse")``; see the module docstring."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def schema(self) -> StructType:
+        options = parse_options(self.options)
+        with reading_session(options) as session:
+            return spark_schema(_native_table(session, options.table).schema)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return LakehouseReader(parse_options(self.options), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> LakehouseWriter:
+        options = parse_options(self.options)
+        if options.version_as_of is not None or options.timestamp_as_of is not None:
+            raise ValueError("versionAsOf/timestampAsOf are read options: a past version cannot be written")
+        return _prepare_write(options, schema, overwrite)

@@ -1,0 +1,140 @@
+"""Make a lakehouse's tables and views queryable by name from ``spark.sql``.
+
+Each native table becomes a Spark *temporary view over the data source*::
+
+    CREATE OR REPLACE TEMPORARY VIEW `sales.orders`
+    USING lakehouse OPTIONS (lakehouse '<url>', path 'sales.orders')
+
+Why this form: a view defined ``USING`` a data source is resolved again by
+every query, so it always reads the table's latest version, and Spark allows
+``INSERT INTO`` / ``INSERT OVERWRITE`` on it (they become an append / an
+overwrite commit). A persistent ``CREATE TABLE ... USING lakehouse`` would
+drop the options on the way to a Python data source (PySpark 4.3), and a view
+over a DataFrame would pin one version and refuse inserts.
+
+PySpark 4.3 plans a view's read once and reuses that plan until a write
+through Spark invalidates it (see ``pruneFiles`` in catalog.spark.options), so
+a view shows the table as of its first query: call :func:`register` again to
+see commits made since by other writers. File pruning stays off for views,
+which many queries share.
+
+Spark temporary views have one-part names, so a namespaced table keeps its
+full dotted name as ONE identifier and is written in backquotes:
+``SELECT * FROM `sales.orders```. Unquoted, ``sales.orders`` would mean
+table ``orders`` in Spark database ``sales``.
+
+Catalog views with dialect ``spark`` become Spark temporary views of their SQL,
+which therefore names tables in the same backquoted way. Views are created
+after tables and retried until no more succeed, so a view may use another
+view whatever their order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+
+import catalog
+from catalog.spark.source import FORMAT_NAME, LakehouseDataSource
+
+__all__ = ["register", "Registration", "quote_identifier", "sql_string"]
+
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+def quote_identifier(name: str) -> str:
+    """A Spark SQL identifier for ``name``, dots and all kept in one part.
+
+    >>> quote_identifier("sales.orders")
+    '`sales.orders`'
+    >>> quote_identifier("odd`name")
+    '`odd``name`'
+    """
+    return "`" + name.replace("`", "``") + "`"
+
+
+def sql_string(value: str) -> str:
+    r"""A Spark SQL string literal for ``value``.
+
+    >>> sql_string("it's C:\\data")
+    "'it\\'s C:\\\\data'"
+    """
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@dataclass
+class Registration:
+    """What :func:`register` made visible to Spark, by lakehouse name."""
+
+    tables: list[str] = field(default_factory=list)
+    views: list[str] = field(default_factory=list)
+    # Objects left out, with the reason (Iceberg tables, non-Spark views, views that fail).
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def register(spark: SparkSession, lake: catalog.Lakehouse, namespace: str | None = None) -> Registration:
+    """Register the ``lakehouse`` format and expose ``lake``'s tables and views to ``spark.sql``.
+
+    Also switches on Python filter pushdown for the session (PySpark refuses
+    to plan a source that implements ``pushFilters`` without it). Call again
+    after creating tables or views to expose them too; it replaces the
+    earlier registrations.
+
+    Args:
+        spark: the session.
+        lake: an open lakehouse; its ``url`` is what Spark workers open.
+        namespace: only this namespace and those below it (default: all).
+
+    Returns:
+        The names registered and skipped.
+    """
+    if not isinstance(spark, SparkSession):
+        raise TypeError(f"spark must be a SparkSession, not {type(spark).__name__}")
+    if not isinstance(lake, catalog.Lakehouse):
+        raise TypeError(f"lake must be a catalog.Lakehouse, not {type(lake).__name__}")
+    spark.conf.set(PUSHDOWN_CONF, "true")
+    spark.dataSource.register(LakehouseDataSource)
+    lake.refresh()
+
+    namespaces = [namespace] if namespace is not None else []
+    namespaces += lake.list_namespaces(namespace, recursive=True)
+    result = Registration()
+    views: list[catalog.View] = []
+    for ns in namespaces:
+        for name in lake.list_tables(ns):
+            table = lake.load_table(name)
+            if table.format != "parquet":
+                result.skipped[name] = f"format {table.format}: read it through the Iceberg REST service"
+                continue
+            spark.sql(
+                f"CREATE OR REPLACE TEMPORARY VIEW {quote_identifier(name)} USING {FORMAT_NAME} "
+                f"OPTIONS (lakehouse {sql_string(lake.url)}, path {sql_string(name)})"
+            )
+            result.tables.append(name)
+        for name in lake.list_views(ns):
+            view = lake.load_view(name)
+            if view.dialect.lower() != "spark":
+                result.skipped[name] = f"dialect {view.dialect}, not spark"
+                continue
+            views.append(view)
+
+    # A view may use a view registered later in this loop: retry the failures
+    # until a round makes no progress; what still fails is reported.
+    while views:
+        failed: list[catalog.View] = []
+        errors: dict[str, str] = {}
+        for view in views:
+            try:
+                spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {quote_identifier(view.name)} AS {view.sql}")
+            except PySparkException as exc:
+                failed.append(view)
+                errors[view.name] = str(exc).splitlines()[0]
+            else:
+                result.views.append(view.name)
+        if len(failed) == len(views):
+            result.skipped.update(errors)
+            break
+        views = failed
+    return result

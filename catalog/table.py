@@ -1,0 +1,303 @@
+"""A table handle: data operations, scans, schema and property changes.
+
+A :class:`Table` is bound to the session it was loaded from: the lakehouse
+itself (every write commits at once and returns the new lakehouse version),
+a multi-table transaction (writes are applied to the transaction and become
+visible at its commit; they return None), or a read-only past version
+(writes raise :class:`~catalog.errors.ReadOnlyError`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from catalog.datafiles import DataFile, read_file, write_files
+from catalog.names import Namespace, join
+from catalog.objects import TableDef
+from catalog.ops import Append, Delete, Overwrite, UpdateProperties, UpdateSchema, _matches, prune
+from catalog.schema import SchemaChange, conform
+
+if TYPE_CHECKING:
+    from catalog.session import CatalogSession
+
+
+def to_table(data: object) -> pa.Table:
+    """Accept a Table, RecordBatch, RecordBatchReader or list of batches."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    if isinstance(data, (list, tuple)) and data and all(isinstance(b, pa.RecordBatch) for b in data):
+        return pa.Table.from_batches(list(data))
+    raise TypeError(
+        f"data must be a pyarrow Table, RecordBatch, RecordBatchReader or list of RecordBatch, not {type(data).__name__}"
+    )
+
+
+def _check_filter(expr: object, what: str = "filter") -> pc.Expression | None:
+    if expr is None:
+        return None
+    if not isinstance(expr, pc.Expression):
+        raise TypeError(f"{what} must be a pyarrow.compute.Expression (e.g. pc.field('x') > 1), not {type(expr).__name__}")
+    return expr
+
+
+class Table:
+    """One table as of the moment it was loaded (its definition is a snapshot)."""
+
+    def __init__(
+        self, session: CatalogSession, ns: Namespace, name: str, definition: TableDef, properties: dict[str, str]
+    ) -> None:
+        self._session = session
+        self.namespace = ns
+        self.short_name = name
+        self._def = definition
+        self._properties = properties
+
+    def __repr__(self) -> str:
+        return f"Table({self.name!r}, id={self.id}, format={self.format})"
+
+    # -- what it is ------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return join((*self.namespace, self.short_name))
+
+    @property
+    def id(self) -> str:
+        return self._def.id
+
+    @property
+    def format(self) -> str:
+        return self._def.format
+
+    @property
+    def location(self) -> str:
+        return self._def.location
+
+    @property
+    def schema(self) -> pa.Schema:
+        if self._def.schema is None:
+            raise ValueError(f"table {self.name!r} has format iceberg: its schema is in its Iceberg metadata")
+        return self._def.schema
+
+    @property
+    def partition_by(self) -> list[str]:
+        return self._def.partition_by
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self._properties)
+
+    @property
+    def metadata_location(self) -> str | None:
+        return self._def.metadata_location
+
+    @property
+    def schema_version(self) -> int:
+        return self._def.schema_version
+
+    # -- writes ------------------------------------------------------------------
+
+    def _require_native(self) -> None:
+        if self._def.format != "parquet":
+            raise ValueError(f"table {self.name!r} has format {self._def.format!r}; only native parquet tables take data here")
+
+    def _conformed(self, data: object) -> pa.Table:
+        self._require_native()
+        table = to_table(data)
+        return conform(table, self.schema)
+
+    def write_files(self, data: object) -> list[DataFile]:
+        """Write ``data`` as Parquet files under the table's location; commit nothing."""
+        self._session._check_writable()
+        table = self._conformed(data)
+        return write_files(
+            self._session._objects, self.location, table, self.schema, self.partition_by, self._session._target_file_bytes
+        )
+
+    def append(self, data: object) -> int | None:
+        """Add rows in one commit; returns the new lakehouse version (None inside a transaction).
+
+        Raises:
+            SchemaMismatchError: a column is missing, extra, or of another type.
+            IncompatibleConflictError: the table was dropped or its schema
+                changed incompatibly meanwhile.
+        """
+        files = self.write_files(data)
+        return self.commit_files(files, mode="append")
+
+    def commit_files(self, added: list[DataFile], mode: str = "append", filter: object = None) -> int | None:  # noqa: A002
+        """Commit files written by :meth:`write_files` (maybe in other processes).
+
+        ``mode="append"`` adds them; ``mode="overwrite"`` replaces every live
+        file, or with ``filter`` only the rows matching it, by them.
+        """
+        self._session._check_writable()
+        self._require_native()
+        if not isinstance(added, (list, tuple)) or not all(isinstance(f, DataFile) for f in added):
+            raise TypeError("added must be a list of DataFile")
+        expr = _check_filter(filter)
+        if mode == "append":
+            if expr is not None:
+                raise ValueError("filter only goes with mode='overwrite'")
+            op: Any = Append(table=self.name, table_id=self.id, files=list(added), schema=self.schema)
+        elif mode == "overwrite":
+            op = Overwrite(table=self.name, table_id=self.id, filter=expr, files=list(added), files_schema=self.schema)
+        else:
+            raise ValueError(f"mode must be 'append' or 'overwrite', not {mode!r}")
+        return self._session._submit(op)
+
+    def overwrite(self, data: object, filter: object = None) -> int | None:  # noqa: A002 - the API's word
+        """Replace every row (or only the rows matching ``filter``) with ``data``, in one commit.
+
+        With a filter, every new row must match it (``ValueError`` otherwise),
+        so the table afterwards holds exactly the old rows not matching plus
+        ``data``.
+        """
+        expr = _check_filter(filter)
+        table = self._conformed(data)
+        if expr is not None and table.num_rows:
+            hit = _matches(table, expr)
+            misses = table.num_rows - (pc.sum(hit).as_py() or 0)
+            if misses:
+                raise ValueError(f"overwrite with a filter: {misses} new row(s) do not match the filter {expr}")
+        files = write_files(
+            self._session._objects, self.location, table, self.schema, self.partition_by, self._session._target_file_bytes
+        )
+        return self.commit_files(files, mode="overwrite", filter=expr)
+
+    def delete(self, filter: object) -> int | None:  # noqa: A002
+        """Delete the rows matching ``filter``: files holding any are rewritten without them."""
+        self._session._check_writable()
+        self._require_native()
+        expr = _check_filter(filter)
+        if expr is None:
+            raise ValueError("delete needs a filter (to remove every row, overwrite with an empty table)")
+        return self._session._submit(Delete(table=self.name, table_id=self.id, filter=expr))
+
+    def update_properties(self, updates: dict[str, str] | None = None, removals: list[str] | None = None) -> int | None:
+        from catalog.keys import check_properties, check_property_name
+
+        ups = check_properties(updates, "updates")
+        rems = [check_property_name(r, "removals") for r in (removals or [])]
+        return self._session._submit(UpdateProperties(table=self.name, table_id=self.id, updates=ups, removals=rems))
+
+    def update_schema(self) -> UpdateSchemaBuilder:
+        """Start a schema change: ``.add_column(...).rename_column(...).commit()``."""
+        self._require_native()
+        return UpdateSchemaBuilder(self)
+
+    # -- reads -------------------------------------------------------------------
+
+    def files(self, filter: object = None) -> list[DataFile]:  # noqa: A002
+        """The live data files a scan with ``filter`` would read (pruned by statistics)."""
+        self._require_native()
+        expr = _check_filter(filter)
+        with self._session._reading() as r:
+            live = r.live_files(self.id)
+        return prune(live, self.schema, expr)
+
+    def scan(self, filter: object = None, columns: list[str] | None = None, limit: int | None = None) -> Scan:  # noqa: A002
+        """A scan of this table's rows as of the session's version."""
+        self._require_native()
+        expr = _check_filter(filter)
+        if columns is not None:
+            if not isinstance(columns, (list, tuple)) or not all(isinstance(c, str) for c in columns):
+                raise TypeError("columns must be a list of column names")
+            missing = [c for c in columns if c not in self.schema.names]
+            if missing:
+                raise ValueError(f"no column {missing[0]!r} in table {self.name!r} (columns: {', '.join(self.schema.names)})")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"limit must be a non-negative int, got {limit!r}")
+        return Scan(self, expr, list(columns) if columns is not None else None, limit)
+
+
+class Scan:
+    """A planned scan: ``files()`` is the plan, ``to_batches()``/``to_arrow()`` read it."""
+
+    def __init__(self, table: Table, expr: pc.Expression | None, columns: list[str] | None, limit: int | None) -> None:
+        self.table = table
+        self.filter = expr
+        self.columns = columns
+        self.limit = limit
+        self._files: list[DataFile] | None = None
+
+    def files(self) -> list[DataFile]:
+        if self._files is None:
+            self._files = self.table.files(self.filter)
+        return self._files
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        schema = self.table.schema
+        out_schema = pa.schema([schema.field(c) for c in self.columns]) if self.columns is not None else schema
+        remaining = self.limit
+        objects = self.table._session._objects
+        for entry in self.files():
+            if remaining == 0:
+                return
+            data = read_file(objects, entry, schema)
+            if self.filter is not None:
+                data = data.filter(self.filter)
+            if self.columns is not None:
+                data = data.select(self.columns)
+            if remaining is not None:
+                data = data.slice(0, remaining)
+                remaining -= data.num_rows
+            for batch in data.to_batches():
+                if batch.num_rows:
+                    yield batch.cast(out_schema) if batch.schema != out_schema else batch
+
+    def to_arrow(self) -> pa.Table:
+        schema = self.table.schema
+        out_schema = pa.schema([schema.field(c) for c in self.columns]) if self.columns is not None else schema
+        return pa.Table.from_batches(list(self.to_batches()), schema=out_schema)
+
+    def count(self) -> int:
+        return sum(b.num_rows for b in self.to_batches())
+
+
+class UpdateSchemaBuilder:
+    """Collects schema changes; :meth:`commit` applies them in one commit."""
+
+    def __init__(self, table: Table) -> None:
+        self._table = table
+        self._change = SchemaChange()
+
+    def add_column(self, name: str, type: pa.DataType, nullable: bool = True) -> UpdateSchemaBuilder:  # noqa: A002
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"add_column: name must be a non-empty str, got {name!r}")
+        if not isinstance(type, pa.DataType):
+            raise TypeError(f"add_column: type must be a pyarrow.DataType, not {type!r}")
+        self._change.steps.append(("add", (name, type, bool(nullable))))
+        return self
+
+    def rename_column(self, old: str, new: str) -> UpdateSchemaBuilder:
+        if not isinstance(new, str) or not new or any(ord(c) < 0x20 for c in new):
+            raise ValueError(f"rename_column: new name must be a non-empty str without control characters, got {new!r}")
+        self._change.steps.append(("rename", (old, new)))
+        return self
+
+    def drop_column(self, name: str) -> UpdateSchemaBuilder:
+        self._change.steps.append(("drop", (name,)))
+        return self
+
+    def widen(self, name: str, type: pa.DataType) -> UpdateSchemaBuilder:  # noqa: A002
+        if not isinstance(type, pa.DataType):
+            raise TypeError(f"widen: type must be a pyarrow.DataType, not {type!r}")
+        self._change.steps.append(("widen", (name, type)))
+        return self
+
+    def commit(self) -> int | None:
+        t = self._table
+        # Fail early, with the caller's stack, on a change that cannot apply.
+        self._change.apply(t.schema, t._def.last_field_id, t._def.partition_ids)
+        return t._session._submit(
+            UpdateSchema(table=t.name, table_id=t.id, change=self._change, base_version=t._def.schema_version)
+        )
+

@@ -1,0 +1,512 @@
+"""A client for a ``lakekv serve`` server with the embedded store's API.
+
+``kvstore.open("http://127.0.0.1:8181", token=...)`` returns a
+:class:`RemoteStore`: ``put/get/delete/write/scan``, ``begin``/``transaction``/
+``run`` and transactions with ``get/get_for_update/put/delete/scan/commit/
+rollback`` behave as on :class:`~kvstore.store.Store`, raise the same
+exceptions (the server sends the exception's name; see ``service.errors``),
+and validate arguments locally with the same messages. Not offered remotely:
+``snapshot()`` and ``scan_batches()`` (use a transaction for several
+consistent reads) and maintenance, which the server's own handle runs.
+
+Transport: stdlib ``http.client``, one keep-alive connection per thread.
+Every request may be retried on a transport failure (connection refused or
+reset, timeout) until ``retry_s`` has passed, because every request is safe
+to repeat: reads and transaction steps are idempotent, and each write or
+commit carries an ``Idempotency-Key`` the server records in the same commit,
+so a repeated one is answered from the record instead of committing twice.
+Hence, as embedded, a caller never sees "outcome unknown": a write either
+returns its seq or raises.
+
+A scan is fetched in pages; each page is a consistent snapshot, but a paged
+scan outside a transaction may see commits made between pages (inside a
+transaction every page reads the transaction's snapshot).
+
+Thread-safety: a RemoteStore may be shared by threads; a RemoteTransaction is
+used by one thread at a time, as embedded.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import random
+import ssl
+import threading
+import time
+import urllib.parse
+import uuid
+from contextlib import contextmanager
+from typing import Any, Callable, Final, Iterator, TypeVar
+
+from kvstore.batch import WriteBatch, check_key, check_limit, check_value, expiry_from_ttl, scan_bounds
+from kvstore.errors import (
+    CommitError,
+    ConflictError,
+    CorruptionError,
+    ObjectStoreError,
+    SnapshotTooOldError,
+    StoreClosedError,
+    StoreError,
+    TransactionClosedError,
+    TransactionExpiredError,
+)
+from kvstore.format.rows import PUT
+from kvstore.oracle import ISOLATION_LEVELS, SERIALIZABLE
+
+T = TypeVar("T")
+
+_ERRORS: dict[str, type[Exception]] = {
+    cls.__name__: cls
+    for cls in (
+        ConflictError, TransactionExpiredError, TransactionClosedError, SnapshotTooOldError, StoreClosedError,
+        CommitError, ObjectStoreError, CorruptionError, ValueError, TypeError,
+    )
+}
+# The server forgot the transaction (it expired long ago or the server
+# restarted): for the caller it is as gone as an expired one.
+_ERRORS["NoSuchTransactionError"] = TransactionExpiredError
+
+_OCTET = "application/octet-stream"
+# Keys travel in URL paths, and HTTP servers cap a request line far below the
+# engine's 64 KiB key limit; 4 KiB keeps every key in one path segment that
+# any proxy passes. The server enforces the same bound (service.codec).
+MAX_REMOTE_KEY_BYTES: Final = 4096
+# Backoff between transport retries: short first (a keep-alive connection the
+# server just closed), growing to ride out a server restart.
+_RETRY_FIRST_S = 0.02
+_RETRY_MAX_S = 1.0
+
+
+def _path_key(key: bytes, name: str = "key") -> str:
+    """Validate ``key`` as embedded does, plus the HTTP bound; return its URL form."""
+    key = check_key(key, name)
+    if len(key) > MAX_REMOTE_KEY_BYTES:
+        raise ValueError(f"{name} is {len(key)} bytes; the limit over HTTP is {MAX_REMOTE_KEY_BYTES}")
+    return base64.urlsafe_b64encode(key).rstrip(b"=").decode("ascii")
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _ttl_of(expire_at_ms: int | None) -> float | None:
+    """A WriteBatch keeps absolute expiries; the wire carries seconds from now."""
+    if expire_at_ms is None:
+        return None
+    return max(0.001, (expire_at_ms - time.time() * 1000) / 1000)
+
+
+class _Http:
+    """One keep-alive connection per thread, retries, and error decoding."""
+
+    def __init__(
+        self, url: str, token: str | None, timeout: float, retry_s: float, ca_file: str | None = None
+    ) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"url must be http(s)://host[:port], got {url!r}")
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port or (443 if self._https else 80)
+        self._base = parts.path.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._timeout = timeout
+        self._retry_s = retry_s
+        # https: verify the server against the system CAs, or ca_file (e.g. a self-signed certificate).
+        self._ssl = ssl.create_default_context(cafile=ca_file) if self._https else None
+        self._local = threading.local()
+        self.url = url
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._https:
+                conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._ssl)
+            else:
+                conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+            self._local.conn = conn
+        return conn  # type: ignore[no-any-return]
+
+    def _drop(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def request(
+        self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None,
+        query: dict[str, str] | None = None,
+    ) -> tuple[int, str, bytes]:
+        """Send one request, retrying transport failures; return ``(status, content type, body)``.
+
+        Raises:
+            ObjectStoreError: the server stayed unreachable for ``retry_s``.
+        """
+        target = self._base + path + ("?" + urllib.parse.urlencode(query) if query else "")
+        all_headers = {**self._headers, **(headers or {})}
+        deadline = time.monotonic() + self._retry_s
+        delay = _RETRY_FIRST_S
+        while True:
+            conn = self._connection()
+            try:
+                conn.request(method, target, body=body, headers=all_headers)
+                response = conn.getresponse()
+                data = response.read()
+            except (OSError, http.client.HTTPException) as exc:
+                self._drop()
+                # A TLS failure (untrusted certificate, wrong host) will not heal by retrying.
+                if isinstance(exc, ssl.SSLError) or time.monotonic() >= deadline:
+                    raise ObjectStoreError(f"{method} {self.url}{path}: server unreachable: {exc!r}") from exc
+                time.sleep(delay)
+                delay = min(_RETRY_MAX_S, delay * 2)
+                continue
+            if response.will_close:
+                self._drop()
+            return response.status, response.getheader("content-type", ""), data
+
+    def json(self, method: str, path: str, payload: Any = None, **kwargs: Any) -> Any:
+        """A JSON request; the decoded JSON answer, or the server's error raised."""
+        body = None if payload is None else json.dumps(payload).encode()
+        headers = {"Content-Type": "application/json", **kwargs.pop("headers", {})}
+        status, _, data = self.request(method, path, body=body, headers=headers, **kwargs)
+        if status >= 400:
+            raise_error(status, data)
+        return json.loads(data) if data else None
+
+    def close(self) -> None:
+        self._drop()
+
+
+def raise_error(status: int, data: bytes) -> None:
+    """Raise the exception an error response stands for (the embedded store's own)."""
+    try:
+        error = json.loads(data)["error"]
+        error_type, message = str(error["type"]), str(error["message"])
+    except (ValueError, KeyError, TypeError):
+        raise StoreError(f"HTTP {status}: {data[:200]!r}") from None
+    if status in (401, 403):
+        raise PermissionError(f"{message} (HTTP {status})")
+    cls = _ERRORS.get(error_type)
+    if cls is not None:
+        raise cls(message)
+    raise StoreError(f"{error_type} (HTTP {status}): {message}")
+
+
+def _scan_query(
+    start: bytes | None, end: bytes | None, prefix: bytes | None, reverse: bool, limit: int | None
+) -> dict[str, str]:
+    scan_bounds(start, end, prefix)  # validate locally, with the embedded messages
+    check_limit(limit)
+    query = {"reverse": "true" if reverse else "false"}
+    for name, value in (("start", start), ("end", end), ("prefix", prefix)):
+        if value is not None:
+            query[name] = _path_key(value, name)
+    return query
+
+
+def _pages(http: _Http, path: str, query: dict[str, str], limit: int | None, page_rows: int) -> Iterator[tuple[bytes, bytes]]:
+    remaining = limit
+    while remaining is None or remaining > 0:
+        page_query = dict(query, page_size=str(page_rows if remaining is None else min(page_rows, remaining)))
+        page = http.json("GET", path, query=page_query)
+        for key_text, value_text in page["items"]:
+            yield base64.b64decode(key_text), base64.b64decode(value_text)
+        if remaining is not None:
+            remaining -= len(page["items"])
+        if page["cursor"] is None:
+            return
+        query = dict(query, cursor=page["cursor"])
+
+
+class RemoteStore:
+    """The :class:`~kvstore.store.Store` API over HTTP. Build with ``kvstore.open(url)``."""
+
+    def __init__(
+        self, url: str, token: str | None = None, timeout: float = 60.0, retry_s: float = 10.0,
+        page_rows: int = 1000, create: bool = True, ca_file: str | None = None,
+    ) -> None:
+        """Args:
+            url: ``http(s)://host:port`` of the server.
+            token: bearer token, if the server requires one.
+            ca_file: PEM file of the CA (or self-signed certificate) to trust for https.
+            timeout: seconds to wait for one response.
+            retry_s: how long transport failures are retried before ObjectStoreError.
+            page_rows: rows per scan page.
+            create: accepted for signature parity with ``kvstore.open``; the
+                server's store always exists.
+        """
+        if token is not None and not isinstance(token, str):
+            raise TypeError(f"token must be a str, not {type(token).__name__}")
+        self._http = _Http(url, token, timeout, retry_s, ca_file)
+        self._page_rows = page_rows
+        self._closed = False
+
+    @property
+    def url(self) -> str:
+        return self._http.url
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"remote store {self.url} is closed")
+
+    def close(self) -> None:
+        """Close this thread's connection; the handle cannot be used afterwards. Idempotent."""
+        self._closed = True
+        self._http.close()
+
+    def __enter__(self) -> RemoteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- state -------------------------------------------------------------
+
+    def _info(self) -> dict[str, int]:
+        self._check_open()
+        return self._http.json("GET", "/kv/v1/info")  # type: ignore[no-any-return]
+
+    @property
+    def version(self) -> int:
+        """The latest version the server's store handle has seen."""
+        return self._info()["version"]
+
+    @property
+    def seq(self) -> int:
+        return self._info()["seq"]
+
+    def refresh(self) -> int:
+        """Make the server catch up with other writers; return the latest version."""
+        self._check_open()
+        return int(self._http.json("POST", "/kv/v1/refresh")["version"])
+
+    # -- writes ------------------------------------------------------------
+
+    def _commit_json(self, method: str, path: str, payload: Any) -> int:
+        headers = {"Idempotency-Key": uuid.uuid4().hex}  # the same key on every retry of this call
+        return int(self._http.json(method, path, payload, headers=headers)["seq"])
+
+    def put(self, key: bytes, value: bytes, ttl: float | None = None) -> int:
+        """Durably set ``key`` to ``value``; return the commit's seq."""
+        self._check_open()
+        key, value = check_key(key), check_value(value)
+        expiry_from_ttl(ttl)  # validates
+        return self._commit_json("PUT", "/kv/v1/keys/" + _path_key(key), {"value": _b64(value), "ttl": ttl})
+
+    def delete(self, key: bytes) -> int:
+        """Durably delete ``key``; return the commit's seq."""
+        self._check_open()
+        headers = {"Idempotency-Key": uuid.uuid4().hex}
+        return int(self._http.json("DELETE", "/kv/v1/keys/" + _path_key(check_key(key)), headers=headers)["seq"])
+
+    def write(self, batch: WriteBatch) -> int:
+        """Apply every operation of ``batch`` atomically (one seq); return that seq."""
+        self._check_open()
+        if not isinstance(batch, WriteBatch):
+            raise TypeError(f"batch must be a WriteBatch, not {type(batch).__name__}")
+        if not len(batch):
+            raise ValueError("batch is empty")
+        ops = []
+        for key, (kind, value, expire_at_ms) in batch:
+            _path_key(key)  # the HTTP key bound applies to batches too
+            if kind == PUT:
+                ops.append({"op": "put", "key": _b64(key), "value": _b64(value or b""), "ttl": _ttl_of(expire_at_ms)})
+            else:
+                ops.append({"op": "delete", "key": _b64(key)})
+        return self._commit_json("POST", "/kv/v1/batch", {"ops": ops})
+
+    # -- reads -------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        """The current value of ``key``, or None."""
+        self._check_open()
+        return _get_value(self._http, "/kv/v1/keys/" + _path_key(check_key(key)))
+
+    def scan(
+        self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None,
+        reverse: bool = False, limit: int | None = None,
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Yield ``(key, value)`` for live keys in ``[start, end)`` (and with ``prefix``), page by page."""
+        self._check_open()
+        query = _scan_query(start, end, prefix, bool(reverse), limit)
+        return _pages(self._http, "/kv/v1/scan", query, limit, self._page_rows)
+
+    # -- transactions ------------------------------------------------------
+
+    def begin(self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False) -> RemoteTransaction:
+        """Start a transaction on the server (always at its latest version: ``fresh`` is implied)."""
+        self._check_open()
+        if isolation not in ISOLATION_LEVELS:
+            raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, got {isolation!r}")
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0):
+            raise ValueError(f"ttl must be a positive number of seconds, got {ttl!r}")
+        answer = self._http.json("POST", "/kv/v1/txns", {"isolation": isolation, "ttl": ttl})
+        return RemoteTransaction(self, answer["id"], answer["isolation"], answer["start_seq"], answer["version"])
+
+    @contextmanager
+    def transaction(
+        self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False
+    ) -> Iterator[RemoteTransaction]:
+        """``with store.transaction() as txn:`` commits on normal exit, rolls back on exception."""
+        txn = self.begin(isolation, ttl, fresh)
+        try:
+            yield txn
+        except BaseException:
+            txn.rollback()
+            raise
+        if txn.state == "active":
+            txn.commit()
+
+    def run(
+        self, fn: Callable[[RemoteTransaction], T], isolation: str = SERIALIZABLE, retries: int = 10,
+        ttl: float | None = None,
+    ) -> T:
+        """Run ``fn(txn)`` and commit, retrying on ConflictError up to ``retries`` times (as embedded)."""
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"retries must be a non-negative int, got {retries!r}")
+        backoff = 0.001
+        for attempt in range(retries + 1):
+            txn = self.begin(isolation, ttl)
+            try:
+                result = fn(txn)
+                if txn.state == "active":
+                    txn.commit()
+                return result
+            except ConflictError:
+                txn.rollback()
+                if attempt == retries:
+                    raise
+            except BaseException:
+                txn.rollback()
+                raise
+            time.sleep(random.uniform(0, backoff))
+            backoff = min(0.2, backoff * 2)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _get_value(http: _Http, path: str, query: dict[str, str] | None = None) -> bytes | None:
+    status, _, data = http.request("GET", path, headers={"Accept": _OCTET}, query=query)
+    if status == 404 and b"NoSuchKeyError" in data:
+        return None
+    if status >= 400:
+        raise_error(status, data)
+    return data
+
+
+class RemoteTransaction:
+    """A server-side transaction driven over HTTP; see :class:`~kvstore.txn.Transaction`."""
+
+    def __init__(self, store: RemoteStore, txn_id: str, isolation: str, start_seq: int, version: int) -> None:
+        self._store = store
+        self._http = store._http
+        self.id = txn_id
+        self.isolation = isolation
+        self.start_seq = start_seq
+        self.version = version
+        self._state = "active"
+        self._path = f"/kv/v1/txns/{txn_id}"
+
+    @property
+    def state(self) -> str:
+        """As embedded: ``"active"``, ``"committed"``, ``"aborted"``, ``"failed"``, ``"rolled back"`` or ``"expired"``."""
+        return self._state
+
+    def _check_active(self) -> None:
+        if self._state == "expired":
+            raise TransactionExpiredError(f"transaction {self.id} outlived its TTL")
+        if self._state != "active":
+            raise TransactionClosedError(f"transaction {self.id} is already {self._state}")
+        self._store._check_open()
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except TransactionExpiredError:
+            self._state = "expired"
+            raise
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key`` in this transaction: own writes, else its snapshot."""
+        self._check_active()
+        path = f"{self._path}/keys/{_path_key(check_key(key))}"
+        return self._call(lambda: _get_value(self._http, path))
+
+    def get_for_update(self, key: bytes) -> bytes | None:
+        """Like :meth:`get`, and abort at commit if anyone wrote ``key`` after our start."""
+        self._check_active()
+        path = f"{self._path}/keys/{_path_key(check_key(key))}"
+        return self._call(lambda: _get_value(self._http, path, {"for_update": "true"}))
+
+    def put(self, key: bytes, value: bytes, ttl: float | None = None) -> None:
+        """Buffer ``key = value`` on the server; visible to this transaction's reads at once."""
+        self._check_active()
+        key, value = check_key(key), check_value(value)
+        expiry_from_ttl(ttl)
+        payload = {"value": _b64(value), "ttl": ttl}
+        self._call(lambda: self._http.json("PUT", f"{self._path}/keys/{_path_key(key)}", payload))
+
+    def delete(self, key: bytes) -> None:
+        """Buffer a delete of ``key``."""
+        self._check_active()
+        path = f"{self._path}/keys/{_path_key(check_key(key))}"
+        self._call(lambda: self._http.json("DELETE", path))
+
+    def scan(
+        self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None,
+        reverse: bool = False, limit: int | None = None,
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """``(key, value)`` pairs of this transaction's view, page by page (each page joins the read set)."""
+        self._check_active()
+        query = _scan_query(start, end, prefix, bool(reverse), limit)
+        return _pages(self._http, f"{self._path}/scan", query, limit, self._store._page_rows)
+
+    def commit(self, idempotency_key: str | None = None) -> int:
+        """Validate and make the writes durable (exactly once); return the commit seq.
+
+        Args:
+            idempotency_key: commit at most once under this key (1-128 of
+                ``A-Za-z0-9._:-``), even across transactions: a rerun of the
+                same logical transaction after a crash or lost answer reuses it
+                and gets the first commit's seq back. Default: a fresh key,
+                which makes this call's own transport retries safe.
+
+        Raises:
+            ConflictError: as embedded; retry the whole transaction.
+            TransactionExpiredError / TransactionClosedError: as named.
+        """
+        self._check_active()
+        headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
+        # The states after a commit attempt are the embedded ones (see Transaction.state).
+        try:
+            seq = int(self._call(lambda: self._http.json("POST", f"{self._path}/commit", headers=headers))["seq"])
+        except (ConflictError, SnapshotTooOldError):
+            self._state = "aborted"
+            raise
+        except TransactionExpiredError:
+            raise  # _call marked it expired
+        except BaseException:
+            self._state = "failed"
+            raise
+        self._state = "committed"
+        return seq
+
+    def rollback(self) -> None:
+        """Discard the transaction. Idempotent; a no-op after commit."""
+        if self._state != "active":
+            return
+        self._state = "rolled back"
+        status, _, data = self._http.request("POST", f"{self._path}/rollback")
+        # 404/410: already gone on the server (expired, restarted): nothing left to discard.
+        if status >= 400 and status not in (404, 410):
+            raise_error(status, data)
+
+    def __enter__(self) -> RemoteTransaction:
+        return self
+
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: Any) -> None:
+        if exc_type is None and self._state == "active":
+            self.commit()
+        else:
+            self.rollback()

@@ -1,0 +1,152 @@
+"""How keys, values and scan ranges travel over HTTP, and where client keys
+live in the store.
+
+* In JSON bodies, keys and values are standard base64 (RFC 4648 §4).
+* In paths and query strings, keys are base64url without padding (§5), so
+  any byte string fits in one path segment.
+* Client keys are stored under :data:`KV_PREFIX`. The server keeps its own
+  records (idempotency, and the catalog in phase 2) in the same store under
+  other prefixes, and no client key can reach them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any, Final
+
+from starlette.requests import Request
+
+from kvstore.batch import scan_bounds
+from kvstore.options import MAX_KEY_BYTES
+from kvstore.reader import prefix_bounds
+from kvstore.remote import MAX_REMOTE_KEY_BYTES
+from service.errors import ApiError
+
+KV_PREFIX: Final = b"kv/"
+_KV_LO, _KV_HI = prefix_bounds(KV_PREFIX)
+# The longest client key: keys travel in URL paths (see kvstore.remote).
+MAX_CLIENT_KEY_BYTES: Final = MAX_REMOTE_KEY_BYTES
+assert MAX_CLIENT_KEY_BYTES + len(KV_PREFIX) <= MAX_KEY_BYTES
+
+
+def b64encode(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def b64decode(text: object, what: str) -> bytes:
+    """Decode standard base64 from a JSON field, or raise ApiError 400 naming ``what``."""
+    if not isinstance(text, str):
+        raise ApiError(400, "TypeError", f"{what} must be a base64 string, not {type(text).__name__}")
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise ApiError(400, "ValueError", f"{what} is not valid base64") from None
+
+
+def path_key_encode(key: bytes) -> str:
+    """base64url without padding: the form of a key inside a URL.
+
+    >>> path_key_encode(b"\\xfb\\xff"), path_key_decode("-_8", "key")
+    ('-_8', b'\\xfb\\xff')
+    """
+    return base64.urlsafe_b64encode(key).rstrip(b"=").decode("ascii")
+
+
+def path_key_decode(text: str, what: str) -> bytes:
+    """Inverse of :func:`path_key_encode`; ApiError 400 naming ``what`` if malformed."""
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError):
+        raise ApiError(400, "ValueError", f"{what} is not valid unpadded base64url") from None
+
+
+def store_key(key: bytes, what: str = "key") -> bytes:
+    """The store key of a client key; ApiError 400 if empty or too long."""
+    if not key:
+        raise ApiError(400, "ValueError", f"{what} must not be empty")
+    if len(key) > MAX_CLIENT_KEY_BYTES:
+        raise ApiError(400, "ValueError", f"{what} is {len(key)} bytes; the limit is {MAX_CLIENT_KEY_BYTES}")
+    return KV_PREFIX + key
+
+
+def client_key(stored: bytes) -> bytes:
+    return stored[len(KV_PREFIX):]
+
+
+def client_keys_in(message: str) -> str:
+    """An engine message with stored keys shown as the client's keys.
+
+    >>> client_keys_in("write-write conflict on key b'kv/k'")
+    "write-write conflict on key b'k'"
+    """
+    prefix = KV_PREFIX.decode("ascii")
+    return message.replace(f"b'{prefix}", "b'").replace(f'b"{prefix}', 'b"')
+
+
+def store_range(
+    start: bytes | None, end: bytes | None, prefix: bytes | None, cursor: bytes | None, reverse: bool
+) -> tuple[bytes, bytes | None]:
+    """The store range ``[lo, hi)`` of a client scan, resumed after ``cursor``.
+
+    ``cursor`` is the last key of the previous page: a forward scan resumes
+    just after it, a reverse scan just before it.
+    """
+    lo, hi = scan_bounds(start, end, prefix)
+    store_lo = _KV_LO if lo is None else KV_PREFIX + lo
+    store_hi = _KV_HI if hi is None else KV_PREFIX + hi
+    if cursor is not None:
+        resume = KV_PREFIX + cursor
+        if reverse:
+            store_hi = resume if store_hi is None else min(store_hi, resume)
+        else:
+            store_lo = max(store_lo, resume + b"\x00")
+    return store_lo, store_hi
+
+
+async def read_json(request: Request) -> dict[str, Any]:
+    """The request body as a JSON object; ApiError 400 otherwise."""
+    body = await request.body()
+    try:
+        data = json.loads(body) if body else {}
+    except ValueError:
+        raise ApiError(400, "ValueError", "request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "ValueError", "request body must be a JSON object")
+    return data
+
+
+def query_bool(request: Request, name: str) -> bool:
+    text = request.query_params.get(name, "false").lower()
+    if text in ("1", "true", "yes"):
+        return True
+    if text in ("0", "false", "no", ""):
+        return False
+    raise ApiError(400, "ValueError", f"query parameter {name} must be true or false, got {text!r}")
+
+
+def query_number(request: Request, name: str, kind: type, default: Any = None) -> Any:
+    text = request.query_params.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        return kind(text)
+    except ValueError:
+        raise ApiError(400, "ValueError", f"query parameter {name} must be a {kind.__name__}, got {text!r}") from None
+
+
+def query_key(request: Request, name: str) -> bytes | None:
+    text = request.query_params.get(name)
+    return None if text is None else path_key_decode(text, name)
+
+
+def ttl_value(raw: object) -> float | None:
+    """A JSON/query ttl: None or a positive number of seconds (else ApiError 400)."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise ApiError(400, "TypeError", f"ttl must be a number of seconds or null, not {type(raw).__name__}")
+    if not raw > 0:
+        raise ApiError(400, "ValueError", f"ttl must be > 0 seconds, got {raw!r}")
+    return float(raw)

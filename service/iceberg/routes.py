@@ -1,0 +1,411 @@
+"""The Apache Iceberg REST Catalog protocol, ``/v1/...``, over the catalog.
+
+Every handler parses and validates names first (:mod:`service.iceberg.names`),
+then runs its catalog work in a worker thread, translating catalog errors into
+the protocol's error types and codes (:func:`iceberg_error`). Lists page with
+``pageToken``/``pageSize`` (the token is an offset). No path prefix is used:
+``/v1/config`` returns no ``prefix`` override.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Final, TypeVar
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+import catalog
+from catalog import errors as catalog_errors
+from kvstore.errors import ConflictError
+from service.codec import read_json
+from service.errors import ApiError
+from service.iceberg import tables, views
+from service.iceberg.names import (
+    identifier_from_json,
+    identifier_to_json,
+    namespace_from_parts,
+    namespace_from_path,
+    parts_of,
+    table_name,
+)
+from service.iceberg.warehouse import Warehouse
+from service.metrics import Metrics
+
+T = TypeVar("T")
+
+DEFAULT_PAGE_SIZE: Final = 1000
+MAX_PAGE_SIZE: Final = 10_000
+
+# Checked in order: subclasses first.
+_CATALOG_ERRORS: Final[tuple[tuple[type[BaseException], int, str], ...]] = (
+    (catalog_errors.NoSuchNamespaceError, 404, "NoSuchNamespaceException"),
+    (catalog_errors.NoSuchTableError, 404, "NoSuchTableException"),
+    (catalog_errors.NoSuchViewError, 404, "NoSuchViewException"),
+    (catalog_errors.NamespaceAlreadyExistsError, 409, "AlreadyExistsException"),
+    (catalog_errors.TableAlreadyExistsError, 409, "AlreadyExistsException"),
+    (catalog_errors.ViewAlreadyExistsError, 409, "AlreadyExistsException"),
+    (catalog_errors.NamespaceNotEmptyError, 409, "NamespaceNotEmptyException"),
+    (ConflictError, 409, "CommitFailedException"),
+    (catalog_errors.ReadOnlyError, 400, "BadRequestException"),
+    (ValueError, 400, "BadRequestException"),
+    (TypeError, 400, "BadRequestException"),
+)
+
+
+def iceberg_error(exc: BaseException) -> ApiError | None:
+    """The protocol error for a catalog or argument exception, or None (a bug: 500)."""
+    if isinstance(exc, ApiError):
+        return exc
+    for cls, status, error_type in _CATALOG_ERRORS:
+        if isinstance(exc, cls):
+            return ApiError(status, error_type, str(exc))
+    return None
+
+
+@dataclass
+class IcebergState:
+    """What the Iceberg handlers share; built by the app's lifespan."""
+
+    lake: catalog.Lakehouse
+    warehouse: Warehouse | None  # None: no place clients can share, API disabled
+    metrics: Metrics
+
+
+@dataclass
+class _Enabled:
+    lake: catalog.Lakehouse
+    warehouse: Warehouse
+    metrics: Metrics
+
+
+def _state(request: Request) -> _Enabled:
+    state: IcebergState = request.app.state.iceberg
+    if state.warehouse is None:
+        raise ApiError(
+            503, "ServiceUnavailableException",
+            "the Iceberg REST API needs a warehouse clients can reach: start the server with --warehouse",
+        )
+    return _Enabled(state.lake, state.warehouse, state.metrics)
+
+
+async def _run(fn: Callable[..., T], *args: Any) -> T:
+    try:
+        return await run_in_threadpool(fn, *args)
+    except Exception as exc:
+        error = iceberg_error(exc)
+        if error is None:
+            raise
+        raise error from exc
+
+
+def _page(request: Request, items: list[Any]) -> tuple[list[Any], str | None]:
+    try:
+        offset = int(request.query_params.get("pageToken") or 0)
+        size = int(request.query_params.get("pageSize") or DEFAULT_PAGE_SIZE)
+    except ValueError:
+        raise ApiError(400, "BadRequestException", "pageToken and pageSize must be integers") from None
+    if offset < 0 or not 1 <= size <= MAX_PAGE_SIZE:
+        raise ApiError(400, "BadRequestException", f"pageToken must be >= 0 and pageSize in 1..{MAX_PAGE_SIZE}")
+    page = items[offset:offset + size]
+    return page, (str(offset + size) if offset + size < len(items) else None)
+
+
+def _table_response(location: str | None, metadata: Any) -> JSONResponse:
+    body = {"metadata": metadata.model_dump(mode="json", by_alias=True, exclude_none=True), "config": {}}
+    if location is not None:
+        body["metadata-location"] = location
+    return JSONResponse(body)
+
+
+def _ns(request: Request) -> str:
+    return namespace_from_path(request.path_params["namespace"])
+
+
+# -- config --------------------------------------------------------------------
+
+_ENDPOINTS: Final = [
+    "GET /v1/{prefix}/namespaces",
+    "POST /v1/{prefix}/namespaces",
+    "GET /v1/{prefix}/namespaces/{namespace}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}",
+    "POST /v1/{prefix}/namespaces/{namespace}/properties",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/register",
+    "POST /v1/{prefix}/tables/rename",
+    "POST /v1/{prefix}/transactions/commit",
+    "GET /v1/{prefix}/namespaces/{namespace}/views",
+    "POST /v1/{prefix}/namespaces/{namespace}/views",
+    "GET /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "POST /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "POST /v1/{prefix}/views/rename",
+]
+
+
+async def get_config(request: Request) -> JSONResponse:
+    _state(request)  # 503 when the Iceberg API is disabled
+    return JSONResponse({"defaults": {}, "overrides": {}, "endpoints": _ENDPOINTS})
+
+
+# -- namespaces ----------------------------------------------------------------
+
+
+async def list_namespaces(request: Request) -> JSONResponse:
+    lake = _state(request).lake
+    parent_text = request.query_params.get("parent")
+    parent = namespace_from_path(parent_text) if parent_text else None
+    names = await _run(lambda: sorted(lake.list_namespaces(parent=parent)))
+    page, token = _page(request, names)
+    return JSONResponse({"namespaces": [parts_of(n) for n in page], "next-page-token": token})
+
+
+async def create_namespace(request: Request) -> JSONResponse:
+    data = await read_json(request)
+    namespace = namespace_from_parts(data.get("namespace"))
+    properties = data.get("properties") or {}
+    if not isinstance(properties, dict) or not all(isinstance(v, str) for v in properties.values()):
+        raise ApiError(400, "BadRequestException", "properties must be an object of strings")
+    lake = _state(request).lake
+    await _run(lambda: lake.create_namespace(namespace, properties=properties))
+    return JSONResponse({"namespace": parts_of(namespace), "properties": properties})
+
+
+async def load_namespace(request: Request) -> JSONResponse:
+    namespace, lake = _ns(request), _state(request).lake
+    properties = await _run(lake.namespace_properties, namespace)
+    return JSONResponse({"namespace": parts_of(namespace), "properties": properties})
+
+
+async def namespace_exists(request: Request) -> Response:
+    namespace, lake = _ns(request), _state(request).lake
+    return Response(status_code=204 if await _run(lake.namespace_exists, namespace) else 404)
+
+
+async def drop_namespace(request: Request) -> Response:
+    namespace, lake = _ns(request), _state(request).lake
+    await _run(lake.drop_namespace, namespace)
+    return Response(status_code=204)
+
+
+async def update_namespace_properties(request: Request) -> JSONResponse:
+    namespace, lake = _ns(request), _state(request).lake
+    data = await read_json(request)
+    updates, removals = data.get("updates") or {}, data.get("removals") or []
+    if not isinstance(updates, dict) or not isinstance(removals, list):
+        raise ApiError(400, "BadRequestException", "updates must be an object and removals a list")
+    overlap = set(updates) & set(removals)
+    if overlap:
+        raise ApiError(422, "UnprocessableEntityException", f"keys both updated and removed: {sorted(overlap)}")
+    summary = await _run(lambda: lake.update_namespace_properties(namespace, updates=updates, removals=removals))
+    return JSONResponse({k: list(summary[k]) for k in ("updated", "removed", "missing")})
+
+
+# -- tables --------------------------------------------------------------------
+
+
+async def list_tables(request: Request) -> JSONResponse:
+    namespace, lake = _ns(request), _state(request).lake
+    names = await _run(lambda: sorted(lake.list_tables(namespace)))
+    page, token = _page(request, names)
+    return JSONResponse({"identifiers": [identifier_to_json(n) for n in page], "next-page-token": token})
+
+
+async def create_table(request: Request) -> JSONResponse:
+    namespace, state = _ns(request), _state(request)
+    body = await read_json(request)
+    location, metadata = await _run(tables.create_table, state.lake, state.warehouse, namespace, body)
+    if location is not None:
+        state.metrics.commits.labels("iceberg").inc()
+    return _table_response(location, metadata)
+
+
+async def register_table(request: Request) -> JSONResponse:
+    namespace, state = _ns(request), _state(request)
+    body = await read_json(request)
+    current = await _run(tables.register_table, state.lake, state.warehouse, namespace, body)
+    return _table_response(current.metadata_location, current.metadata)
+
+
+def _table(request: Request) -> str:
+    return table_name(_ns(request), request.path_params["table"])
+
+
+async def load_table(request: Request) -> JSONResponse:
+    name, state = _table(request), _state(request)
+    current = await _run(tables.load_current, state.lake, state.warehouse, name)
+    return _table_response(current.metadata_location, current.metadata)
+
+
+async def table_exists(request: Request) -> Response:
+    name, lake = _table(request), _state(request).lake
+    return Response(status_code=204 if await _run(lake.table_exists, name) else 404)
+
+
+async def commit_table(request: Request) -> JSONResponse:
+    name, state = _table(request), _state(request)
+    commit = tables.parse_commit(await request.body())
+    try:
+        current = await _run(tables.commit_table, state.lake, state.warehouse, name, commit)
+    except ApiError as exc:
+        if exc.status == 409:
+            state.metrics.conflicts.labels("iceberg").inc()
+        raise
+    state.metrics.commits.labels("iceberg").inc()
+    return JSONResponse({
+        "metadata-location": current.metadata_location,
+        "metadata": current.metadata.model_dump(mode="json", by_alias=True, exclude_none=True),
+    })
+
+
+async def drop_table(request: Request) -> Response:
+    name, state = _table(request), _state(request)
+    purge = request.query_params.get("purgeRequested", "false").lower() == "true"
+    await _run(_drop_table, state, name, purge)
+    return Response(status_code=204)
+
+
+def _drop_table(state: _Enabled, name: str, purge: bool) -> None:
+    table = state.lake.load_table(name)
+    location = table.location if table.format == tables.ICEBERG else None
+    # A native table's files are the catalog's to purge (its gc knows them);
+    # an Iceberg table's files are known only to its metadata: purged here.
+    state.lake.drop_table(name, purge=purge and location is None)
+    if purge and location:
+        # Files leave only after the pointer is gone; older lakehouse
+        # versions that still name this table can no longer read it.
+        import pyarrow.fs as pafs
+
+        filesystem, path = pafs.FileSystem.from_uri(state.warehouse.check(location, "table location"))
+        filesystem.delete_dir(path)
+
+
+async def rename_table(request: Request) -> Response:
+    data = await read_json(request)
+    source = identifier_from_json(data.get("source"), "source")
+    destination = identifier_from_json(data.get("destination"), "destination")
+    lake = _state(request).lake
+    await _run(lake.rename_table, source, destination)
+    return Response(status_code=204)
+
+
+async def commit_transaction(request: Request) -> Response:
+    data = await read_json(request)
+    changes = data.get("table-changes")
+    if not isinstance(changes, list) or not changes:
+        raise ApiError(400, "BadRequestException", "table-changes must be a non-empty list")
+    requests = [tables.parse_commit(change) for change in changes]
+    state = _state(request)
+    try:
+        await _run(tables.commit_transaction, state.lake, state.warehouse, requests)
+    except ApiError as exc:
+        if exc.status == 409:
+            state.metrics.conflicts.labels("iceberg").inc()
+        raise
+    state.metrics.commits.labels("iceberg").inc()
+    return Response(status_code=204)
+
+
+# -- views ---------------------------------------------------------------------
+
+
+def _view(request: Request) -> str:
+    return table_name(_ns(request), request.path_params["view"])
+
+
+async def list_views(request: Request) -> JSONResponse:
+    namespace, lake = _ns(request), _state(request).lake
+    names = await _run(lambda: sorted(lake.list_views(namespace)))
+    page, token = _page(request, names)
+    return JSONResponse({"identifiers": [identifier_to_json(n) for n in page], "next-page-token": token})
+
+
+def _view_response(metadata: Any) -> JSONResponse:
+    return JSONResponse({"metadata": metadata.model_dump(mode="json", by_alias=True, exclude_none=True), "config": {}})
+
+
+async def create_view(request: Request) -> JSONResponse:
+    namespace, state = _ns(request), _state(request)
+    body = await read_json(request)
+    name = table_name(namespace, body.get("name"))  # validates before anything runs
+    metadata = await _run(views.create, state.lake, state.warehouse, namespace, name.rsplit(".", 1)[1], body)
+    return _view_response(metadata)
+
+
+async def load_view(request: Request) -> JSONResponse:
+    name, lake = _view(request), _state(request).lake
+    return _view_response(await _run(views.load, lake, name))
+
+
+async def view_exists(request: Request) -> Response:
+    name, lake = _view(request), _state(request).lake
+    return Response(status_code=204 if await _run(lake.view_exists, name) else 404)
+
+
+async def replace_view(request: Request) -> JSONResponse:
+    name, state = _view(request), _state(request)
+    body = await read_json(request)
+    return _view_response(await _run(views.replace, state.lake, state.warehouse, name, body))
+
+
+async def drop_view(request: Request) -> Response:
+    name, lake = _view(request), _state(request).lake
+    await _run(lake.drop_view, name)
+    return Response(status_code=204)
+
+
+async def rename_view(request: Request) -> Response:
+    data = await read_json(request)
+    source = identifier_from_json(data.get("source"), "source")
+    destination = identifier_from_json(data.get("destination"), "destination")
+    lake = _state(request).lake
+
+    def rename() -> None:
+        view = lake.load_view(source)
+        with lake.transaction() as tx:  # one version: never both or neither name
+            tx.create_view(
+                destination, view.sql, dialect=view.dialect, properties=view.properties, metadata=view.metadata
+            )
+            tx.drop_view(source)
+
+    await _run(rename)
+    return Response(status_code=204)
+
+
+NS = "/v1/namespaces/{namespace}"
+# HEAD routes come before GET ones: Starlette also answers HEAD from a GET
+# route, which for a table would read its metadata just to send no body.
+ROUTES = [
+    Route("/v1/config", get_config, methods=["GET"]),
+    Route("/v1/namespaces", list_namespaces, methods=["GET"]),
+    Route("/v1/namespaces", create_namespace, methods=["POST"]),
+    Route(NS, namespace_exists, methods=["HEAD"]),
+    Route(NS, load_namespace, methods=["GET"]),
+    Route(NS, drop_namespace, methods=["DELETE"]),
+    Route(NS + "/properties", update_namespace_properties, methods=["POST"]),
+    Route(NS + "/tables", list_tables, methods=["GET"]),
+    Route(NS + "/tables", create_table, methods=["POST"]),
+    Route(NS + "/register", register_table, methods=["POST"]),
+    Route(NS + "/tables/{table}", table_exists, methods=["HEAD"]),
+    Route(NS + "/tables/{table}", load_table, methods=["GET"]),
+    Route(NS + "/tables/{table}", commit_table, methods=["POST"]),
+    Route(NS + "/tables/{table}", drop_table, methods=["DELETE"]),
+    Route("/v1/tables/rename", rename_table, methods=["POST"]),
+    Route("/v1/transactions/commit", commit_transaction, methods=["POST"]),
+    Route(NS + "/views", list_views, methods=["GET"]),
+    Route(NS + "/views", create_view, methods=["POST"]),
+    Route(NS + "/views/{view}", view_exists, methods=["HEAD"]),
+    Route(NS + "/views/{view}", load_view, methods=["GET"]),
+    Route(NS + "/views/{view}", replace_view, methods=["POST"]),
+    Route(NS + "/views/{view}", drop_view, methods=["DELETE"]),
+    Route("/v1/views/rename", rename_view, methods=["POST"]),
+]

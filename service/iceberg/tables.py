@@ -1,0 +1,265 @@
+"""Iceberg table commits on the catalog: requirements, updates, pointer swap.
+
+An Iceberg table is a catalog object of format ``"iceberg"`` whose only state
+in the lakehouse is the location of its current metadata JSON. A commit:
+
+1. loads the current pointer and metadata (at the handle's, or the
+   transaction's, snapshot);
+2. checks the client's requirements with pyiceberg's own models
+   (``AssertRefSnapshotId`` etc.): a failure is ``CommitFailedException``, 409;
+3. applies the updates with pyiceberg's ``update_table_metadata``: an unknown
+   or invalid update is 400 (unknown ones already fail to parse);
+4. writes the new metadata file under the table location (inside the warehouse);
+5. swaps the pointer with ``commit_metadata_location(name, new, expected=old)``.
+
+If the swap loses a race (another commit moved the pointer after step 1),
+the attempt is thrown away (its file deleted) and the whole sequence runs
+again on the new state; requirements decide whether the client's change still
+applies, so a lost race is a retry or a 409, never a 500. A multi-table commit
+runs steps 1-5 for every table inside ONE catalog transaction: one lakehouse
+version, all or nothing.
+
+Thread-safety: stateless apart from the warehouse's cache; called from worker threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from pydantic import ValidationError
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.table import CommitTableRequest
+from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import TableMetadata, TableMetadataV1, new_table_metadata
+from pyiceberg.table.sorting import SortOrder
+from pyiceberg.table.update import AssertCreate, SetLocationUpdate, update_table_metadata
+
+import catalog
+from catalog.errors import NoSuchTableError, RetryableConflictError
+from catalog.ops import Retry as _CatalogRetry
+from kvstore.errors import ConflictError
+from service.errors import ApiError
+from service.iceberg.names import table_name
+from service.iceberg.warehouse import Warehouse
+
+ICEBERG: Final = "iceberg"
+# Lost races retried before answering 409: each retry starts from the
+# winner's state, so only sustained contention on one table exhausts this.
+MAX_COMMIT_ATTEMPTS: Final = 16
+# A lost race on the pointer. The contract names RetryableConflictError; the
+# catalog at 52c8307 lets its internal Retry escape when the pointer moved
+# before the first apply, so both mean "redo on the new state".
+LOST_RACE: Final = (RetryableConflictError, _CatalogRetry)
+
+
+@dataclass(frozen=True)
+class Current:
+    """A table's state at one snapshot: pointer and parsed metadata."""
+
+    name: str
+    metadata_location: str
+    metadata: TableMetadata
+
+
+def load_current(lake: Any, warehouse: Warehouse, name: str) -> Current:
+    """The current state of Iceberg table ``name`` as ``lake`` (a Lakehouse or transaction) sees it.
+
+    Raises:
+        catalog.errors.NoSuchTableError: no such table (404 upstream).
+        ApiError: 400 if the table exists in another format.
+    """
+    table = lake.load_table(name)
+    if table.format != ICEBERG:
+        raise ApiError(
+            400, "BadRequestException",
+            f"table {name} has format {table.format!r}; the Iceberg REST API serves only format 'iceberg' tables",
+        )
+    return Current(name, table.metadata_location, warehouse.read_metadata(table.metadata_location))
+
+
+def parse_commit(body: bytes | dict[str, Any]) -> CommitTableRequest:
+    """A ``CommitTableRequest`` (identifier, requirements, updates); 400 if malformed or unknown."""
+    try:
+        if isinstance(body, dict):
+            return CommitTableRequest.model_validate(body)
+        return CommitTableRequest.model_validate_json(body)
+    except ValidationError as exc:
+        raise ApiError(400, "BadRequestException", f"invalid commit request: {_first_error(exc)}") from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    errors = exc.errors()
+    if not errors:
+        return str(exc)
+    first = errors[0]
+    return f"{'.'.join(str(p) for p in first.get('loc', ()))}: {first.get('msg')}"
+
+
+def _empty_metadata() -> TableMetadata:
+    # The base a staged create's updates are applied to, as pyiceberg's own
+    # catalogs build it: unvalidated v1 metadata with an empty schema; the
+    # client's updates (upgrade-format-version first) fill in the rest, and
+    # the result is validated (enforce_validation) before it is written.
+    return TableMetadataV1.model_construct(last_column_id=-1, schema=Schema())
+
+
+def _apply(warehouse: Warehouse, base: Current | None, request: CommitTableRequest) -> TableMetadata:
+    """Check the requirements against ``base`` and apply the updates; raises ApiError 409/400."""
+    base_metadata = base.metadata if base else None
+    try:
+        for requirement in request.requirements:
+            requirement.validate(base_metadata)
+    except CommitFailedException as exc:
+        raise ApiError(409, "CommitFailedException", str(exc)) from None
+    for update in request.updates:
+        if isinstance(update, SetLocationUpdate):
+            warehouse.check(update.location, "set-location")
+    try:
+        metadata = update_table_metadata(
+            base_metadata=base_metadata if base_metadata is not None else _empty_metadata(),
+            updates=request.updates,
+            enforce_validation=base is None,
+            metadata_location=base.metadata_location if base else None,
+        )
+    except (ValueError, ValidationError) as exc:
+        raise ApiError(400, "BadRequestException", f"cannot apply updates: {exc}") from None
+    warehouse.check(metadata.location, "table location")
+    return metadata
+
+
+def stage_commit(lake: Any, warehouse: Warehouse, name: str, request: CommitTableRequest) -> tuple[Current, str | None]:
+    """Steps 1-5 for one table against ``lake`` (a Lakehouse or an open transaction).
+
+    Returns the new state and the previous metadata location (None for a create).
+    """
+    creating = any(isinstance(r, AssertCreate) for r in request.requirements)
+    try:
+        base: Current | None = load_current(lake, warehouse, name)
+    except NoSuchTableError:
+        if not creating:
+            raise
+        base = None
+    metadata = _apply(warehouse, base, request)
+    previous = base.metadata_location if base else None
+    new_location = warehouse.next_metadata_location(metadata, previous)
+    warehouse.write_metadata(metadata, new_location)
+    try:
+        if base is None:
+            lake.create_table(
+                name, format=ICEBERG, location=metadata.location, properties=dict(metadata.properties),
+                metadata_location=new_location,
+            )
+        else:
+            lake.commit_metadata_location(name, new_location, previous)
+    except BaseException:
+        warehouse.delete_file(new_location)
+        raise
+    return Current(name, new_location, metadata), previous
+
+
+def commit_table(lake: catalog.Lakehouse, warehouse: Warehouse, name: str, request: CommitTableRequest) -> Current:
+    """Commit one table's change, retrying lost races (see the module docstring)."""
+    for attempt in range(MAX_COMMIT_ATTEMPTS):
+        if attempt:
+            lake.refresh()
+        try:
+            return stage_commit(lake, warehouse, name, request)[0]
+        except LOST_RACE:
+            continue
+        except ConflictError as exc:  # incompatible: e.g. the table was dropped meanwhile
+            raise ApiError(409, "CommitFailedException", str(exc)) from None
+    raise ApiError(409, "CommitFailedException", f"table {name}: lost the commit race {MAX_COMMIT_ATTEMPTS} times; retry")
+
+
+def commit_transaction(lake: catalog.Lakehouse, warehouse: Warehouse, requests: list[CommitTableRequest]) -> int:
+    """Commit several tables' changes as ONE lakehouse version; return that version."""
+    names = [table_name(".".join(r.identifier.namespace.root), r.identifier.name) for r in requests]
+    if len(set(names)) != len(names):
+        raise ApiError(400, "BadRequestException", "a transaction may change each table only once")
+    for attempt in range(MAX_COMMIT_ATTEMPTS):
+        if attempt:
+            lake.refresh()
+        try:
+            with lake.transaction() as tx:
+                for name, request in zip(names, requests):
+                    stage_commit(tx, warehouse, name, request)
+            assert tx.version is not None  # set by a successful commit
+            return tx.version
+        except LOST_RACE:
+            continue
+        except ConflictError as exc:
+            raise ApiError(409, "CommitFailedException", str(exc)) from None
+    raise ApiError(409, "CommitFailedException", f"transaction lost the commit race {MAX_COMMIT_ATTEMPTS} times; retry")
+
+
+def create_table(
+    lake: catalog.Lakehouse, warehouse: Warehouse, namespace: str, body: dict[str, Any]
+) -> tuple[str | None, TableMetadata]:
+    """Create a table from a ``CreateTableRequest``; return ``(metadata location, metadata)``.
+
+    A staged create (``stage-create: true``) only builds the metadata: nothing
+    is written until the client commits it with ``AssertCreate``.
+    """
+    from pyiceberg.catalog.rest import CreateTableRequest
+
+    try:
+        # The model marks optional fields as required keys; clients omit them.
+        request = CreateTableRequest.model_validate({"location": None, "partition-spec": None, "write-order": None, **body})
+    except ValidationError as exc:
+        raise ApiError(400, "BadRequestException", f"invalid create request: {_first_error(exc)}") from None
+    name = table_name(namespace, request.name)
+    if not lake.namespace_exists(namespace):
+        raise ApiError(404, "NoSuchNamespaceException", f"namespace {namespace} does not exist")
+    if lake.table_exists(name) or lake.view_exists(name):
+        raise ApiError(409, "AlreadyExistsException", f"table {name} already exists")
+    location = (
+        warehouse.check(request.location, "location") if request.location
+        else warehouse.default_table_location(namespace, request.name)
+    )
+    try:
+        metadata = new_table_metadata(
+            schema=request.table_schema,
+            partition_spec=request.partition_spec or PartitionSpec(),
+            sort_order=request.write_order or SortOrder(),
+            location=location,
+            properties=dict(request.properties),
+        )
+    except ValueError as exc:
+        raise ApiError(400, "BadRequestException", f"invalid table definition: {exc}") from None
+    if request.stage_create:
+        return None, metadata
+    metadata_location = warehouse.next_metadata_location(metadata, None)
+    warehouse.write_metadata(metadata, metadata_location)
+    try:
+        lake.create_table(
+            name, format=ICEBERG, location=location, properties=dict(metadata.properties),
+            metadata_location=metadata_location,
+        )
+    except BaseException:
+        warehouse.delete_file(metadata_location)
+        raise
+    return metadata_location, metadata
+
+
+def register_table(
+    lake: catalog.Lakehouse, warehouse: Warehouse, namespace: str, body: dict[str, Any]
+) -> Current:
+    """Adopt an existing metadata file (inside the warehouse) as table ``name``."""
+    name = table_name(namespace, body.get("name"))
+    location = warehouse.check(body.get("metadata-location"), "metadata-location")  # type: ignore[arg-type]
+    try:
+        metadata = warehouse.read_metadata(location)
+    except (OSError, ValueError) as exc:
+        raise ApiError(400, "BadRequestException", f"cannot read metadata at {location}: {exc}") from None
+    warehouse.check(metadata.location, "table location")
+    if body.get("overwrite") and lake.table_exists(name):
+        current = load_current(lake, warehouse, name)
+        lake.commit_metadata_location(name, location, current.metadata_location)
+    else:
+        lake.create_table(
+            name, format=ICEBERG, location=metadata.location, properties=dict(metadata.properties),
+            metadata_location=location,
+        )
+    return Current(name, location, metadata)

@@ -1,0 +1,136 @@
+"""Exactly-once commits with ``Idempotency-Key``.
+
+A commit that carries a key also writes a *record* for it, in the same
+transaction, so the record exists if and only if the commit does: after a
+crash, a lost response or a retried request, the record alone says whether
+the commit happened. A request whose key already has a record is answered
+from it (the seq of the commit that wrote it) and commits nothing.
+
+Two copies of one request racing each other both write the record key, so
+the engine's write-write validation lets exactly one commit; the other finds
+the record on its retry. Records expire after :data:`RECORD_TTL_S`, the
+window in which a client may retry.
+
+Thread-safety: functions here are called from worker threads; they share no
+state beyond the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Final, Sequence
+
+from kvstore import SNAPSHOT, ConflictError, Store, Transaction, WriteBatch
+from kvstore.format.rows import PUT
+from kvstore.reader import visible_value
+from service.errors import ApiError
+
+RECORD_PREFIX: Final = b"sys/idem/"
+RECORD_TTL_S: Final = 24 * 3600.0
+# Blind batches conflict only with concurrent writers of the same keys; each
+# retry starts after them, so a few attempts suffice.
+MAX_ATTEMPTS: Final = 32
+
+# One write of a batch: ("put", store_key, value, ttl) or ("delete", store_key, None, None).
+Op = tuple[str, bytes, "bytes | None", "float | None"]
+
+
+def fingerprint(route: str, body: bytes) -> str:
+    """What a replay must match: a reused key with a different request is a client bug."""
+    return hashlib.sha256(route.encode() + b"\x00" + body).hexdigest()
+
+
+def _record_key(idempotency_key: str) -> bytes:
+    return RECORD_PREFIX + idempotency_key.encode("ascii")
+
+
+def recorded_seq(store: Store, idempotency_key: str, expected_fingerprint: str | None) -> int | None:
+    """The seq of the commit recorded under ``idempotency_key``, or None.
+
+    Raises:
+        ApiError: 422 if the record was written by a different request.
+    """
+    with store.snapshot() as snap:
+        row = snap.get_row(_record_key(idempotency_key))
+    value = visible_value(row)
+    if row is None or value is None or row[2] != PUT:
+        return None
+    stored = json.loads(value).get("fingerprint")
+    if expected_fingerprint is not None and stored is not None and stored != expected_fingerprint:
+        raise ApiError(
+            422, "IdempotencyKeyReusedError",
+            f"Idempotency-Key {idempotency_key!r} was already used for a different request",
+        )
+    return int(row[1])
+
+
+def _write_record(txn: Transaction, idempotency_key: str, request_fingerprint: str | None) -> None:
+    record = json.dumps({"fingerprint": request_fingerprint, "at_ms": int(time.time() * 1000)}).encode()
+    key = _record_key(idempotency_key)
+    txn.get_for_update(key)  # a concurrent duplicate writing the record aborts one of us
+    txn.put(key, record, ttl=RECORD_TTL_S)
+
+
+def commit_ops(
+    store: Store, ops: Sequence[Op], idempotency_key: str | None, request_fingerprint: str | None
+) -> tuple[int, bool]:
+    """Commit ``ops`` atomically; return ``(seq, replayed)``.
+
+    Without a key this is one ``Store.write`` (blind writes never conflict).
+    With one, the ops and the record commit in one SNAPSHOT transaction.
+    """
+    if idempotency_key is None:
+        batch = WriteBatch()
+        for kind, key, value, ttl in ops:
+            if kind == "put":
+                batch.put(key, value, ttl)  # type: ignore[arg-type]
+            else:
+                batch.delete(key)
+        return store.write(batch), False
+    for attempt in range(MAX_ATTEMPTS):
+        seq = recorded_seq(store, idempotency_key, request_fingerprint)
+        if seq is not None:
+            return seq, True
+        txn = store.begin(SNAPSHOT, fresh=attempt > 0)
+        try:
+            _write_record(txn, idempotency_key, request_fingerprint)
+            for kind, key, value, ttl in ops:
+                if kind == "put":
+                    txn.put(key, value, ttl)  # type: ignore[arg-type]
+                else:
+                    txn.delete(key)
+            return txn.commit(), False
+        except ConflictError:
+            txn.rollback()
+        except BaseException:
+            txn.rollback()
+            raise
+    raise ConflictError(f"commit with Idempotency-Key {idempotency_key!r} kept conflicting; retry it")
+
+
+def commit_transaction(store: Store, txn: Transaction, idempotency_key: str | None) -> tuple[int, bool]:
+    """Commit an interactive transaction, at most once per key; return ``(seq, replayed)``."""
+    if idempotency_key is None:
+        return txn.commit(), False
+    seq = recorded_seq(store, idempotency_key, None)
+    if seq is not None:
+        txn.rollback()
+        return seq, True
+    _write_record(txn, idempotency_key, None)
+    try:
+        return txn.commit(), False
+    except ConflictError:
+        # Lost to a duplicate of this very request? Then it did commit once.
+        store.refresh()
+        seq = recorded_seq(store, idempotency_key, None)
+        if seq is not None:
+            return seq, True
+        raise
+
+
+def commit_recorded_only(store: Store, idempotency_key: str | None) -> int | None:
+    """For a commit of a transaction the server no longer knows (e.g. after a
+    restart): the recorded seq if that commit happened, else None."""
+    return None if idempotency_key is None else recorded_seq(store, idempotency_key, None)

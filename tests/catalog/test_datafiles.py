@@ -1,0 +1,73 @@
+"""Data file entries: statistics codec, partition splitting, Parquet round trip."""
+
+import datetime as dt
+import decimal
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from catalog.datafiles import DataFile, column_stats, decode_values, encode_value, partition_groups, read_file, write_files
+from catalog.schema import assign_field_ids
+from kvstore.objstore import MemoryStore
+
+TYPED_VALUES = [
+    (pa.int8(), -3), (pa.uint64(), 2**64 - 1), (pa.float32(), 1.5), (pa.bool_(), True), (pa.string(), "é"),
+    (pa.binary(), b"\x00\xff"), (pa.date32(), dt.date(2024, 2, 29)), (pa.timestamp("ns", "UTC"), 1_700_000_000_123_456_789),
+    (pa.decimal128(20, 4), decimal.Decimal("-12345.6789")), (pa.time64("us"), 3_600_000_000),
+]
+
+
+@pytest.mark.parametrize("type_, value", TYPED_VALUES)
+def test_stat_values_round_trip_exactly(type_: pa.DataType, value: object) -> None:
+    scalar = pa.scalar(value, type_) if not pa.types.is_timestamp(type_) else pa.scalar(value, pa.int64()).cast(type_)
+    encoded = encode_value(scalar)
+    assert decode_values([encoded, None], type_)[0] == scalar
+    assert decode_values([encoded, None], type_)[1].is_valid is False
+
+
+def test_column_stats() -> None:
+    assert column_stats(pa.array([3, None, 1])) == [1, 3, 1]
+    assert column_stats(pa.array([None, None], pa.int64())) == [None, None, 2]
+    assert column_stats(pa.array([1.0, float("nan")])) == [None, None, 0]  # NaN: no bounds
+    assert column_stats(pa.array(["x" * 300])) == [None, None, 0]  # too long to bound
+    assert column_stats(pa.array([[1]], pa.list_(pa.int8()))) == [None, None, 0]
+
+
+def test_entry_json_round_trip_and_validation() -> None:
+    f = DataFile(id="a", path="data/t/a.parquet", size=10, rows=2, partition={"2": "mon"}, stats={"1": [1, 2, 0]})
+    assert DataFile.decode(f.encode()) == f and DataFile.from_json(f.to_json()) == f
+    with pytest.raises(ValueError, match="malformed"):
+        DataFile.from_json({"id": "a"})
+    with pytest.raises(ValueError, match="negative"):
+        DataFile.from_json({**f.to_json(), "rows": -1})
+    with pytest.raises(TypeError):
+        DataFile.from_json([1])
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.sampled_from([1, 2, None]), st.integers(-(2**63), 2**63 - 1)), max_size=40))
+def test_partition_groups_split_exactly(rows: list) -> None:
+    table = pa.table({"p": pa.array([r[0] for r in rows], pa.string()), "q": pa.array([r[1] for r in rows], pa.int64()), "v": [r[2] for r in rows]})
+    seen = []
+    keys = set()
+    for values, part in partition_groups(table, ["p", "q"]):
+        key = (values["p"].as_py(), values["q"].as_py()) if rows else None
+        assert key not in keys
+        keys.add(key)
+        for r in part.to_pylist():
+            assert (r["p"], r["q"]) == key
+            seen.append((r["p"], r["q"], r["v"]))
+    assert sorted(seen, key=repr) == sorted(rows, key=repr)
+
+
+def test_write_and_read_files_with_target_size() -> None:
+    schema, _ = assign_field_ids(pa.schema([("id", pa.int64()), ("day", pa.string())]))
+    objects = MemoryStore()
+    data = pa.table({"id": list(range(10_000)), "day": ["mon"] * 5000 + ["tue"] * 5000}, schema=schema)
+    files = write_files(objects, "data/t", data, schema, ["day"], target_file_bytes=20_000)
+    assert len(files) > 2 and sum(f.rows for f in files) == 10_000
+    assert {tuple(f.partition.values()) for f in files} == {("mon",), ("tue",)}
+    back = pa.concat_tables([read_file(objects, f, schema) for f in files])
+    assert sorted(back.column("id").to_pylist()) == list(range(10_000))
+    assert all(objects.head(f.path).size == f.size for f in files)

@@ -1,0 +1,70 @@
+"""Fixtures for the service tests.
+
+* ``server`` (session): ``lakekv serve`` on an in-memory store, no token,
+  127.0.0.1 on a free port, stopped by PID at the end.
+* ``secure_server`` (session): the same with a bearer token and a 4 KiB body limit.
+* ``remote_db``: a RemoteStore on ``server`` whose key space is empty at the
+  start of the test (the session server is shared, so the test wipes it).
+
+The engine's own API tests are imported by name from tests/kvstore, so that
+folder goes on sys.path here.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import kvstore
+from kvstore.remote import RemoteStore
+from service.testing import ServerProcess
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kvstore"))
+
+TOKEN = "test-token-0123456789abcdef"
+SMALL_BODY_LIMIT = 4096
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    # An in-memory store, like the embedded side of the parametrized tests
+    # (the crash tests run their own servers on local directories).
+    root = tmp_path_factory.mktemp("server")
+    process = ServerProcess("memory://serve-tests", root / "server.log").start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="session")
+def secure_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    root = tmp_path_factory.mktemp("secure-server")
+    process = ServerProcess(
+        str(root / "store"), root / "server.log", token=TOKEN,
+        extra_args=("--max-body-bytes", str(SMALL_BODY_LIMIT)),
+    ).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def wipe(db: RemoteStore) -> None:
+    batch = kvstore.WriteBatch()
+    for key, _ in db.scan():
+        batch.delete(key)
+    if len(batch):
+        db.write(batch)
+
+
+@pytest.fixture
+def remote_db(server: ServerProcess) -> Iterator[RemoteStore]:
+    db = kvstore.open(server.url)
+    assert isinstance(db, RemoteStore)
+    wipe(db)
+    yield db
+    db.close()

@@ -1,0 +1,108 @@
+"""Idempotency-Key: a repeated request commits once (service.idempotency)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import uuid
+
+import pytest
+from test_security import request
+
+from kvstore.remote import RemoteStore
+
+
+def batch_body(*pairs: tuple[str, str]) -> bytes:
+    ops = [{"op": "put", "key": key, "value": value} for key, value in pairs]
+    return json.dumps({"ops": ops}).encode()
+
+
+def test_repeated_batch_commits_once(server, remote_db: RemoteStore) -> None:
+    key = uuid.uuid4().hex
+    headers = {"Content-Type": "application/json", "Idempotency-Key": key}
+    body = batch_body(("YQ==", "MQ=="))
+    status, first_headers, first = request(server, "POST", "/kv/v1/batch", body, headers)
+    assert status == 200 and "idempotent-replayed" not in first_headers
+    version = remote_db.version
+    status, again_headers, again = request(server, "POST", "/kv/v1/batch", body, headers)
+    assert status == 200 and again_headers["idempotent-replayed"] == "true"
+    assert json.loads(again)["seq"] == json.loads(first)["seq"]
+    assert remote_db.version == version  # nothing committed the second time
+    assert remote_db.get(b"a") == b"1"
+
+
+def test_key_reused_for_a_different_request_is_422(server, remote_db: RemoteStore) -> None:
+    headers = {"Content-Type": "application/json", "Idempotency-Key": uuid.uuid4().hex}
+    assert request(server, "POST", "/kv/v1/batch", batch_body(("YQ==", "MQ==")), headers)[0] == 200
+    status, _, raw = request(server, "POST", "/kv/v1/batch", batch_body(("YQ==", "Mg==")), headers)
+    assert status == 422 and json.loads(raw)["error"]["type"] == "IdempotencyKeyReusedError"
+    assert remote_db.get(b"a") == b"1"
+
+
+def test_racing_duplicates_commit_once(server, remote_db: RemoteStore) -> None:
+    remote_db.put(b"n", b"0")
+    key = uuid.uuid4().hex
+    seqs: list[int] = []
+    errors: list[BaseException] = []
+
+    def increment_once() -> None:
+        # Each racer runs the same logical transaction under the same key.
+        try:
+            txn = remote_db.begin()
+            value = int(txn.get(b"n"))
+            txn.put(b"n", b"%d" % (value + 1))
+            seqs.append(txn.commit(idempotency_key=key))
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=increment_once) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert remote_db.get(b"n") == b"1"
+    # Every racer either got the one commit's seq, or a conflict raised
+    # before the winner's record was visible to it.
+    assert seqs and len(set(seqs)) == 1
+    assert all(type(exc).__name__ == "ConflictError" for exc in errors), errors
+
+
+def test_commit_retry_after_the_transaction_is_gone(server, remote_db: RemoteStore) -> None:
+    key = uuid.uuid4().hex
+    txn = remote_db.begin()
+    txn.put(b"t", b"1")
+    seq = txn.commit(idempotency_key=key)
+    # The answer was "lost": the client retries the commit of the finished id.
+    status, headers, raw = request(server, "POST", f"/kv/v1/txns/{txn.id}/commit", headers={"Idempotency-Key": key})
+    assert status == 200 and headers["idempotent-replayed"] == "true" and json.loads(raw)["seq"] == seq
+    # Without the key, the same retry is a plain "already committed".
+    status, _, raw = request(server, "POST", f"/kv/v1/txns/{txn.id}/commit")
+    assert status == 410 and json.loads(raw)["error"]["type"] == "TransactionClosedError"
+
+
+def test_raw_octet_stream_values(server, remote_db: RemoteStore) -> None:
+    value = bytes(range(256)) * 3
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        conn.request("PUT", "/kv/v1/keys/cmF3?ttl=3600", body=value, headers={"Content-Type": "application/octet-stream"})
+        assert conn.getresponse().read() and remote_db.get(b"raw") == value
+        conn.request("GET", "/kv/v1/keys/cmF3", headers={"Accept": "application/octet-stream"})
+        response = conn.getresponse()
+        assert response.getheader("content-type") == "application/octet-stream" and response.read() == value
+        conn.request("GET", "/kv/v1/keys/cmF3")
+        assert json.loads(conn.getresponse().read()) == {"key": "cmF3", "value": __import__("base64").b64encode(value).decode()}
+        conn.request("GET", "/kv/v1/keys/bm9uZQ")
+        response = conn.getresponse()
+        assert response.status == 404 and json.loads(response.read())["error"]["type"] == "NoSuchKeyError"
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("isolation", ["snapshot", "serializable"])
+def test_begin_reports_isolation_and_rejects_long_ttl(server, remote_db: RemoteStore, isolation) -> None:
+    txn = remote_db.begin(isolation)
+    assert txn.isolation == isolation and txn.start_seq >= 0
+    txn.rollback()
+    with pytest.raises(ValueError, match="ttl must be at most"):
+        remote_db.begin(ttl=10 * 24 * 3600)

@@ -1,0 +1,43 @@
+"""Fixtures for the Spark adapter tests.
+
+``spark`` (session): ONE local[2] SparkSession for the whole test run; a JVM
+start costs tens of seconds on a shared 2-core machine, so every Spark test
+shares it. Tests that use it get the ``spark`` marker automatically, so
+``pytest -m "not spark"`` skips them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from catalog.spark.local import prepare_environment
+
+prepare_environment()  # before pyspark starts any JVM or worker
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    from catalog.spark.local import local_spark
+
+    session = local_spark("local[2]", app_name="lakekv-tests", warehouse_dir=str(tmp_path_factory.mktemp("warehouse")))
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture
+def lake_url(tmp_path: Path) -> str:
+    """URL of a fresh, empty lakehouse directory."""
+    return str(tmp_path / "lake")
