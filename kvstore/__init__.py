@@ -22,7 +22,8 @@ from kvstore.errors import (
 )
 from kvstore.history import VersionInfo
 from kvstore.oracle import SERIALIZABLE, SNAPSHOT
-from kvstore.store import Snapshot, Store, open
+from kvstore.snapshot import Snapshot
+from kvstore.store import Store, open
 from kvstore.txn import Transaction
 
 __all__ = [

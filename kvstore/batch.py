@@ -121,6 +121,19 @@ def scan_bounds(start: bytes | None, end: bytes | None, prefix: bytes | None) ->
 
 
 
+def put_mutation(value: object, ttl: float | None = None) -> Mutation:
+    """The mutation that sets a key to ``value`` (validated), expiring after ``ttl`` seconds.
+
+    >>> put_mutation(b"v")
+    (1, b'v', None)
+    """
+    return (PUT, check_value(value), expiry_from_ttl(ttl))
+
+
+# The mutation that deletes a key.
+DELETE_MUTATION: Final[Mutation] = (DELETE, None, None)
+
+
 class WriteBatch:
     """Puts and deletes applied atomically by ``Store.write``; last write per key wins.
 
@@ -134,12 +147,12 @@ class WriteBatch:
 
     def put(self, key: bytes, value: bytes, ttl: float | None = None) -> WriteBatch:
         """Set ``key`` to ``value`` (optionally expiring after ``ttl`` seconds)."""
-        self._mutations[check_key(key)] = (PUT, check_value(value), expiry_from_ttl(ttl))
+        self._mutations[check_key(key)] = put_mutation(value, ttl)
         return self
 
     def delete(self, key: bytes) -> WriteBatch:
         """Delete ``key`` (a no-op on storage if it does not exist)."""
-        self._mutations[check_key(key)] = (DELETE, None, None)
+        self._mutations[check_key(key)] = DELETE_MUTATION
         return self
 
     def __len__(self) -> int:

@@ -20,6 +20,7 @@ from kvstore.errors import StoreError
 from kvstore.format.names import HINT_PATH
 from kvstore.format.root import RootFile, decode_root, encode_root, parse_root_path, root_path
 from kvstore.objstore.base import ObjectStore
+from kvstore.search import last_true
 
 log = logging.getLogger(__name__)
 
@@ -87,18 +88,7 @@ class VersionChain:
 
     def _gallop(self, lo: int) -> int:
         """Largest existing version >= ``lo`` (which must exist)."""
-        step = 1
-        while self.exists(lo + step):
-            lo += step
-            step *= 2
-        hi = lo + step  # known missing
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if self.exists(mid):
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        return last_true(lo, None, self.exists, low_holds=True)
 
     def _oldest_listed(self) -> int | None:
         """Oldest root by listing: only needed when GC removed version 0."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import threading
 import time
 import uuid
@@ -30,12 +29,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kvstore.backoff import backoff_delay
 from kvstore.batch import Mutation
 from kvstore.chain import HintWriter, VersionChain, encode_for_publish
 from kvstore.errors import CommitError, ObjectStoreError, StaleOutputError, StoreClosedError, TreeChangedError
 from kvstore.format.names import new_sst_path
 from kvstore.format.root import RootFile
-from kvstore.format.rows import Row, rows_to_batch
+from kvstore.format.rows import ROW_OVERHEAD_BYTES, Row, rows_to_batch
 from kvstore.format.sst import write_sst
 from kvstore.options import StoreOptions
 from kvstore.retention import CheckpointChange
@@ -46,7 +46,6 @@ log = logging.getLogger(__name__)
 # Tries to settle one ambiguous PUT (each a PUT and/or a read-back) before
 # giving up with CommitError; spaced by the store's backoff.
 _AMBIGUOUS_TRIES = 12
-_ROW_OVERHEAD = 48  # bytes per row besides key/value, for group size limits
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ class PendingCommit:
         self._gate.acquire()
 
     def nbytes(self) -> int:
-        return sum(len(k) + (len(m[1]) if m[1] is not None else 0) + _ROW_OVERHEAD for k, m in self.mutations.items())
+        return sum(len(k) + (len(m[1]) if m[1] is not None else 0) + ROW_OVERHEAD_BYTES for k, m in self.mutations.items())
 
 
 # Given the group in queue order, return the commits that may proceed and set
@@ -232,8 +231,7 @@ class Committer:
                 self.races_lost += 1
                 self._state.catch_up()
             pending = accepted
-            backoff = min(options.backoff_max_s, options.backoff_min_s * (2 ** min(attempt, 16)))
-            time.sleep(random.uniform(options.backoff_min_s, max(options.backoff_min_s, backoff)))
+            time.sleep(backoff_delay(attempt, options.backoff_min_s, options.backoff_max_s))
         error = CommitError(f"commit lost the version race {options.max_commit_attempts} times in a row")
         for p in pending:
             p.finish(error)
@@ -348,7 +346,10 @@ class Committer:
         ambiguous: ObjectStoreError | None = None
         for attempt in range(_AMBIGUOUS_TRIES):
             if attempt:
-                time.sleep(min(self._options.backoff_max_s * 4, self._options.backoff_min_s * 2**attempt))
+                # Up to 4x the race backoff: an ambiguous PUT means the network
+                # or the service is struggling; give it time to settle.
+                options = self._options
+                time.sleep(backoff_delay(attempt, options.backoff_min_s, options.backoff_max_s * 4))
             try:
                 if self._chain.publish(data, root.version):
                     return True

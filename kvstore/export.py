@@ -106,7 +106,7 @@ def export_version(
     try:
         head_bytes = source.get(root_path(version))
         head = decode_root(head_bytes, version)
-        first = head.flushed_upto + 1 if head.tree is not None else 0
+        first = head.oldest_needed
         roots = {v: source.get(root_path(v)) for v in range(first, version)}
         roots[version] = head_bytes
         unflushed = [decode_root(data, v) for v, data in roots.items()]

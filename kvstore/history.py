@@ -27,12 +27,13 @@ import copy
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Final
+from typing import Any, Final
 
 from kvstore.chain import VersionChain
 from kvstore.errors import SnapshotTooOldError
-from kvstore.format.root import RootFile, root_path
+from kvstore.format.root import RootFile, oldest_needed_version, root_path
 from kvstore.memtable import Memtable
+from kvstore.search import last_true
 from kvstore.state import EngineState, Layers
 
 # Root facts cached per process (least recently used evicted first). A
@@ -64,7 +65,7 @@ class RootSummary:
     @property
     def oldest_needed(self) -> int:
         """The oldest version whose root a reader of this version needs (its unflushed ones)."""
-        return self.flushed_upto + 1 if self.tree is not None else 0
+        return oldest_needed_version(self.tree, self.flushed_upto)
 
     @classmethod
     def of(cls, root: RootFile) -> RootSummary:
@@ -172,7 +173,7 @@ class RootIndex:
             mtime = self.mtime(version)
             return mtime is None or mtime <= when
 
-        return _last_true(low, head, is_old)
+        return last_true(low, head, is_old)
 
     def oldest_reaching_seq(self, seq: int, start: int) -> int:
         """The oldest existing version whose last seq is at least ``seq``.
@@ -186,33 +187,7 @@ class RootIndex:
             return summary is not None and summary.last_seq >= seq
 
         # Mirror the versions so the predicate is True-then-False going up.
-        return start - _last_true(0, start, lambda distance: reaches(start - distance))
-
-
-def _last_true(low: int, high: int, predicate: Callable[[int], bool]) -> int:
-    """Largest ``v`` in ``[low, high]`` with ``predicate(v)``, for a predicate that
-    is True then False; ``low - 1`` if it is False everywhere.
-
-    Gallops (``low + 1, + 2, + 4, ...``) before bisecting, so the cost is
-    ``O(log(answer - low))`` calls, not ``O(log(high - low))``.
-
-    >>> _last_true(0, 1000, lambda v: v <= 6)
-    6
-    """
-    if low > high or not predicate(low):
-        return low - 1
-    lo, step = low, 1  # predicate(lo) holds
-    while lo + step <= high and predicate(lo + step):
-        lo += step
-        step *= 2
-    hi = min(lo + step, high + 1)  # predicate(hi) fails, or hi is past the range
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if predicate(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+        return start - last_true(0, start, lambda distance: reaches(start - distance))
 
 
 def version_at_timestamp(index: RootIndex, when: float, head: int) -> int:

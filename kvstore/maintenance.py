@@ -1,8 +1,9 @@
 """The maintenance half of the Store API: flush, compaction, GC, time travel,
-checkpoints, export and verify.
+history, checkpoints, export and verify.
 
-:class:`MaintenanceMixin` is a base class of :class:`kvstore.store.Store`; it
-validates arguments and delegates to the modules that do the work
+:class:`Maintenance` is one part of a :class:`kvstore.store.Store` (which
+delegates these methods to it); it validates arguments and delegates to the
+modules that do the work
 (:mod:`kvstore.housekeeping` for flush/compaction/GC and their background
 threads, :mod:`kvstore.history`, :mod:`kvstore.retention`,
 :mod:`kvstore.export`, :mod:`kvstore.verify`).
@@ -23,10 +24,10 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable
 
 from kvstore.clock import StorageClock
-from kvstore.committer import PendingCommit
+from kvstore.committer import Committer, PendingCommit
 from kvstore.errors import SnapshotTooOldError
 from kvstore.export import ExportReport, TextProgress, export_version
 from kvstore.flush import FlushResult
@@ -34,6 +35,10 @@ from kvstore.gc import GCReport
 from kvstore.history import VersionInfo, layers_at, version_at_timestamp
 from kvstore.housekeeping import CompactionResult, Housekeeper
 from kvstore.objstore.base import ObjectStore
+from kvstore.options import StoreOptions
+from kvstore.snapshot import Snapshot
+from kvstore.state import EngineState
+from kvstore.watermark import Watermark
 from kvstore.retention import (
     Checkpoint,
     CheckpointChange,
@@ -45,47 +50,44 @@ from kvstore.retention import (
 from kvstore.format.names import IDENTITY_PATH
 from kvstore.verify import VerifyReport, verify_store
 
-if TYPE_CHECKING:
-    from kvstore.options import StoreOptions
-    from kvstore.state import EngineState
-    from kvstore.store import Snapshot
-    from kvstore.watermark import Watermark
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class MaintenanceMixin:
-    """Store methods for maintenance and history; see the module docstring."""
+class Maintenance:
+    """Maintenance and history for one store handle; see the module docstring. Thread-safe."""
 
-    # Provided by Store.
-    objects: ObjectStore
-    options: StoreOptions
-    watermark: Watermark
-    _state: EngineState
-    _committer: Any
-    _clock: StorageClock
-    _housekeeper: Housekeeper | None = None
-
-    if TYPE_CHECKING:
-
-        def _check_open(self) -> None: ...
+    def __init__(
+        self,
+        objects: ObjectStore,
+        state: EngineState,
+        committer: Committer,
+        watermark: Watermark,
+        options: StoreOptions,
+        clock: StorageClock,
+        check_open: Callable[[], None],
+    ) -> None:
+        self._objects = objects
+        self._state = state
+        self._committer = committer
+        self._watermark = watermark
+        self._options = options
+        self._check_open = check_open
+        self.housekeeper = Housekeeper(state, committer, watermark, options, clock)
 
     # -- lifecycle (called by Store) --------------------------------------------
 
-    def _start_maintenance(self) -> None:
-        self._housekeeper = Housekeeper(self._state, self._committer, self.watermark, self.options, self._clock)
-        self._housekeeper.start()
+    def start(self) -> None:
+        """Start the background threads, if the options ask for them."""
+        self.housekeeper.start()
 
-    def _stop_maintenance(self) -> None:
-        if self._housekeeper is not None:
-            self._housekeeper.stop()
+    def stop(self) -> None:
+        """Stop the background threads. Idempotent."""
+        self.housekeeper.stop()
 
     def _keeper(self) -> Housekeeper:
         self._check_open()
-        assert self._housekeeper is not None, "Store.__init__ starts maintenance"
-        return self._housekeeper
+        return self.housekeeper
 
     # -- flush, compaction, GC ---------------------------------------------------
 
@@ -209,8 +211,6 @@ class MaintenanceMixin:
         return infos
 
     def _view_at(self, keeper: Housekeeper, version: int) -> Snapshot:
-        from kvstore.store import Snapshot  # late: kvstore.store imports this module
-
         if version > self._state.version:
             self._state.catch_up()
             if version > self._state.version:
@@ -219,12 +219,12 @@ class MaintenanceMixin:
         if summary is None:
             raise SnapshotTooOldError(f"version {version} was removed by retention (its root file is gone)")
         # Pin before building, so this handle's GC keeps what the view needs.
-        self.watermark.pin(summary.last_seq)
+        self._watermark.pin(summary.last_seq)
         try:
             seq, layers = layers_at(self._state, keeper.index, version)
-            return Snapshot(self, version, seq, layers, pin=True)  # type: ignore[arg-type]
+            return Snapshot(version, seq, layers, check_open=self._check_open, watermark=self._watermark)
         finally:
-            self.watermark.unpin(summary.last_seq)
+            self._watermark.unpin(summary.last_seq)
 
     def _checkpoint_version(self, name: str) -> int:
         check_checkpoint_name(name)
@@ -254,11 +254,11 @@ class MaintenanceMixin:
         change = CheckpointChange(name, pinned.to_entry(), now_ms)
         # Held while committing: this handle's compactions must not raise the
         # floor past the version before the pin is durable.
-        self.watermark.pin(seq)
+        self._watermark.pin(seq)
         try:
             self._committer.submit(PendingCommit({}, {"op": "checkpoint"}, checkpoint_change=change))
         finally:
-            self.watermark.unpin(seq)
+            self._watermark.unpin(seq)
         return pinned
 
     def checkpoints(self) -> list[Checkpoint]:
@@ -323,26 +323,26 @@ class MaintenanceMixin:
         summary = self._keeper().index.summary(version)
         if summary is None:
             raise SnapshotTooOldError(f"version {version} was removed by retention")
-        self.watermark.pin(summary.last_seq)  # keep this handle's GC off the files being copied
+        self._watermark.pin(summary.last_seq)  # keep this handle's GC off the files being copied
         try:
-            identity = json.loads(self.objects.get(IDENTITY_PATH))
+            identity = json.loads(self._objects.get(IDENTITY_PATH))
             return export_version(
                 self._state,
                 dest,
                 version,
                 source_identity=identity,
-                parallelism=self.options.open_parallelism,
+                parallelism=self._options.open_parallelism,
                 progress=TextProgress() if progress else None,
             )
         finally:
-            self.watermark.unpin(summary.last_seq)
+            self._watermark.unpin(summary.last_seq)
             if owned:
                 dest.close()
 
     def verify(self) -> VerifyReport:
         """Read every live file and check checksums and references (see :mod:`kvstore.verify`)."""
         self._check_open()
-        return verify_store(self.objects, parallelism=self.options.open_parallelism)
+        return verify_store(self._objects, parallelism=self._options.open_parallelism)
 
 
 def _check_version(version: object) -> int:

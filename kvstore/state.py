@@ -138,7 +138,7 @@ class EngineState:
         with self.chain_lock:
             head = self.chain.read_root(latest)
             self._install_tree(head.tree)
-            first = head.flushed_upto + 1 if head.tree is not None else 0
+            first = head.oldest_needed
             versions = list(range(first, latest))
             if self._open_parallelism == 1 or len(versions) <= 1:
                 roots = [self.chain.read_root(v) for v in versions]  # no thread for a cheap handle

@@ -6,37 +6,42 @@ Thread-safety: a Store may be shared by any number of threads.
 
 from __future__ import annotations
 
-import itertools
-import json
 import logging
 import os
 import threading
-import time
 import uuid
-import weakref
-from typing import Any, Iterator
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any, Callable, Iterator, TypeVar
 
 import pyarrow as pa
 
-from kvstore.batch import WriteBatch, check_key, check_limit, check_summary, check_value, expiry_from_ttl, scan_bounds
+from kvstore.batch import DELETE_MUTATION, WriteBatch, check_key, check_summary, put_mutation
 from kvstore.cache import BlockCache
-from kvstore.chain import HintWriter, VersionChain, encode_for_publish
+from kvstore.chain import HintWriter, VersionChain
 from kvstore.clock import StorageClock
 from kvstore.committer import Committer, PendingCommit
-from kvstore.errors import StoreClosedError, StoreError
+from kvstore.errors import StoreClosedError
 from kvstore.follower import Follower
-from kvstore.format.names import IDENTITY_PATH, STORE_FORMAT, SUPPORTED_STORE_FORMATS, is_engine_name
-from kvstore.format.root import RootFile
-from kvstore.format.rows import DELETE, PUT, Row, rows_to_batch
-from kvstore.maintenance import MaintenanceMixin
+from kvstore.export import ExportReport
+from kvstore.flush import FlushResult
+from kvstore.gc import GCReport
+from kvstore.history import VersionInfo
+from kvstore.housekeeping import CompactionResult
+from kvstore.identity import check_identity, create_store
+from kvstore.maintenance import Maintenance
 from kvstore.objstore.base import ObjectStore
 from kvstore.options import StoreOptions
-from kvstore.iterators.arrow_scan import scan_kv_batches, scan_kv_pairs
-from kvstore.reader import get_row, get_value, now_ms, scan_rows
-from kvstore.state import EngineState, Layers
-from kvstore.txn import TransactionMixin
+from kvstore.oracle import SERIALIZABLE, Oracle
+from kvstore.reader import get_value
+from kvstore.retention import Checkpoint, RetentionFloor
+from kvstore.snapshot import Snapshot
+from kvstore.state import EngineState
+from kvstore.txn import Transaction, TransactionManager
+from kvstore.verify import VerifyReport
 from kvstore.watermark import Watermark
-from kvstore.oracle import Oracle
+
+T = TypeVar("T")
 
 
 
@@ -99,8 +104,18 @@ def open(  # noqa: A001 - public API name
     return Store(url, parsed, create=create)
 
 
-class Store(TransactionMixin, MaintenanceMixin):
-    """An open lakekv store. Use :func:`open`; close it (or use ``with``)."""
+class Store:
+    """An open lakekv store. Use :func:`open`; close it (or use ``with``).
+
+    A facade over parts that each own their state: the engine state and
+    read path (:mod:`kvstore.state`, :mod:`kvstore.reader`), the committer,
+    the follower, the transaction manager (:mod:`kvstore.txn`) and
+    maintenance (:mod:`kvstore.maintenance`). No part imports this module.
+
+    Reads (``get``, ``scan``, ``snapshot``) see this handle's view, which may
+    be up to ``poll_interval_s`` behind other writers' commits; ``refresh()``
+    or ``snapshot(fresh=True)`` catch up first.
+    """
 
     def __init__(
         self, objects: ObjectStore, options: StoreOptions, *, create: bool = True, owns_objects: bool = False
@@ -123,68 +138,35 @@ class Store(TransactionMixin, MaintenanceMixin):
         if latest is None:
             if not create:
                 raise FileNotFoundError(f"no lakekv store at {objects.url}")
-            latest = self._create()
+            latest = create_store(objects, self._chain, self.writer_id)
         else:
-            self._check_identity()
+            check_identity(objects)
         self._state.load(latest)
         self._hint = HintWriter(objects, options.hint_interval_s, threaded=threaded)
         self._oracle = Oracle()
-        self._state.listeners.append(self._oracle.record_version)
         self._committer = Committer(
             self._state, options, self.writer_id, self._hint, self._oracle.validate_group, threaded=threaded
         )
-        self._state.reload_listeners.append(self._oracle.set_horizon)
+        self._txns = TransactionManager(
+            self._oracle, self._state, self._committer, self.watermark, options, self._check_open
+        )
         self._follower = (
             Follower(self._state, options.poll_interval_s, options.stale_check_s)
             if options.poll_interval_s > 0 and threaded
             else None
         )
-        self._start_maintenance()  # flush/compaction threads (kvstore.maintenance)
+        self._maintenance = Maintenance(
+            objects, self._state, self._committer, self.watermark, options, self._clock, self._check_open
+        )
+        self._housekeeper = self._maintenance.housekeeper
+        self._maintenance.start()
 
     # -- lifecycle -------------------------------------------------------------
-
-    def _create(self) -> int:
-        # Never turn someone's directory (or bucket prefix) into a store: GC
-        # and export would then treat it as ours. Engine names are fine: a
-        # concurrent creator may be half-way through.
-        foreign = next((meta.path for meta in self.objects.list("") if not is_engine_name(meta.path)), None)
-        if foreign is not None:
-            raise StoreError(
-                f"{self.objects.url} is not empty and holds no lakekv store (found {foreign!r}); "
-                "refusing to create a store there: use an empty directory or prefix"
-            )
-        created_ms = int(time.time() * 1000)
-        identity = {"format": STORE_FORMAT, "store_id": uuid.uuid4().hex, "created_ms": created_ms}
-        self.objects.put_if_absent(IDENTITY_PATH, json.dumps(identity).encode())
-        self._check_identity()
-        genesis = RootFile(
-            version=0, parent=None, first_seq=1, last_seq=0, writer_id=self.writer_id,
-            writer_clock_ms=created_ms, commit_id=uuid.uuid4().hex, tree=None,
-            flushed_upto=0, delta=rows_to_batch([]),
-        )
-        self._chain.publish(encode_for_publish(genesis), 0)  # a concurrent creator may win: fine
-        return 0
-
-    def _check_identity(self) -> None:
-        try:
-            identity = json.loads(self.objects.get(IDENTITY_PATH))
-        except FileNotFoundError:
-            raise StoreError(f"{self.objects.url} has root files but no {IDENTITY_PATH}: not a lakekv store") from None
-        except ValueError as exc:
-            raise StoreError(f"{self.objects.url}/{IDENTITY_PATH} is not valid JSON") from exc
-        if not isinstance(identity, dict) or identity.get("format") not in SUPPORTED_STORE_FORMATS:
-            found = identity.get("format") if isinstance(identity, dict) else identity
-            raise StoreError(f"{self.objects.url}: unsupported store format {found!r}")
-        if identity["format"] != STORE_FORMAT:
-            # This handle writes root format 2: mark the store so that older
-            # versions refuse it cleanly (see names.STORE_FORMAT).
-            log.info("%s: upgrading store format %s -> %s", self.objects.url, identity["format"], STORE_FORMAT)
-            self.objects.put(IDENTITY_PATH, json.dumps(dict(identity, format=STORE_FORMAT)).encode())
 
     def close(self) -> None:
         """Finish queued commits, stop background threads, and close the object
         store if :func:`open` built it from a URL. Idempotent."""
-        self._stop_maintenance()  # before the committer closes: a flush may be committing
+        self._maintenance.stop()  # before the committer closes: a flush may be committing
         with self._close_lock:
             if self._closed:
                 return
@@ -247,7 +229,12 @@ class Store(TransactionMixin, MaintenanceMixin):
         return self._clock.resolution
 
     def refresh(self) -> int:
-        """Catch up with versions other writers committed; return the latest version."""
+        """Catch up with versions other writers committed; return the latest version.
+
+        Raises:
+            StoreClosedError: the store is closed.
+            ObjectStoreError / CorruptionError: reading the chain failed.
+        """
         self._check_open()
         self._state.catch_up(stale_after_s=self.options.stale_check_s)
         return self._state.version
@@ -258,14 +245,24 @@ class Store(TransactionMixin, MaintenanceMixin):
         """Durably set ``key`` to ``value``; return the commit's seq.
 
         Args:
-            ttl: seconds until the value expires (reads then see no value).
+            ttl: seconds until the value expires (reads then see no value);
+                positive, at most 100 years.
+
+        Raises:
+            TypeError / ValueError: a bad key, value or ttl (nothing is written).
+            StoreClosedError: the store is closed.
+            CommitError / ObjectStoreError: the commit could not be made durable.
         """
-        mutation = (PUT, check_value(value), expiry_from_ttl(ttl))
-        return self._commit({check_key(key): mutation})
+        return self._commit({check_key(key): put_mutation(value, ttl)})
 
     def delete(self, key: bytes) -> int:
-        """Durably delete ``key``; return the commit's seq."""
-        return self._commit({check_key(key): (DELETE, None, None)})
+        """Durably delete ``key``; return the commit's seq.
+
+        Raises:
+            TypeError / ValueError: a bad key. StoreClosedError, CommitError,
+            ObjectStoreError: as for :meth:`put`.
+        """
+        return self._commit({check_key(key): DELETE_MUTATION})
 
     def write(self, batch: WriteBatch, summary: dict[str, Any] | None = None) -> int:
         """Apply every operation of ``batch`` atomically (one seq); return that seq.
@@ -296,7 +293,17 @@ class Store(TransactionMixin, MaintenanceMixin):
     # -- reads ---------------------------------------------------------------
 
     def get(self, key: bytes) -> bytes | None:
-        """The current value of ``key``, or None."""
+        """The value of ``key`` in this handle's view, or None.
+
+        The view includes every commit of this handle; other writers' commits
+        appear within ``poll_interval_s`` (the follower), at :meth:`refresh`,
+        or with ``snapshot(fresh=True)``.
+
+        Raises:
+            TypeError / ValueError: a bad key.
+            StoreClosedError: the store is closed.
+            CorruptionError / ObjectStoreError: an SST could not be read.
+        """
         self._check_open()
         state = self._state
         return get_value(state.layers, check_key(key), state.last_seq)  # type: ignore[no-any-return]
@@ -309,7 +316,14 @@ class Store(TransactionMixin, MaintenanceMixin):
         reverse: bool = False,
         limit: int | None = None,
     ) -> Iterator[tuple[bytes, bytes]]:
-        """Yield ``(key, value)`` for live keys in ``[start, end)`` (and with ``prefix``)."""
+        """Yield ``(key, value)`` for live keys in ``[start, end)`` (and with ``prefix``).
+
+        Reads this handle's view (see :meth:`get`), fixed when the call is made.
+
+        Raises:
+            TypeError / ValueError: bad bounds or limit.
+            StoreClosedError: the store is closed.
+        """
         self._check_open()
         return self._view().scan(start, end, prefix, reverse, limit)
 
@@ -334,7 +348,9 @@ class Store(TransactionMixin, MaintenanceMixin):
         # Lock-free: ``head`` first, then ``layers``, which are never older
         # than the head (apply_root installs layers before moving the head).
         version, seq = self._state.head
-        return Snapshot(self, version, seq, self._state.layers, pin=pin)
+        return Snapshot(
+            version, seq, self._state.layers, check_open=self._check_open, watermark=self.watermark if pin else None
+        )
 
     def stats(self) -> dict[str, Any]:
         """Counters for monitoring and tests."""
@@ -349,91 +365,79 @@ class Store(TransactionMixin, MaintenanceMixin):
             "cache": self._cache.stats(),
         }
 
+    # -- transactions (kvstore.txn.TransactionManager) ---------------------------
 
-class Snapshot:
-    """A consistent read-only view of the store at one ``(version, seq)``.
+    def begin(self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False) -> Transaction:
+        return self._txns.begin(isolation, ttl, fresh)
 
-    Cheap to create; reads never block writers. Use as a context manager or
-    call :meth:`close` when done: while open, a snapshot pins its seq in the
-    store's watermark so retention keeps what it can see.
-    """
+    def transaction(
+        self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False
+    ) -> AbstractContextManager[Transaction]:
+        return self._txns.transaction(isolation, ttl, fresh)
 
-    def __init__(self, store: Store, version: int, seq: int, layers: Layers, *, pin: bool = False) -> None:
-        self._store = store
-        self.version = version
-        self.seq = seq
-        self._layers = layers
-        self._closed = False
-        self._pinned = pin
-        if pin:
-            store.watermark.pin(seq)
-            # Dropped without close(): release the pin when garbage-collected.
-            self._release = weakref.finalize(self, store.watermark.release_later, seq)
+    def run(
+        self, fn: Callable[[Transaction], T], isolation: str = SERIALIZABLE, retries: int = 10, ttl: float | None = None
+    ) -> T:
+        return self._txns.run(fn, isolation, retries, ttl)
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosedError("snapshot is closed")
-        self._store._check_open()
+    # -- maintenance and history (kvstore.maintenance.Maintenance) ----------------
 
-    def get(self, key: bytes) -> bytes | None:
-        """The value of ``key`` at this snapshot, or None."""
-        self._check_open()
-        return get_value(self._layers, check_key(key), self.seq)  # type: ignore[no-any-return]
+    def flush(self) -> FlushResult | None:
+        return self._maintenance.flush()
 
-    def get_row(self, key: bytes) -> Row | None:
-        """The raw newest row of ``key`` at this snapshot (DELETEs and expired rows included)."""
-        self._check_open()
-        return get_row(self._layers, check_key(key), self.seq)
+    def compact(self, full: bool = False) -> list[CompactionResult]:
+        return self._maintenance.compact(full)
 
-    def scan(
+    def gc(self, dry_run: bool = False) -> GCReport:
+        return self._maintenance.gc(dry_run)
+
+    def retention_floor(self) -> RetentionFloor:
+        return self._maintenance.retention_floor()
+
+    def maintenance_stats(self) -> dict[str, Any]:
+        return self._maintenance.maintenance_stats()
+
+    def at(
         self,
-        start: bytes | None = None,
-        end: bytes | None = None,
-        prefix: bytes | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-    ) -> Iterator[tuple[bytes, bytes]]:
-        """Yield ``(key, value)`` for live keys in ``[start, end)`` and ``prefix``, in key order."""
-        self._check_open()
-        lo, hi = scan_bounds(start, end, prefix)
-        check_limit(limit)
-        if reverse:
-            return _kv_pairs(scan_rows(self._layers, self.seq, lo, hi, True), limit)
-        # Forward scans merge cached blocks in place (kvstore.iterators.arrow_scan).
-        pairs = scan_kv_pairs(self._layers, self.seq, lo, hi, now_ms(), 256 if limit is None else min(limit, 4096))
-        return pairs if limit is None else itertools.islice(pairs, limit)
+        version: int | None = None,
+        *,
+        timestamp: float | datetime | None = None,
+        checkpoint: str | None = None,
+    ) -> Snapshot:
+        return self._maintenance.at(version, timestamp=timestamp, checkpoint=checkpoint)
 
-    def scan_batches(
-        self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None,
-        batch_rows: int = 4096,
-    ) -> Iterator[pa.RecordBatch]:
-        """Forward scan as Arrow record batches (columns ``key``, ``value``)."""
-        self._check_open()
-        if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
-            raise ValueError(f"batch_rows must be a positive int, got {batch_rows!r}")
-        lo, hi = scan_bounds(start, end, prefix)
-        return scan_kv_batches(self._layers, self.seq, lo, hi, batch_rows, now_ms())
+    def history(self, limit: int | None = 20, start: int | None = None) -> list[VersionInfo]:
+        return self._maintenance.history(limit, start)
 
-    def close(self) -> None:
-        """Release the snapshot (and its pin). Idempotent."""
-        if not self._closed:
-            self._closed = True
-            if self._pinned and self._release.detach() is not None:
-                self._store.watermark.unpin(self.seq)
+    def checkpoint(self, name: str, ttl: float | None = None) -> Checkpoint:
+        return self._maintenance.checkpoint(name, ttl)
 
-    def __enter__(self) -> Snapshot:
-        return self
+    def checkpoints(self) -> list[Checkpoint]:
+        return self._maintenance.checkpoints()
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def remove_checkpoint(self, name: str) -> None:
+        self._maintenance.remove_checkpoint(name)
+
+    def export(
+        self, dest_url: str | ObjectStore, version: int | None = None, *, progress: bool = False, **dest_options: Any
+    ) -> ExportReport:
+        return self._maintenance.export(dest_url, version, progress=progress, **dest_options)
+
+    def verify(self) -> VerifyReport:
+        return self._maintenance.verify()
 
 
-def _kv_pairs(rows: Iterator[Row], limit: int | None) -> Iterator[tuple[bytes, bytes]]:
-    if limit is None:
-        for row in rows:
-            yield row[0], row[3]  # type: ignore[misc]
-        return
-    for count, row in enumerate(rows):
-        if count >= limit:
-            return
-        yield row[0], row[3]  # type: ignore[misc]
+# The delegating methods above carry their part's documentation: one text,
+# where the behaviour is implemented.
+for _name, _part in (
+    *((name, TransactionManager) for name in ("begin", "transaction", "run")),
+    *(
+        (name, Maintenance)
+        for name in (
+            "flush", "compact", "gc", "retention_floor", "maintenance_stats", "at", "history",
+            "checkpoint", "checkpoints", "remove_checkpoint", "export", "verify",
+        )
+    ),
+):
+    getattr(Store, _name).__doc__ = getattr(_part, _name).__doc__
+del _name, _part

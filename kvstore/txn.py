@@ -18,36 +18,53 @@ Thread-safety: one transaction is used by one thread at a time.
 
 from __future__ import annotations
 
-import random
 import time
 import weakref
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar, cast
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, TypeVar
 
 from sortedcontainers import SortedDict
 
-from kvstore.batch import Mutation, check_key, check_limit, check_summary, check_value, expiry_from_ttl, scan_bounds
-from kvstore.committer import PendingCommit
+from kvstore.batch import DELETE_MUTATION, Mutation, check_key, check_limit, check_summary, put_mutation, scan_bounds
+from kvstore.backoff import backoff_delay
+from kvstore.committer import Committer, PendingCommit
 from kvstore.errors import ConflictError, SnapshotTooOldError, TransactionClosedError, TransactionExpiredError
-from kvstore.format.rows import DELETE, PUT, Row
+from kvstore.format.rows import PUT, Row
 from kvstore.oracle import ISOLATION_LEVELS, SERIALIZABLE, Oracle, TxnValidation
 from kvstore.reader import get_row, now_ms, scan_rows, visible_value
-from kvstore.state import Layers
+from kvstore.options import StoreOptions
+from kvstore.state import EngineState, Layers
 from kvstore.watermark import Watermark
 
-if TYPE_CHECKING:
-    from kvstore.store import Store
-
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TxnServices:
+    """What a transaction uses of its store handle (never the Store itself)."""
+
+    committer: Committer
+    oracle: Oracle
+    watermark: Watermark
+    # Raises StoreClosedError once the handle is closed.
+    check_open: Callable[[], None]
 
 
 class Transaction:
     """One optimistic transaction. Create with ``Store.begin``; see the module docstring."""
 
     def __init__(
-        self, store: Store, txn_id: int, version: int, start_seq: int, layers: Layers, isolation: str, ttl_s: float
+        self,
+        services: TxnServices,
+        txn_id: int,
+        version: int,
+        start_seq: int,
+        layers: Layers,
+        isolation: str,
+        ttl_s: float,
     ) -> None:
-        self._store = store
+        self._services = services
         self.id = txn_id
         self.version = version
         self.start_seq = start_seq
@@ -62,10 +79,12 @@ class Transaction:
         self._state = "active"  # active | committed | aborted | failed | rolled back | expired
         # The version whose root file holds our writes, once committed with writes.
         self.commit_version: int | None = None
-        store.watermark.pin(start_seq)
+        services.watermark.pin(start_seq)
         # Dropped without commit/rollback: release the pin and the oracle
         # entry when garbage-collected, not at the handle's close or TTL.
-        self._release = weakref.finalize(self, _release_abandoned, store.watermark, store._oracle, start_seq, txn_id)
+        self._release = weakref.finalize(
+            self, _release_abandoned, services.watermark, services.oracle, start_seq, txn_id
+        )
         expired = weakref.WeakMethod(self._expired_by_oracle)  # the oracle must not keep us alive
 
         def on_expire() -> None:
@@ -73,7 +92,7 @@ class Transaction:
             if method is not None:
                 method()
 
-        store._oracle.on_expire(txn_id, on_expire)
+        services.oracle.on_expire(txn_id, on_expire)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -85,21 +104,21 @@ class Transaction:
         if time.monotonic() >= self._deadline:
             self._finish("expired")
             raise TransactionExpiredError(f"transaction {self.id} outlived its TTL")
-        self._store._check_open()
+        self._services.check_open()
 
     def _finish(self, state: str) -> None:
         if self._state == "active":
             self._state = state
             if self._release.detach() is not None:  # not released by expiry meanwhile
-                self._store.watermark.unpin(self.start_seq)
-                self._store._oracle.end(self.id)
+                self._services.watermark.unpin(self.start_seq)
+                self._services.oracle.end(self.id)
 
     def _expired_by_oracle(self) -> None:
         # Called by the oracle, under its lock: only release, never call back in.
         if self._state == "active":
             self._state = "expired"
             if self._release.detach() is not None:
-                self._store.watermark.unpin(self.start_seq)
+                self._services.watermark.unpin(self.start_seq)
 
     @property
     def state(self) -> str:
@@ -162,7 +181,7 @@ class Transaction:
                 # read with get_for_update conflict like written ones there too.
                 descriptor["lock_keys"] = sorted(key.hex() for key in locked_only)
             pending = PendingCommit(dict(self._writes), descriptor, validation=validation)
-            done = self._store._committer.submit(pending)
+            done = self._services.committer.submit(pending)
             self.commit_version = done.version
             return done.seq
         except TransactionExpiredError:
@@ -195,12 +214,12 @@ class Transaction:
     def put(self, key: bytes, value: bytes, ttl: float | None = None) -> None:
         """Buffer ``key = value``; visible to this transaction's reads at once."""
         self._check_active()
-        self._writes[check_key(key)] = (PUT, check_value(value), expiry_from_ttl(ttl))
+        self._writes[check_key(key)] = put_mutation(value, ttl)
 
     def delete(self, key: bytes) -> None:
         """Buffer a delete of ``key``."""
         self._check_active()
-        self._writes[check_key(key)] = (DELETE, None, None)
+        self._writes[check_key(key)] = DELETE_MUTATION
 
     # -- reads ---------------------------------------------------------------
 
@@ -299,8 +318,29 @@ def _overlay(
                 return
 
 
-class TransactionMixin:
-    """The transaction entry points of :class:`~kvstore.store.Store`."""
+class TransactionManager:
+    """Begins the transactions of one store handle (``Store.begin``, ``transaction``, ``run``).
+
+    Owns the wiring of the oracle: every version the engine state applies
+    (ours or another writer's) feeds the oracle's committed history, and a
+    state rebuilt after falling behind GC moves its horizon. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        oracle: Oracle,
+        state: EngineState,
+        committer: Committer,
+        watermark: Watermark,
+        options: StoreOptions,
+        check_open: Callable[[], None],
+    ) -> None:
+        self.oracle = oracle
+        self._state = state
+        self._options = options
+        self._services = TxnServices(committer, oracle, watermark, check_open)
+        state.listeners.append(oracle.record_version)
+        state.reload_listeners.append(oracle.set_horizon)
 
     def begin(self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False) -> Transaction:
         """Start a transaction at the current snapshot.
@@ -312,17 +352,16 @@ class TransactionMixin:
                 ``txn_ttl_s``, 1 h).
             fresh: first catch up with versions other writers committed.
         """
-        store = cast("Store", self)  # a mixin: only ever part of Store
-        store._check_open()
+        self._services.check_open()
         if isolation not in ISOLATION_LEVELS:
             raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, got {isolation!r}")
         if ttl is None:
-            ttl = store.options.txn_ttl_s
+            ttl = self._options.txn_ttl_s
         elif isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
             raise ValueError(f"ttl must be a positive number of seconds, got {ttl!r}")
+        state = self._state
         if fresh:
-            store._state.catch_up()
-        state = store._state
+            state.catch_up()
         holder: list[Layers] = []
 
         def head() -> tuple[int, int]:
@@ -330,8 +369,8 @@ class TransactionMixin:
             holder.append(state.layers)  # never older than the head read just before
             return version_seq
 
-        txn_id, version, start_seq = store._oracle.begin(head, float(ttl))
-        return Transaction(store, txn_id, version, start_seq, holder[0], isolation, float(ttl))
+        txn_id, version, start_seq = self.oracle.begin(head, float(ttl))
+        return Transaction(self._services, txn_id, version, start_seq, holder[0], isolation, float(ttl))
 
     @contextmanager
     def transaction(
@@ -368,8 +407,7 @@ class TransactionMixin:
         """
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValueError(f"retries must be a non-negative int, got {retries!r}")
-        options = cast("Store", self).options
-        backoff = options.backoff_min_s
+        options = self._options
         for attempt in range(retries + 1):
             txn = self.begin(isolation, ttl, fresh=attempt > 0)
             try:
@@ -385,6 +423,5 @@ class TransactionMixin:
             except BaseException:
                 txn.rollback()
                 raise
-            time.sleep(random.uniform(0, backoff))
-            backoff = min(options.backoff_max_s * 4, backoff * 2)
+            time.sleep(backoff_delay(attempt, options.backoff_min_s, options.backoff_max_s))
         raise AssertionError("unreachable")  # the loop returns or raises

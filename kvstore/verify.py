@@ -176,7 +176,7 @@ def _check_chain(versions: list[int], roots: dict[int, RootFile | None], problem
         previous = root
     latest = roots[versions[-1]]
     if latest is not None:
-        needed = latest.flushed_upto + 1 if latest.tree is not None else 0
+        needed = latest.oldest_needed
         if needed < versions[0]:
             problems.append(
                 f"latest version {latest.version} needs roots from {needed}, but the oldest is {versions[0]}"

@@ -28,7 +28,7 @@ from typing import Final
 from kvstore.compaction.planner import CompactionTask
 from kvstore.errors import CompactionAborted, StoreError
 from kvstore.format.names import new_sst_path
-from kvstore.format.rows import Row
+from kvstore.format.rows import ROW_OVERHEAD_BYTES, Row
 from kvstore.format.sst import SSTInfo, SSTReader, write_sst
 from kvstore.format.tree import SSTDict
 from kvstore.iterators.merge import merge_rows
@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 # holding one chunk per input costs little memory.
 PREFETCH_BYTES: Final = 8 * 1024 * 1024
 # Estimated encoded bytes per row besides key and value (see sst_writer).
-_ROW_OVERHEAD: Final = 25
 
 
 
@@ -134,7 +133,7 @@ class _RowCutter:
         rows = self._rows
         while row is not None:
             yield row
-            used += len(row[0]) + (len(row[3]) if row[3] is not None else 0) + _ROW_OVERHEAD
+            used += len(row[0]) + (len(row[3]) if row[3] is not None else 0) + ROW_OVERHEAD_BYTES
             following = next(rows, None)
             if used >= self._budget and (following is None or following[0] != row[0]):
                 self._next = following

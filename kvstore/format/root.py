@@ -96,6 +96,15 @@ def parse_root_path(path: str) -> int | None:
     return int(bits[::-1], 2)
 
 
+def oldest_needed_version(tree: str | None, flushed_upto: int) -> int:
+    """The first version not in ``tree`` (version 0 when nothing was flushed yet).
+
+    >>> oldest_needed_version(None, 0), oldest_needed_version("tree/t.ipc", 41)
+    (0, 42)
+    """
+    return flushed_upto + 1 if tree is not None else 0
+
+
 @dataclass(frozen=True)
 class RootFile:
     """The decoded contents of one root file (see module docstring).
@@ -124,6 +133,12 @@ class RootFile:
     @property
     def path(self) -> str:
         return root_path(self.version)
+
+    @property
+    def oldest_needed(self) -> int:
+        """The oldest version whose root a reader of this version needs:
+        its first unflushed version (the tree holds everything before)."""
+        return oldest_needed_version(self.tree, self.flushed_upto)
 
     def __post_init__(self) -> None:
         if self.delta is None and self.rows is None:

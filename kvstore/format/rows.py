@@ -38,6 +38,11 @@ Row = Tuple[bytes, int, int, Optional[bytes], Optional[int]]
 
 MAX_SEQ: Final = 2**64 - 1
 
+# Bytes a row costs besides its key and value, for size estimates (SST block
+# fill, compaction output size, group-commit byte caps): seq 8 + kind 1 +
+# expiry 8 + two 4-byte Arrow offsets. An estimate, never a limit on data.
+ROW_OVERHEAD_BYTES: Final = 25
+
 
 def rows_to_batch(rows: list[Row]) -> pa.RecordBatch:
     """Build a record batch with :data:`ROW_SCHEMA` from row tuples (already sorted)."""

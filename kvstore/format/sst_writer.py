@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from kvstore.format.bloom import MAX_BITS_PER_KEY, BloomFilter
 from kvstore.format.checksum import crc32c
-from kvstore.format.rows import DELETE, ROW_SCHEMA, Row, columns_to_batch, rows_to_batch
+from kvstore.format.rows import DELETE, ROW_OVERHEAD_BYTES, ROW_SCHEMA, Row, columns_to_batch, rows_to_batch
 from kvstore.format.sst_format import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_BLOOM_BITS_PER_KEY,
@@ -41,10 +41,6 @@ from kvstore.objstore.base import ObjectStore, validate_path
 
 RowsOrBatches = Iterable[Row | pa.RecordBatch]
 
-# Encoded bytes a row costs besides its key and value: seq (8) + kind (1) +
-# expire_at_ms (8) + one int32 offset each for key and value. Used to size
-# blocks before encoding them.
-_ROW_OVERHEAD: Final = 25
 # Input is consumed this many items at a time, and row tuples are converted to
 # Arrow per chunk: enough to amortise pyarrow's per-call cost, small enough to
 # keep the Python lists short-lived.
@@ -236,7 +232,7 @@ class _SSTBuilder:
                 pc.binary_length(batch.column(0)).cast(pa.int64()),
                 pc.fill_null(pc.binary_length(batch.column(3)), 0).cast(pa.int64()),
             ),
-            _ROW_OVERHEAD,
+            ROW_OVERHEAD_BYTES,
         )
         cumulative = pc.cumulative_sum(sizes).to_pylist()  # cumulative[i] = bytes of rows 0..i
         n = len(cumulative)

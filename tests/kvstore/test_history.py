@@ -9,7 +9,8 @@ import pytest
 
 import kvstore
 from kvstore.errors import SnapshotTooOldError
-from kvstore.history import RootIndex, _last_true
+from kvstore.history import RootIndex
+from kvstore.search import last_true
 from kvstore.objstore.memory import MemoryStore
 from maintenance_util import QUIET
 
@@ -57,7 +58,7 @@ def test_old_versions_below_the_floor_read_their_own_tree() -> None:
     with kvstore.open(MemoryStore(), retention_window_s=0, **QUIET) as db:
         versions = _history(db, 30)
         floor = db._state.tree.floor_seq
-        old = [v for v in versions if db._keeper().index.summary(v).last_seq < floor]
+        old = [v for v in versions if db._housekeeper.index.summary(v).last_seq < floor]
         assert old, "the compactions raised the floor past some versions"
         for version in old:  # no GC yet: their roots and trees still exist
             _assert_view(db, version, versions[version])
@@ -198,9 +199,9 @@ def test_checkpoint_rejects_bad_arguments(name: object, ttl: object, error: type
 
 
 def test_root_index_searches() -> None:
-    assert _last_true(0, 9, lambda v: v <= 4) == 4
-    assert _last_true(0, 9, lambda v: False) == -1
-    assert _last_true(3, 9, lambda v: True) == 9
+    assert last_true(0, 9, lambda v: v <= 4) == 4
+    assert last_true(0, 9, lambda v: False) == -1
+    assert last_true(3, 9, lambda v: True) == 9
     with kvstore.open(MemoryStore(), **QUIET) as db:
         db.put(b"a", b"1")
         db.checkpoint("x")  # a version without a seq

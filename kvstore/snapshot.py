@@ -1,0 +1,122 @@
+"""Snapshot: a consistent read-only view of the store at one version.
+
+Thread-safety: a snapshot may be read from many threads at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import weakref
+from typing import Callable, Iterator
+
+import pyarrow as pa
+
+from kvstore.batch import check_key, check_limit, scan_bounds
+from kvstore.errors import StoreClosedError
+from kvstore.format.rows import Row
+from kvstore.iterators.arrow_scan import scan_kv_batches, scan_kv_pairs
+from kvstore.reader import get_row, get_value, now_ms, scan_rows
+from kvstore.state import Layers
+from kvstore.watermark import Watermark
+
+
+class Snapshot:
+    """A consistent read-only view of the store at one ``(version, seq)``.
+
+    Cheap to create; reads never block writers. Use as a context manager or
+    call :meth:`close` when done: while open, a snapshot pins its seq in the
+    store's watermark so retention keeps what it can see.
+    """
+
+    def __init__(
+        self,
+        version: int,
+        seq: int,
+        layers: Layers,
+        *,
+        check_open: Callable[[], None],
+        watermark: Watermark | None = None,
+    ) -> None:
+        """Made by the store. ``check_open`` raises once the store is closed;
+        with ``watermark`` the snapshot pins ``seq`` there until closed."""
+        self.version = version
+        self.seq = seq
+        self._layers = layers
+        self._store_check_open = check_open
+        self._closed = False
+        self._watermark = watermark
+        self._release: weakref.finalize | None = None
+        if watermark is not None:
+            watermark.pin(seq)
+            # Dropped without close(): release the pin when garbage-collected.
+            self._release = weakref.finalize(self, watermark.release_later, seq)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("snapshot is closed")
+        self._store_check_open()
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key`` at this snapshot, or None."""
+        self._check_open()
+        return get_value(self._layers, check_key(key), self.seq)  # type: ignore[no-any-return]
+
+    def get_row(self, key: bytes) -> Row | None:
+        """The raw newest row of ``key`` at this snapshot (DELETEs and expired rows included)."""
+        self._check_open()
+        return get_row(self._layers, check_key(key), self.seq)
+
+    def scan(
+        self,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        prefix: bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Yield ``(key, value)`` for live keys in ``[start, end)`` and ``prefix``, in key order."""
+        self._check_open()
+        lo, hi = scan_bounds(start, end, prefix)
+        check_limit(limit)
+        if reverse:
+            return _kv_pairs(scan_rows(self._layers, self.seq, lo, hi, True), limit)
+        # Forward scans merge cached blocks in place (kvstore.iterators.arrow_scan).
+        pairs = scan_kv_pairs(self._layers, self.seq, lo, hi, now_ms(), 256 if limit is None else min(limit, 4096))
+        return pairs if limit is None else itertools.islice(pairs, limit)
+
+    def scan_batches(
+        self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None,
+        batch_rows: int = 4096,
+    ) -> Iterator[pa.RecordBatch]:
+        """Forward scan as Arrow record batches (columns ``key``, ``value``)."""
+        self._check_open()
+        if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+            raise ValueError(f"batch_rows must be a positive int, got {batch_rows!r}")
+        lo, hi = scan_bounds(start, end, prefix)
+        return scan_kv_batches(self._layers, self.seq, lo, hi, batch_rows, now_ms())
+
+    def close(self) -> None:
+        """Release the snapshot (and its pin). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            if self._release is not None and self._release.detach() is not None:
+                assert self._watermark is not None
+                self._watermark.unpin(self.seq)
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _kv_pairs(rows: Iterator[Row], limit: int | None) -> Iterator[tuple[bytes, bytes]]:
+    if limit is None:
+        for row in rows:
+            yield row[0], row[3]  # type: ignore[misc]
+        return
+    for count, row in enumerate(rows):
+        if count >= limit:
+            return
+        yield row[0], row[3]  # type: ignore[misc]
