@@ -133,10 +133,11 @@ def filter_expression(spark_filter: Filter, schema: pa.Schema) -> pc.Expression 
             return column >= low
         return (column >= low) & (column < pa.scalar(successor, type=arrow_type))
     if isinstance(spark_filter, In):
-        values = [_literal(v, arrow_type) for v in spark_filter.value if v is not None]
-        if not values or any(v is None for v in values):
+        literals = [_literal(v, arrow_type) for v in spark_filter.value if v is not None]
+        values = [literal.as_py() for literal in literals if literal is not None]
+        if not values or len(values) != len(literals):
             return None
-        return column.isin(pa.array([v.as_py() for v in values if v is not None], type=arrow_type))
+        return column.isin(pa.array(values, type=arrow_type))
 
     literal = _literal(spark_filter.value, arrow_type)  # type: ignore[attr-defined]
     if literal is None:

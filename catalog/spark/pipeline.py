@@ -49,6 +49,17 @@ def _step(title: str, action: Callable[[], T]) -> T:
     return result
 
 
+def _stage_write(spark: Any, url: str, txid: str, name: str, data: Any) -> Callable[[], None]:
+    """A Spark write of ``data`` into ``tpch.<name>``, staged in durable transaction ``txid``."""
+
+    def write() -> None:
+        spark.createDataFrame(data).write.format("lakehouse").option("lakehouse", url).option(
+            "transaction", txid
+        ).option("createIfMissing", "true").mode("append").save(f"{NAMESPACE}.{name}")
+
+    return write
+
+
 def run(url: str, scale: float) -> dict[str, Any]:
     """Run the pipeline on the lakehouse at ``url``; returns the figures it printed."""
     import catalog
@@ -72,19 +83,8 @@ def run(url: str, scale: float) -> dict[str, Any]:
         tx = lake.begin(timeout=600, title="load TPC-H")
         for name in LOADED:
             tx.ping()
-            df = spark.createDataFrame(data[name])
-
-            def stage(df: Any = df, name: str = name) -> None:
-                (
-                    df.write.format("lakehouse")
-                    .option("lakehouse", lake.url)
-                    .option("transaction", tx.id)
-                    .option("createIfMissing", "true")
-                    .mode("append")
-                    .save(f"{NAMESPACE}.{name}")
-                )
-
-            _step(f"stage {name} ({data[name].num_rows} rows) in transaction {tx.id[:8]}", stage)
+            title = f"stage {name} ({data[name].num_rows} rows) in transaction {tx.id[:8]}"
+            _step(title, _stage_write(spark, lake.url, tx.id, name, data[name]))
         lake.refresh()
         visible_before = [n for n in LOADED if lake.table_exists(f"{NAMESPACE}.{n}")]
         _step("commit the transaction", tx.commit)

@@ -232,3 +232,23 @@ def test_failed_job_leaves_table_unchanged_and_gc_removes_its_files(spark: Spark
         lake.gc(grace_s=0)
         on_storage = {meta.path for meta in lake.objects.list(table.location + "/")}
         assert on_storage == before_files
+
+
+def test_transaction_option_makes_writes_to_two_tables_visible_together(spark: SparkSession, lake_url: str) -> None:
+    with catalog.open(lake_url) as lake:
+        lake.create_namespace("m")
+        lake.create_table("m.a", pa.schema([("id", pa.int64())]))
+        tx = lake.begin(timeout=900, title="two tables")  # Spark jobs on a busy machine take minutes
+        df = spark.createDataFrame([(1,), (2,)], "id bigint")
+        staged = df.write.format("lakehouse").option("lakehouse", lake_url).option("transaction", tx.id).mode("append")
+        staged.save("m.a")
+        staged.option("createIfMissing", "true").save("m.b")  # created inside the transaction too
+
+        lake.refresh()
+        assert lake.load_table("m.a").scan().count() == 0 and not lake.table_exists("m.b")
+        assert read(spark, lake_url, "m.a").count() == 0
+        tx.commit()
+        lake.refresh()
+        assert lake.load_table("m.a").scan().count() == 2 and lake.load_table("m.b").scan().count() == 2
+        newest = lake.history(limit=1)[0]
+        assert {op["object"] for op in newest.operations} >= {"m.a", "m.b"}
