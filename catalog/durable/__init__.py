@@ -1,6 +1,6 @@
 """Durable, long-running transactions and locks in the lakekv store (YTsaurus Cypress model).
 
-See :mod:`catalog.durable.manager` for the entry points and notes/README-durable.md
+See :mod:`catalog.durable.manager` for the entry points and the README section
 for the lock compatibility table.
 """
 
