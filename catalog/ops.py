@@ -26,6 +26,7 @@ import json
 import threading
 import time
 from collections import OrderedDict
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -74,18 +75,19 @@ def summary(kind: str, obj: str, **counts: Any) -> dict[str, Any]:
 
 
 @dataclass
-class Op:
+class Op(ABC):
     """Base: one catalog operation. Subclasses are dataclasses of their intent."""
 
     kind: ClassVar[str] = ""
 
+    @abstractmethod
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
         """Check preconditions and write this op's keys; return its history summary."""
-        raise NotImplementedError
 
     @property
+    @abstractmethod
     def object_name(self) -> str:
-        raise NotImplementedError
+        """The namespace, table or view the op acts on (for messages and history)."""
 
     def new_paths(self) -> list[str]:
         """Data files this op created, to delete if it finally fails."""
@@ -207,16 +209,22 @@ def _update_props(w: CatalogWriter, kind: str, obj: str, key_of: Any, updates: d
 
 
 @dataclass
-class CreateTable(Op):
-    kind: ClassVar[str] = "create_table"
+class _NamedOp(Op):
+    """An op on the object ``<ns>.<name>`` (a table or view addressed by name)."""
+
     ns: Namespace
     name: str
-    definition: TableDef
-    properties: dict[str, str] = field(default_factory=dict)
 
     @property
     def object_name(self) -> str:
         return join((*self.ns, self.name))
+
+
+@dataclass
+class CreateTable(_NamedOp):
+    kind: ClassVar[str] = "create_table"
+    definition: TableDef
+    properties: dict[str, str] = field(default_factory=dict)
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
         w.require_namespace(self.ns)
@@ -247,34 +255,22 @@ def _gone(f: DataFile, purge: bool = False) -> bytes:
 
 
 @dataclass
-class DropTable(Op):
+class DropTable(_NamedOp):
     kind: ClassVar[str] = "drop_table"
-    ns: Namespace
-    name: str
     purge: bool = False
 
-    @property
-    def object_name(self) -> str:
-        return join((*self.ns, self.name))
-
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
-        pointer, definition = w.require_table(self.ns, self.name)
+        pointer, _ = w.require_table(self.ns, self.name)
         files, rows = _drop_table_keys(w, pointer.id, self.purge)
         w.delete(keys.obj(self.ns, self.name))
         return summary(self.kind, self.object_name, table_id=pointer.id, files_removed=files, rows_removed=rows)
 
 
 @dataclass
-class RenameTable(Op):
+class RenameTable(_NamedOp):
     kind: ClassVar[str] = "rename_table"
-    ns: Namespace
-    name: str
     new_ns: Namespace
     new_name: str
-
-    @property
-    def object_name(self) -> str:
-        return join((*self.ns, self.name))
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
         pointer, _ = w.require_table(self.ns, self.name)
@@ -498,9 +494,6 @@ class _Rewrite(Op):
             rows_removed=sum(f.rows for f in self.removed),
         )
 
-    def _fields(self) -> dict[str, Any]:
-        return _encode_fields(self)
-
 
 @dataclass
 class Delete(_Rewrite):
@@ -550,13 +543,12 @@ class Compact(_Rewrite):
     kind: ClassVar[str] = "compact"
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
-        definition = _require_def(w, self.table_id, self.table)
+        _require_def(w, self.table_id, self.table)
         if rebase:
             live = {f.id for f in w.live_files(self.table_id)}
             gone = [f.id for f in self.removed if f.id not in live]
             if gone:
                 raise Retry(f"compaction of {self.table!r}: input file {gone[0]} was removed meanwhile")
-        del definition
         out = self.write(w, [])
         out["rows_added"] = out["rows_removed"] = 0  # same rows, new files
         return out
@@ -640,17 +632,11 @@ class CommitMetadata(Op):
 
 
 @dataclass
-class CreateView(Op):
+class CreateView(_NamedOp):
     kind: ClassVar[str] = "create_view"
-    ns: Namespace
-    name: str
     view: ViewRecord
     view_id: str
     replace: bool = False
-
-    @property
-    def object_name(self) -> str:
-        return join((*self.ns, self.name))
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
         w.require_namespace(self.ns)
@@ -673,14 +659,8 @@ class CreateView(Op):
 
 
 @dataclass
-class DropView(Op):
+class DropView(_NamedOp):
     kind: ClassVar[str] = "drop_view"
-    ns: Namespace
-    name: str
-
-    @property
-    def object_name(self) -> str:
-        return join((*self.ns, self.name))
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
         w.require_view(self.ns, self.name)

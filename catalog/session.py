@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -59,7 +60,7 @@ class View:
         return f"View({self.name!r}, dialect={self.dialect!r})"
 
 
-class CatalogSession:
+class CatalogSession(ABC):
     """Namespaces, tables and views through one view of the lakehouse."""
 
     _objects: ObjectStore
@@ -67,14 +68,17 @@ class CatalogSession:
 
     # -- hooks ---------------------------------------------------------------
 
+    @abstractmethod
     def _reading(self) -> AbstractContextManager[CatalogReader]:
-        raise NotImplementedError
+        """A reader at this session's view (see the module docstring)."""
 
+    @abstractmethod
     def _submit(self, op: Op) -> Any:
-        raise NotImplementedError
+        """Commit ``op`` now, or apply it to the open transaction."""
 
+    @abstractmethod
     def _check_writable(self) -> None:
-        raise NotImplementedError
+        """Raise ``ReadOnlyError`` (or the session's own error) if writes are not allowed."""
 
     def _resolving(self) -> AbstractContextManager[CatalogReader]:
         """Like ``_reading()``, for looking an object up to act on it (``load_table``).

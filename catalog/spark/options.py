@@ -103,6 +103,14 @@ def _bool(options: Mapping[str, str], key: str) -> bool:
     raise ValueError(f"option {key}: expected true or false, got {raw!r}")
 
 
+def _as_number(raw: str) -> float | None:
+    """``raw`` as a float, or None when it is not a number (then it may be ISO-8601)."""
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
 def parse_timestamp(raw: str) -> float:
     """Epoch seconds from ``raw``: a number, or ISO-8601 (a naive time is UTC).
 
@@ -113,10 +121,9 @@ def parse_timestamp(raw: str) -> float:
     >>> parse_timestamp("2024-01-01 01:00:00+01:00")
     1704067200.0
     """
-    try:
-        return float(raw)
-    except ValueError:
-        pass
+    number = _as_number(raw)
+    if number is not None:
+        return number
     try:
         moment = dt.datetime.fromisoformat(raw.strip())
     except ValueError:

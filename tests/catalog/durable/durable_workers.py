@@ -7,6 +7,8 @@ driver re-raises the worker's exception as the same class.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import multiprocessing
 import traceback
 from dataclasses import dataclass
@@ -52,11 +54,12 @@ def _lock_handle(manager: TransactionManager, ref: LockRef) -> Lock:
     return Lock(manager, record)
 
 
-class Driver:
+class Driver(ABC):
     """The calls a scenario makes; see LocalDriver for their meaning."""
 
+    @abstractmethod
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        """Run the named step (in this process or another) and return its result."""
 
     def begin(self, timeout: float | None = None, parent: str | None = None, title: str | None = None) -> str:
         return self.call("begin", timeout=timeout, parent=parent, title=title)  # type: ignore[no-any-return]
