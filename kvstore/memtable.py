@@ -12,9 +12,9 @@ Two structures over the same rows:
   Each apply appends its new keys as one run (the committer hands rows over
   sorted, so that costs no sort). Runs are merged *lazily, by readers*: a
   scan over at most :data:`_MAX_SCAN_RUNS` runs merges them chunk by chunk
-  as it goes; one that finds more sorts them into one run first (``list.sort``
-  on the concatenation: Timsort finds the sorted runs and merges them in C)
-  and publishes it in place of the runs it merged, so later scans start from
+  as it goes; one that finds more merges them into one run first
+  (:func:`merge_runs`, compiled: pairwise merges in C without the GIL, so a
+  large merge does not stall the committer) and publishes it in place of the runs it merged, so later scans start from
   it. A load that nobody scans pays for the order once, when the flush reads
   the memtable, instead of once per row on the commit path. Runs are never
   mutated and the tuple is swapped whole under ``_lock`` (held only for the
@@ -120,12 +120,24 @@ def _insert_by_seq(versions: tuple[Row, ...], row: Row) -> tuple[Row, ...]:
     return tuple(items)
 
 
+def merge_runs_py(runs: list[list[bytes]]) -> list[bytes]:
+    """One sorted list of the keys of ``runs`` (sorted lists of bytes).
+
+    The pure-Python twin of ``cython_ext._memtable.merge_runs``, which does
+    the merge without holding the GIL.
+    """
+    merged = list(chain.from_iterable(runs))
+    merged.sort()  # sorted runs: Timsort finds and merges them
+    return merged
+
+
 apply_rows: Callable[[dict, list, int], tuple[list[bytes], int, int, bool]]
+merge_runs: Callable[[list[list[bytes]]], list[bytes]]
 try:
-    from cython_ext._memtable import apply_rows  # type: ignore[no-redef]
+    from cython_ext._memtable import apply_rows, merge_runs  # type: ignore[no-redef]
 except ImportError as exc:  # a broken build
-    warnings.warn(f"lakekv: compiled memtable apply unavailable ({exc}); using the pure-Python twin", stacklevel=2)
-    apply_rows = apply_rows_py
+    warnings.warn(f"lakekv: compiled memtable apply unavailable ({exc}); using the pure-Python twins", stacklevel=2)
+    apply_rows, merge_runs = apply_rows_py, merge_runs_py
 
 IMPLEMENTATION: Final[str] = "python" if apply_rows is apply_rows_py else "cython"
 
@@ -133,12 +145,14 @@ IMPLEMENTATION: Final[str] = "python" if apply_rows is apply_rows_py else "cytho
 class Memtable:
     """Ordered, multi-version in-memory rows. See the module docstring."""
 
-    def __init__(self, apply_impl: Callable[..., Any] | None = None) -> None:
-        """``apply_impl``: the row-insert function (tests pass :func:`apply_rows_py`)."""
+    def __init__(self, apply_impl: Callable[..., Any] | None = None, merge_impl: Callable[..., Any] | None = None) -> None:
+        """``apply_impl``, ``merge_impl``: the row insert and the run merge
+        (tests pass the twins :func:`apply_rows_py`, :func:`merge_runs_py`)."""
         self._rows: dict[bytes, tuple[Row, ...]] = {}
         self._runs: tuple[list[bytes], ...] = ()
         self._lock = threading.Lock()  # guards swaps of ``_runs`` only
         self._apply_impl = apply_impl or apply_rows
+        self._merge_impl = merge_impl or merge_runs
         self.row_count = 0
         self.approx_bytes = 0
         # Apply log: one list of rows per apply() call (one version), and the
@@ -177,7 +191,7 @@ class Memtable:
         Runtime complexity: ``O(log v + r log r)`` for ``v`` applied versions
         and ``r`` rows kept: the flushed prefix is skipped by bisection.
         """
-        fresh = Memtable(self._apply_impl)
+        fresh = Memtable(self._apply_impl, self._merge_impl)
         first = bisect.bisect_right(self._applied_max_seq, seq)
         for rows in self._applied[first:]:
             # Only the first chunk can straddle ``seq`` (flushes cut at version
@@ -221,8 +235,7 @@ class Memtable:
         runs = self._runs
         if len(runs) <= _MAX_SCAN_RUNS:
             return runs
-        merged = list(chain.from_iterable(runs))
-        merged.sort()  # sorted, disjoint runs: Timsort merges them in C
+        merged = self._merge_impl(list(runs))
         with self._lock:
             current = self._runs
             # Publish unless another scan replaced these runs meanwhile (the

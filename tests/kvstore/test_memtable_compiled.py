@@ -9,13 +9,36 @@ from hypothesis import strategies as st
 
 from kvstore import memtable as memtable_module
 from kvstore.format.rows import DELETE, PUT
-from kvstore.memtable import Memtable, apply_rows, apply_rows_py
+from kvstore.memtable import Memtable, apply_rows, apply_rows_py, merge_runs, merge_runs_py
 
 _keys = st.binary(min_size=1, max_size=2)
 
 
 def test_the_compiled_insert_is_built() -> None:
     assert apply_rows is not apply_rows_py, "cython_ext._memtable did not build (run make install)"
+    assert merge_runs is not merge_runs_py
+
+
+# Keys around the compiled merge's 16-byte inline prefix: short ones, zero
+# bytes (the prefix pads with zeros), and long ones sharing 16+ bytes.
+_merge_keys = st.one_of(
+    st.binary(min_size=1, max_size=3),
+    st.binary(min_size=1, max_size=20).map(lambda b: b"\x00" * len(b)),
+    st.binary(max_size=4).map(lambda b: b"k" * 16 + b),
+    st.binary(min_size=14, max_size=18),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_merge_keys, max_size=20), max_size=12))
+def test_compiled_and_python_run_merges_agree(lists) -> None:
+    runs = [sorted(set(keys)) for keys in lists]
+    assert merge_runs(runs) == merge_runs_py(runs) == sorted(key for run in runs for key in run)
+
+
+def test_the_compiled_merge_rejects_keys_that_are_not_bytes() -> None:
+    with pytest.raises(TypeError, match="must be bytes"):
+        merge_runs([[b"a"], ["b"]])
 
 
 @st.composite
@@ -74,14 +97,14 @@ def _expected_scan(model, lo, hi, reverse):
     return [row for key in keys for row in model[key]]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(_versions(), st.none() | _keys, st.none() | _keys, st.booleans(), st.integers(0, 400), st.integers(1, 64))
 def test_memtable_matches_a_model_with_many_runs(versions, lo, hi, reverse, snapshot, chunk) -> None:
     old_chunk = memtable_module._SCAN_CHUNK
     memtable_module._SCAN_CHUNK = chunk  # small chunks: exercise the multi-run merge steps
     try:
-        for impl in (apply_rows, apply_rows_py):
-            table = Memtable(impl)
+        for impl, merge in ((apply_rows, merge_runs), (apply_rows_py, merge_runs_py)):
+            table = Memtable(impl, merge)
             for rows in versions:
                 table.apply(rows)
             table.check_invariants()
