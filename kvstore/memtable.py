@@ -269,7 +269,7 @@ def _key_chunks(
     runs: tuple[list[bytes], ...], start: bytes | None, end: bytes | None, reverse: bool
 ) -> Iterator[list[bytes]]:
     """Keys of ``runs`` in ``[start, end)``, in order (descending if ``reverse``), in chunks."""
-    spans = []
+    spans: list[list[Any]] = []  # [run, lo, hi]: the run's keys still to yield are run[lo:hi]
     for run in runs:
         lo = 0 if start is None else bisect.bisect_left(run, start)
         hi = len(run) if end is None else bisect.bisect_left(run, end)
