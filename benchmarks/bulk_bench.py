@@ -7,7 +7,8 @@ best of ``--repeat``:
 
 * ``memtable.apply``: the rows of ``N / B`` committed batches (sorted as the
   committer sorts them) applied to a fresh :class:`~kvstore.memtable.Memtable`,
-  then one full ``iter_rows`` and ``without_upto`` of half of them;
+  then one full ``iter_rows`` and ``without_upto`` of half of them, and 2000
+  short ``iter_rows`` scans of 100 keys;
 * ``commit path, inline``: ``Store.write`` of ``N / B`` batches of ``B`` puts
   with ``background_threads=False`` (the committer's work runs in the calling
   thread, flushes and compactions too), fsync off so the number is CPU, not disk;
@@ -63,6 +64,20 @@ def bench_memtable(batches: list[list[tuple[bytes, bytes]]], repeat: int) -> Non
     print(f"memtable.apply      {total / best_apply:12,.0f} rows/s CPU ({best_apply * 1e6 / len(versions):8.1f} us per batch)")
     print(f"memtable.iter_rows  {total / best_iter:12,.0f} rows/s CPU")
     print(f"memtable.without_upto(half) {best_trim * 1e3:8.1f} ms CPU")
+    # Short range scans of the loaded memtable (the first one pays for merging its key order).
+    memtable = Memtable()
+    for rows in versions:
+        memtable.apply(rows)
+    rng = random.Random(3)
+    count = len(batches) * len(batches[0])
+    starts = [b"key%013d" % rng.randrange(count) for _ in range(2000)]
+    started = time.process_time()
+    scanned = 0
+    for start in starts:
+        end = b"key%013d" % (int(start[3:]) + 100)
+        scanned += sum(1 for _row in memtable.iter_rows(start, end))
+    elapsed = time.process_time() - started
+    print(f"memtable 100-key scans {elapsed / len(starts) * 1e6:8.1f} us per scan CPU ({scanned / len(starts):.0f} rows each)")
 
 
 def bench_store(batches: list[list[tuple[bytes, bytes]]], repeat: int, base: str, *, threaded: bool) -> None:
