@@ -14,8 +14,8 @@ Two structures over the same rows:
   scan over at most :data:`_MAX_SCAN_RUNS` runs merges them chunk by chunk
   as it goes; one that finds more merges them into one run first
   (:func:`merge_runs`, compiled: pairwise merges in C without the GIL, so a
-  large merge does not stall the committer) and publishes it in place of the runs it merged, so later scans start from
-  it. A load that nobody scans pays for the order once, when the flush reads
+  large merge does not stall the committer) and publishes it in place of
+  the runs it merged, so later scans start from it. A load that nobody scans pays for the order once, when the flush reads
   the memtable, instead of once per row on the commit path. Runs are never
   mutated and the tuple is swapped whole under ``_lock`` (held only for the
   swap), so a scan iterates the runs it started with.
