@@ -18,7 +18,10 @@ from kvstore.format.block_view import IMPLEMENTATION, NEXT_BLOCK, NOT_HERE, PyBl
 from kvstore.format.rows import DELETE, MAX_SEQ, PUT
 from kvstore.format.sst import SSTReader, write_sst
 from kvstore.objstore.memory import MemoryStore
-from kvstore.reader import get_row, get_row_py, get_value, get_value_py, visible_value
+from kvstore.batch import check_key
+from kvstore.errors import StoreClosedError
+from kvstore.options import MAX_KEY_BYTES
+from kvstore.reader import StoreGetterPy, get_row, get_row_py, get_value, get_value_py, visible_value
 
 pytestmark = pytest.mark.skipif(compiled is None, reason="cython_ext._pointget is not built")
 
@@ -63,6 +66,61 @@ def test_compiled_get_matches_reference_and_model(
                         groups = [list(g) for _key, g in itertools.groupby(model, key=lambda r: r[0])]
                         model = [r for group in reversed(groups) for r in group]
                     assert expected_rows == model
+
+
+class _State:
+    """The two attributes of EngineState a StoreGetter reads."""
+
+    def __init__(self, layers: object, last_seq: int) -> None:
+        self.layers = layers
+        self.head = (7, last_seq)
+
+
+def _raise_closed() -> None:
+    raise StoreClosedError("closed")
+
+
+@settings(max_examples=60, deadline=None)
+@given(history=versions, fractions=st.lists(st.floats(0, 1), min_size=1, max_size=3),
+       block_size=st.sampled_from([1, 64, 4096]))
+def test_store_getter_matches_reference_and_model(history: list[dict], fractions: list[float], block_size: int) -> None:
+    """``Store.get``'s one-call path (``StoreGetter``) and its Python twin
+    answer like the model at the head seq, for every key, with the wall clock
+    deciding expiry (the model's expiries all lie in the past of it)."""
+    cuts = sorted({int(f * len(history)) for f in fractions})
+    rows = rows_of(history)
+    getters = [compiled.StoreGetter(_State(build_layers(history, cuts, 2, block_size, 1 << 20, "cython"), seq),
+                                    check_key, MAX_KEY_BYTES, _raise_closed)
+               for seq in (len(history), len(history) // 2)]
+    twins = [StoreGetterPy(_State(build_layers(history, cuts, 2, block_size, 1 << 20, "python"), seq),
+                           check_key, MAX_KEY_BYTES, _raise_closed)
+             for seq in (len(history), len(history) // 2)]
+    for seq, fast, slow in zip((len(history), len(history) // 2), getters, twins, strict=True):
+        for key in KEY_POOL + ABSENT:
+            expected = visible_value(model_row(rows, key, seq))
+            assert fast.get(key) == slow.get(key) == expected
+            assert fast.get(bytearray(key)) == slow.get(memoryview(key)) == expected
+
+
+@pytest.mark.parametrize("implementation", ["cython", "python"])
+def test_store_getter_checks_keys_and_closed(implementation: str) -> None:
+    make = compiled.StoreGetter if implementation == "cython" else StoreGetterPy
+    layers = build_layers([{b"a": (PUT, b"1", None)}], [1], 1, 64, None, implementation)
+    getter = make(_State(layers, 1), check_key, MAX_KEY_BYTES, _raise_closed)
+    assert getter.get(b"a") == b"1" and getter.get(b"b") is None
+    with pytest.raises(TypeError, match="key must be bytes, not str"):
+        getter.get("a")
+    with pytest.raises(ValueError, match="must not be empty"):
+        getter.get(b"")
+    with pytest.raises(ValueError, match="the limit is"):
+        getter.get(b"x" * (MAX_KEY_BYTES + 1))
+    getter.closed = True
+    with pytest.raises(StoreClosedError):
+        getter.get(b"a")
+    quiet = make(_State(layers, 1), check_key, MAX_KEY_BYTES, lambda: None)
+    quiet.closed = True
+    with pytest.raises(RuntimeError, match="raise_closed returned"):
+        quiet.get(b"a")
 
 
 def test_block_views_agree_row_by_row() -> None:
