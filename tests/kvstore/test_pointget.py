@@ -5,6 +5,7 @@ many versions straddling small blocks, tombstones, TTLs and every snapshot."""
 
 from __future__ import annotations
 
+import bisect
 import itertools
 
 import pytest
@@ -150,6 +151,45 @@ def test_block_views_agree_row_by_row() -> None:
         slow.lower_bound(b"a", 0, len(rows) + 1)
 
 
+_tails = st.binary(max_size=12).map(lambda b: b.replace(b"\x01", b"\x00"))  # many zero bytes: padding ties
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    prefix=st.sampled_from([b"", b"k", b"0000000000", b"\x00\x00"]),
+    tails=st.lists(_tails, min_size=1, max_size=60),
+    versions_of=st.lists(st.integers(1, 3), min_size=60, max_size=60),
+    probes=st.lists(_tails, max_size=20),
+    bounds=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 200)), max_size=5),
+)
+def test_lower_bound_on_key_heads_is_bisect_left(
+    prefix: bytes, tails: list[bytes], versions_of: list[int], probes: list[bytes], bounds: list[tuple[int, int]],
+) -> None:
+    """The compiled search (in a block, and over a footer's block index) goes
+    through the keys' shared prefix and 8-byte key heads first; it must still be ``bisect_left`` over the keys, for keys
+    shorter than the prefix, keys that are prefixes of others, trailing zero
+    bytes (which pad like a shorter key) and several versions per key."""
+    keys = sorted({prefix + tail for tail in tails if prefix + tail})
+    if not keys:
+        return
+    rows = [(key, seq, PUT, b"v", None) for key, count in zip(keys, versions_of) for seq in range(count, 0, -1)]
+    store = MemoryStore()
+    info = write_sst(store, "sst/h.sst", rows, block_size=10_000_000)
+    batch = SSTReader.open(store, "sst/h.sst", size=info.size)._load_block(0).batch
+    fast = compiled.BlockView(batch, 1)
+    column = [row[0] for row in rows]
+    for probe in [*probes, *(prefix + p for p in probes), prefix[:1], prefix + b"\xff", *keys]:
+        if not probe:
+            continue
+        assert fast.lower_bound(probe) == bisect.bisect_left(column, probe)
+        assert compiled.tuple_lower_bound(tuple(column), probe) == bisect.bisect_left(column, probe)
+        for lo, hi in bounds:
+            lo, hi = min(lo, hi, len(column)), min(max(lo, hi), len(column))
+            assert fast.lower_bound(probe, lo, hi) == bisect.bisect_left(column, probe, lo, hi)
+        for snapshot in (0, 1, 2, MAX_SEQ):
+            assert fast.find(probe, snapshot) == PyBlockView(batch, 1).find(probe, snapshot)
+
+
 def test_sliced_batch_is_read_at_its_offset() -> None:
     store = MemoryStore()
     rows = [(b"k%02d" % i, 1, PUT, b"v%d" % i, None if i % 2 else 7) for i in range(20)]
@@ -185,7 +225,7 @@ def test_cache_charges_blocks_their_size_on_disk() -> None:
     its on-disk size, and decoding it allocates no Arrow memory (zero-copy)."""
     import pyarrow as pa
 
-    from kvstore.format.block_view import BLOCK_OVERHEAD_BYTES
+    from kvstore.format.block_view import BLOCK_OVERHEAD_BYTES, KEY_HEAD_BYTES
 
     store = MemoryStore()
     rows = [(b"%016d" % i, 1, PUT, bytes([i % 251]) * 100, None) for i in range(20_000)]
@@ -200,4 +240,5 @@ def test_cache_charges_blocks_their_size_on_disk() -> None:
     assert stats.entries == info.block_count + 1  # every block, plus the footer
     data_bytes = info.size - info.tail_size
     block_bytes = stats.bytes - info.tail_size * 2  # the footer is charged twice its tail
-    assert data_bytes <= block_bytes <= data_bytes + info.block_count * BLOCK_OVERHEAD_BYTES + 1024
+    index_bytes = KEY_HEAD_BYTES * len(rows)  # the compiled view's key heads
+    assert data_bytes <= block_bytes <= data_bytes + index_bytes + info.block_count * BLOCK_OVERHEAD_BYTES + 1024
