@@ -5,8 +5,6 @@ Thread-safety: a snapshot may be read from many threads at once.
 
 from __future__ import annotations
 
-import itertools
-
 import weakref
 from typing import Callable, Iterator
 
@@ -82,8 +80,8 @@ class Snapshot:
         if reverse:
             return _kv_pairs(scan_rows(self._layers, self.seq, lo, hi, True), limit)
         # Forward scans merge cached blocks in place (kvstore.iterators.arrow_scan).
-        pairs = scan_kv_pairs(self._layers, self.seq, lo, hi, now_ms(), 256 if limit is None else min(limit, 4096))
-        return pairs if limit is None else itertools.islice(pairs, limit)
+        first_window = 256 if limit is None else min(limit, 4096)
+        return scan_kv_pairs(self._layers, self.seq, lo, hi, now_ms(), first_window, limit)
 
     def scan_batches(
         self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None,

@@ -26,6 +26,7 @@ them on random stores).
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
@@ -194,16 +195,39 @@ def scan_kv_batches(
 
 def scan_kv_pairs(
     layers: Layers, snapshot_seq: int, start: bytes | None, end: bytes | None, now_ms: int, first_window: int = 256,
+    limit: int | None = None,
 ) -> Iterator[tuple[bytes, bytes]]:
     """Live ``(key, value)`` pairs of ``[start, end)`` at ``snapshot_seq``, in key order.
 
     ``first_window``: rows per source read before the first pairs come out
     (a scan with a small ``limit`` passes it to read no more than it needs).
+    ``limit``: stop after that many pairs (None: no limit).
 
-    Requires: validated bounds.
+    Requires: validated bounds and limit.
     """
+    # A C-level chain over each window's list: a row costs one list-iterator
+    # step, not a generator resume plus an ``islice`` step (a third of a
+    # 1000-row scan's time went to those two when each row passed through them).
+    return itertools.chain.from_iterable(_pair_lists(layers, snapshot_seq, start, end, now_ms, first_window, limit))
+
+
+def _pair_lists(
+    layers: Layers, snapshot_seq: int, start: bytes | None, end: bytes | None, now_ms: int, first_window: int,
+    limit: int | None,
+) -> Iterator[list[tuple[bytes, bytes]]]:
+    remaining = limit
+    if remaining is not None and remaining <= 0:
+        return
     for parts in _windows(layers, snapshot_seq, start, end, first_window):
-        yield from merge_segments(parts, snapshot_seq, now_ms, True)
+        pairs = merge_segments(parts, snapshot_seq, now_ms, True)
+        if remaining is None:
+            yield pairs
+            continue
+        if len(pairs) >= remaining:
+            yield pairs[:remaining]
+            return
+        remaining -= len(pairs)
+        yield pairs
 
 
 def _run_segments(ssts: list, start: bytes | None, end: bytes | None, snapshot_seq: int) -> Iterator[Segment]:
