@@ -582,7 +582,7 @@ cdef class StoreGetter:
     property, the state's attributes); at ~4 µs per get that was a tenth of it.
 
     Args:
-        state: the handle's ``EngineState`` (read: ``layers``, then ``head``).
+        state: the handle's ``EngineState`` (read: ``head``, then ``layers``).
         check_key: the Python key validator; called only for keys that are
             not a non-empty ``bytes`` of at most ``max_key_bytes`` (it
             converts ``bytearray``/``memoryview`` or raises the user-facing error).
@@ -613,8 +613,10 @@ cdef class StoreGetter:
         if type(key) is not bytes or PyBytes_GET_SIZE(key) == 0 or PyBytes_GET_SIZE(key) > self._max_key_bytes:
             key = self._check_key(key)
         state = self._state
-        layers = state.layers
-        # Layers before head: apply_root installs the rows before it moves the head.
+        # Head before layers, as Store._view: apply_root installs a version's
+        # rows before it moves the head, so layers read after the head hold
+        # every row up to its seq (newer ones are filtered by seq).
         cdef uint64_t seq = <uint64_t>(<tuple?>state.head)[1]
+        layers = state.layers
         cdef Py_ssize_t index = -1
         return _visible(_lookup(layers, <bytes?>key, seq, &index), index, None)

@@ -66,7 +66,7 @@ class StoreGetterPy:
     constructor and :meth:`get`); :data:`StoreGetter` is the one in use.
 
     Args:
-        state: the handle's ``EngineState`` (read: ``layers``, then ``head``).
+        state: the handle's ``EngineState`` (read: ``head``, then ``layers``).
         check_key: validates (or converts) a key that is not a non-empty
             ``bytes`` of at most ``max_key_bytes``.
         max_key_bytes: the key size limit.
@@ -89,8 +89,8 @@ class StoreGetterPy:
             raise RuntimeError("raise_closed returned")
         if type(key) is not bytes or not key or len(key) > self._max_key_bytes:
             key = self._check_key(key)
-        layers = self._state.layers  # before head: apply_root installs rows before it moves the head
-        return get_value_py(layers, key, self._state.head[1])  # type: ignore[arg-type]
+        seq = self._state.head[1]  # head first: layers read after it hold every row up to seq (Store._view)
+        return get_value_py(self._state.layers, key, seq)  # type: ignore[arg-type]
 
 
 # One place picks the point-get implementation (see kvstore.format.block_view).

@@ -35,7 +35,7 @@ from kvstore.oracle import SERIALIZABLE, Oracle
 from kvstore.options import MAX_KEY_BYTES, StoreOptions
 from kvstore.reader import StoreGetter
 from kvstore.retention import Checkpoint, RetentionFloor
-from kvstore.snapshot import Snapshot
+from kvstore.snapshot import Snapshot, scan_view, scan_view_batches
 from kvstore.state import EngineState
 from kvstore.txn import Transaction, TransactionManager
 from kvstore.verify import VerifyReport
@@ -326,7 +326,9 @@ class Store:
             StoreClosedError: the store is closed.
         """
         self._check_open()
-        return self._view().scan(start, end, prefix, reverse, limit)
+        # An unpinned view, as _view() makes, without building the Snapshot object.
+        seq = self._state.head[1]
+        return scan_view(self._state.layers, seq, start, end, prefix, reverse, limit)
 
     def scan_batches(
         self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None,
@@ -334,7 +336,8 @@ class Store:
     ) -> Iterator[pa.RecordBatch]:
         """Like :meth:`scan` (forward) but yields Arrow batches with columns key, value."""
         self._check_open()
-        return self._view().scan_batches(start, end, prefix, batch_rows)
+        seq = self._state.head[1]
+        return scan_view_batches(self._state.layers, seq, start, end, prefix, batch_rows)
 
     def snapshot(self, fresh: bool = False) -> Snapshot:
         """A read-only view at the current version (``fresh``: catch up first)."""
