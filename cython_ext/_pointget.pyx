@@ -33,6 +33,7 @@ after construction; the block cache lookup they call has its own lock.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem
+from cpython.list cimport PyList_GET_ITEM
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
@@ -414,6 +415,9 @@ cdef class SSTProbe:
     cdef object _cache_get
     cdef object _url
     cdef object _path
+    # The cache key of each block, made on first use and kept: a get then
+    # allocates no tuple (and feeds the cyclic GC nothing) for its lookup.
+    cdef list _cache_keys
 
     def __cinit__(self, meta, cache_get, str url, str path):
         info = meta.info
@@ -435,6 +439,7 @@ cdef class SSTProbe:
         self._cache_get = cache_get
         self._url = url
         self._path = path
+        self._cache_keys = [None] * self._blocks
 
     def __dealloc__(self):
         PyMem_Free(self._last_heads)
@@ -455,8 +460,13 @@ cdef class SSTProbe:
 
     cdef BlockView _block(self, object sst, Py_ssize_t b):
         cdef object block = None
+        cdef object key
         if self._cache_get is not None:
-            block = self._cache_get((self._url, self._path, b))
+            key = <object>PyList_GET_ITEM(self._cache_keys, b)
+            if key is None:
+                key = (self._url, self._path, b)
+                self._cache_keys[b] = key
+            block = self._cache_get(key)
         if block is None:
             block = sst._load_block(b)
         return <BlockView?>block
