@@ -458,29 +458,48 @@ cdef class SSTProbe:
                 return False
         return True
 
-    cdef BlockView _block(self, object sst, Py_ssize_t b):
-        cdef object block = None
-        cdef object key
-        if self._cache_get is not None:
-            key = <object>PyList_GET_ITEM(self._cache_keys, b)
-            if key is None:
-                key = (self._url, self._path, b)
-                self._cache_keys[b] = key
-            block = self._cache_get(key)
-        if block is None:
-            block = sst._load_block(b)
-        return <BlockView?>block
+    cdef object _cached(self, Py_ssize_t b):
+        """Block ``b`` from the cache, or None."""
+        if self._cache_get is None:
+            return None
+        cdef object key = <object>PyList_GET_ITEM(self._cache_keys, b)
+        if key is None:
+            key = (self._url, self._path, b)
+            self._cache_keys[b] = key
+        return self._cache_get(key)
 
     cdef BlockView _get(self, object sst, const uint8_t* k, Py_ssize_t klen, uint64_t h, uint64_t snapshot_seq,
-                        Py_ssize_t* index):
-        """The block holding the key's newest visible row (its index in ``index``), or None."""
-        if snapshot_seq < self._min_seq or not self._may_contain(k, klen, h):
+                        Py_ssize_t* index, bint bloom_first):
+        """The block holding the key's newest visible row (its index in ``index``), or None.
+
+        ``bloom_first``: probe the bloom filter before anything else (an L0
+        file, which usually does not hold the key). Else (the one file of a
+        sorted run whose range holds the key) probe it only before reading a
+        block the cache does not hold: a cached block answers as fast as the
+        filter's ~7 scattered bit reads, and a present key (the common case
+        at the bottom of the tree) then pays for no filter at all.
+        """
+        if snapshot_seq < self._min_seq:
+            return None
+        cdef bint bloom_checked = bloom_first
+        if bloom_first:
+            if not self._may_contain(k, klen, h):
+                return None
+        elif _cmp_bytes(self.min_key, k, klen) > 0 or _cmp_bytes(self.max_key, k, klen) < 0:
             return None
         # First block whose last key is >= key (bisect_left over last_keys).
         cdef Py_ssize_t lo = _tuple_lower_bound(self._last_keys, self._last_heads, self._last_lcp, k, klen), i
+        cdef object found
         cdef BlockView block
         while lo < self._blocks and _cmp_bytes(<object>PyTuple_GET_ITEM(self._first_keys, lo), k, klen) <= 0:
-            block = self._block(sst, lo)
+            found = self._cached(lo)
+            if found is None:
+                if not bloom_checked:
+                    if not self._may_contain(k, klen, h):
+                        return None
+                    bloom_checked = True
+                found = sst._load_block(lo)
+            block = <BlockView?>found
             i = block._find(k, klen, snapshot_seq)
             if i >= 0:
                 index[0] = i
@@ -498,7 +517,7 @@ cdef class SSTProbe:
         cdef Py_ssize_t klen = PyBytes_GET_SIZE(key)
         cdef const uint8_t* k = <const uint8_t*>PyBytes_AS_STRING(key)
         cdef Py_ssize_t index = 0
-        cdef BlockView block = self._get(sst, k, klen, _xxh64(k, klen, 0), snapshot_seq, &index)
+        cdef BlockView block = self._get(sst, k, klen, _xxh64(k, klen, 0), snapshot_seq, &index, True)
         return None if block is None else block._row(index)
 
 
@@ -522,7 +541,7 @@ cdef object _lookup(object layers, bytes key, uint64_t snapshot_seq, Py_ssize_t*
     cdef SSTProbe probe
     for sst in layers.l0:
         probe = <SSTProbe?>sst._probe
-        block = probe._get(sst, k, klen, h, snapshot_seq, index)
+        block = probe._get(sst, k, klen, h, snapshot_seq, index, True)
         if block is not None:
             return block
     cdef tuple ssts
@@ -540,7 +559,7 @@ cdef object _lookup(object layers, bytes key, uint64_t snapshot_seq, Py_ssize_t*
         if lo < PyTuple_GET_SIZE(ssts):
             sst = <object>PyTuple_GET_ITEM(ssts, lo)
             probe = <SSTProbe>sst._probe
-            block = probe._get(sst, k, klen, h, snapshot_seq, index)
+            block = probe._get(sst, k, klen, h, snapshot_seq, index, False)
             if block is not None:
                 return block
     return None
