@@ -13,7 +13,9 @@ processes on a shared machine disturb it less than wall time):
 Each figure is the best of ``--repeat`` passes; the ratios lakekv ÷ LMDB come
 from the same process and are what the harness's W4/W5 ratios approximate on
 a quiet machine. ``--dir`` keeps the loaded stores between runs (the load is
-the slow part); ``--settle full`` also compacts lakekv into one run.
+the slow part). To compare two checkouts on the same stores, run this script
+with ``PYTHONPATH`` pointing at the other checkout (its extensions built in
+place): the script's directory supplies the harness, ``PYTHONPATH`` the engine.
 
 Run: ``.venv/bin/python benchmarks/read_cpu_bench.py --dir /tmp/readbench``
 """
@@ -56,15 +58,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--dir", type=Path, required=True, help="where the stores live (reused when loaded)")
     parser.add_argument("--only", choices=("get", "scan", "all"), default="all")
-    parser.add_argument("--settle", choices=("harness", "full"), default="harness",
-                        help="full: also compact lakekv into one sorted run (a separate store)")
     args = parser.parse_args()
 
     lake = LakeKV(fsync=False, cache_bytes=512 << 20)
     lmdb = LMDB()
-    loaded = args.dir / f"loaded-{args.rows}-{args.settle}"
+    loaded = args.dir / f"loaded-{args.rows}"
     for engine in (lake, lmdb):
-        path = args.dir / f"{engine.key}-{args.rows}-{args.settle}"
+        path = args.dir / f"{engine.key}-{args.rows}"
         path.mkdir(parents=True, exist_ok=True)
         engine.open(path)
     if not loaded.exists():
@@ -73,8 +73,6 @@ def main() -> None:
             lmdb.write_batch(batch)
         loaded.touch()
     print("lakekv settle:", lake.settle())
-    if args.settle == "full":
-        print("then compact(full=True):", len(lake.db.compact(full=True)), "compaction(s)")
     layers = lake.db._state.layers
     print(f"layers: {len(layers.l0)} L0 SSTs, runs of {[len(run.ssts) for run in layers.runs]} SSTs,"
           f" memtable {len(layers.memtable)} keys")
@@ -90,7 +88,8 @@ def main() -> None:
                     get(key)
 
             gets()  # warm the cache
-            results.setdefault("get µs", {})[engine.family] = best_of(args.repeat, gets, f'get {engine.family}') / len(keys) * 1e6
+            cpu = best_of(args.repeat, gets, f"get {engine.family}")
+            results.setdefault("get µs", {})[engine.family] = cpu / len(keys) * 1e6
         db = lake.db
         get = db.get
 
@@ -98,7 +97,8 @@ def main() -> None:
             for key in keys:
                 get(key)
 
-        results["get µs"]["lakekv Store.get direct"] = best_of(args.repeat, direct) / len(keys) * 1e6
+        cpu = best_of(args.repeat, direct, "get lakekv Store.get direct")
+        results["get µs"]["lakekv Store.get direct"] = cpu / len(keys) * 1e6
     if args.only in ("scan", "all"):
         ranges = scan_ranges(args.rows, args.scans, 1000, 11)
         forms = [(f"scan {form} Mrows/s", engine.key, fn) for engine in (lake, lmdb)
@@ -109,17 +109,20 @@ def main() -> None:
                     scan(start, end, 1000)
 
             scans()
-            results.setdefault(label, {})[key.split("-")[0]] = len(ranges) * 1000 / best_of(args.repeat, scans, f'{label} {key}') / 1e6
+            cpu = best_of(args.repeat, scans, f"{label} {key}")
+            results.setdefault(label, {})[key.split("-")[0]] = len(ranges) * 1000 / cpu / 1e6
     for label, row in results.items():
         figures = "  ".join(f"{k} {v:7.3f}" for k, v in row.items())
         ratio = ""
         if "lmdb" in row and "lakekv" in row:
-            ratio = f"  lakekv/LMDB speed {row['lmdb'] / row['lakekv'] if 'µs' in label else row['lakekv'] / row['lmdb']:.2f}x"
+            speed = row["lmdb"] / row["lakekv"] if "µs" in label else row["lakekv"] / row["lmdb"]
+            ratio = f"  lakekv/LMDB speed {speed:.2f}x"
         print(f"{label:22} {figures}{ratio}")
     print("wall ÷ CPU of the passes above (>1: waiting, or other processes):",
           ", ".join(f"{k} {v:.2f}" for k, v in WALL_OVER_CPU.items()))
     if "scan arrow batches Mrows/s" in results and "scan rows Mrows/s" in results:
-        print(f"arrow ÷ LMDB rows: {results['scan arrow batches Mrows/s']['lakekv'] / results['scan rows Mrows/s']['lmdb']:.2f}x")
+        arrow = results["scan arrow batches Mrows/s"]["lakekv"]
+        print(f"arrow ÷ LMDB rows: {arrow / results['scan rows Mrows/s']['lmdb']:.2f}x")
     lake.close()
     lmdb.close()
 

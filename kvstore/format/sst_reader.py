@@ -20,7 +20,15 @@ import pyarrow.compute as pc
 from kvstore.cache import BlockCache
 from kvstore.errors import CorruptionError
 from kvstore.format.checksum import crc32c
-from kvstore.format.block_view import BLOCK_OVERHEAD_BYTES, IMPLEMENTATION, KEY_HEAD_BYTES, NOT_HERE, BlockView, PyBlockView, compiled
+from kvstore.format.block_view import (
+    BLOCK_OVERHEAD_BYTES,
+    IMPLEMENTATION,
+    KEY_HEAD_BYTES,
+    NOT_HERE,
+    BlockView,
+    PyBlockView,
+    compiled,
+)
 from kvstore.format.rows import MAX_SEQ, Row
 from kvstore.format.sst_format import (
     HEAD_MAGIC,
