@@ -23,7 +23,14 @@ cdef class BlockView:
     cdef const int64_t* _expires
     cdef const uint8_t* _expire_valid
     cdef Py_ssize_t _expire_bit0
+    # The search index over the keys (see BlockView in _pointget.pyx): every
+    # key starts with the block's first ``_lcp`` bytes; ``_heads[i]`` is key
+    # i's next 8 bytes, big-endian, zero-padded. NULL for an empty block.
+    cdef const uint8_t* _prefix
+    cdef Py_ssize_t _lcp
+    cdef uint64_t* _heads
 
+    cdef int _build_heads(self) except -1
     cdef int _cmp_key(self, Py_ssize_t i, const uint8_t* k, Py_ssize_t klen) noexcept nogil
     cdef Py_ssize_t _lower_bound(self, const uint8_t* k, Py_ssize_t klen, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil
     cdef Py_ssize_t _find(self, const uint8_t* k, Py_ssize_t klen, uint64_t snapshot_seq) noexcept nogil

@@ -9,7 +9,7 @@ that row is the key's newest visible version, whatever its kind.
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
@@ -59,9 +59,44 @@ def get_value_py(layers: Layers, key: bytes, snapshot_seq: int, clock_ms: int | 
     return visible_value(get_row_py(layers, key, snapshot_seq), clock_ms)
 
 
+class StoreGetterPy:
+    """``Store.get`` as one call: closed check, key check, then the lookup.
+
+    The pure-Python twin of ``cython_ext._pointget.StoreGetter`` (same
+    constructor and :meth:`get`); :data:`StoreGetter` is the one in use.
+
+    Args:
+        state: the handle's ``EngineState`` (read: ``head``, then ``layers``).
+        check_key: validates (or converts) a key that is not a non-empty
+            ``bytes`` of at most ``max_key_bytes``.
+        max_key_bytes: the key size limit.
+        raise_closed: called (and must raise) once :attr:`closed` is set.
+    """
+
+    __slots__ = ("_check_key", "_max_key_bytes", "_raise_closed", "_state", "closed")
+
+    def __init__(self, state: Any, check_key: Callable[[object], bytes], max_key_bytes: int,
+                 raise_closed: Callable[[], None]) -> None:
+        self._state = state
+        self._check_key = check_key
+        self._max_key_bytes = max_key_bytes
+        self._raise_closed = raise_closed
+        self.closed = False
+
+    def get(self, key: object) -> bytes | None:
+        if self.closed:
+            self._raise_closed()
+            raise RuntimeError("raise_closed returned")
+        if type(key) is not bytes or not key or len(key) > self._max_key_bytes:
+            key = self._check_key(key)
+        seq = self._state.head[1]  # head first: layers read after it hold every row up to seq (Store._view)
+        return get_value_py(self._state.layers, key, seq)  # type: ignore[arg-type]
+
+
 # One place picks the point-get implementation (see kvstore.format.block_view).
 get_row = get_row_py if compiled is None else compiled.get_row
 get_value = get_value_py if compiled is None else compiled.get_value
+StoreGetter = StoreGetterPy if compiled is None else compiled.StoreGetter
 
 
 def get_row_traced(layers: Layers, key: bytes, snapshot_seq: int) -> tuple[Row | None, int, int]:

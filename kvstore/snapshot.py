@@ -5,8 +5,6 @@ Thread-safety: a snapshot may be read from many threads at once.
 
 from __future__ import annotations
 
-import itertools
-
 import weakref
 from typing import Callable, Iterator
 
@@ -77,13 +75,7 @@ class Snapshot:
     ) -> Iterator[tuple[bytes, bytes]]:
         """Yield ``(key, value)`` for live keys in ``[start, end)`` and ``prefix``, in key order."""
         self._check_open()
-        lo, hi = scan_bounds(start, end, prefix)
-        check_limit(limit)
-        if reverse:
-            return _kv_pairs(scan_rows(self._layers, self.seq, lo, hi, True), limit)
-        # Forward scans merge cached blocks in place (kvstore.iterators.arrow_scan).
-        pairs = scan_kv_pairs(self._layers, self.seq, lo, hi, now_ms(), 256 if limit is None else min(limit, 4096))
-        return pairs if limit is None else itertools.islice(pairs, limit)
+        return scan_view(self._layers, self.seq, start, end, prefix, reverse, limit)
 
     def scan_batches(
         self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None,
@@ -91,10 +83,7 @@ class Snapshot:
     ) -> Iterator[pa.RecordBatch]:
         """Forward scan as Arrow record batches (columns ``key``, ``value``)."""
         self._check_open()
-        if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
-            raise ValueError(f"batch_rows must be a positive int, got {batch_rows!r}")
-        lo, hi = scan_bounds(start, end, prefix)
-        return scan_kv_batches(self._layers, self.seq, lo, hi, batch_rows, now_ms())
+        return scan_view_batches(self._layers, self.seq, start, end, prefix, batch_rows)
 
     def close(self) -> None:
         """Release the snapshot (and its pin). Idempotent."""
@@ -109,6 +98,30 @@ class Snapshot:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def scan_view(
+    layers: Layers, seq: int, start: bytes | None, end: bytes | None, prefix: bytes | None, reverse: bool,
+    limit: int | None,
+) -> Iterator[tuple[bytes, bytes]]:
+    """``Snapshot.scan`` of ``layers`` at ``seq`` (``Store.scan`` calls it without building a Snapshot)."""
+    lo, hi = scan_bounds(start, end, prefix)
+    check_limit(limit)
+    if reverse:
+        return _kv_pairs(scan_rows(layers, seq, lo, hi, True), limit)
+    # Forward scans merge cached blocks in place (kvstore.iterators.arrow_scan).
+    first_window = 256 if limit is None else min(limit, 4096)
+    return scan_kv_pairs(layers, seq, lo, hi, now_ms(), first_window, limit)
+
+
+def scan_view_batches(
+    layers: Layers, seq: int, start: bytes | None, end: bytes | None, prefix: bytes | None, batch_rows: int,
+) -> Iterator[pa.RecordBatch]:
+    """``Snapshot.scan_batches`` of ``layers`` at ``seq`` (``Store.scan_batches`` calls it directly)."""
+    if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+        raise ValueError(f"batch_rows must be a positive int, got {batch_rows!r}")
+    lo, hi = scan_bounds(start, end, prefix)
+    return scan_kv_batches(layers, seq, lo, hi, batch_rows, now_ms())
 
 
 def _kv_pairs(rows: Iterator[Row], limit: int | None) -> Iterator[tuple[bytes, bytes]]:

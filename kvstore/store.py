@@ -31,11 +31,11 @@ from kvstore.housekeeping import CompactionResult
 from kvstore.identity import check_identity, create_store
 from kvstore.maintenance import Maintenance
 from kvstore.objstore.base import ObjectStore
-from kvstore.options import StoreOptions
 from kvstore.oracle import SERIALIZABLE, Oracle
-from kvstore.reader import get_value
+from kvstore.options import MAX_KEY_BYTES, StoreOptions
+from kvstore.reader import StoreGetter
 from kvstore.retention import Checkpoint, RetentionFloor
-from kvstore.snapshot import Snapshot
+from kvstore.snapshot import Snapshot, scan_view, scan_view_batches
 from kvstore.state import EngineState
 from kvstore.txn import Transaction, TransactionManager
 from kvstore.verify import VerifyReport
@@ -131,6 +131,8 @@ class Store:
         self._cache = BlockCache(options.cache_bytes)
         threaded = options.background_threads
         self._state = EngineState(objects, self._chain, self._cache, options.open_parallelism if threaded else 1)
+        # Store.get's whole path in one compiled call (kvstore.reader.StoreGetter).
+        self._getter = StoreGetter(self._state, check_key, MAX_KEY_BYTES, self._check_open)
         self._clock = StorageClock(objects)
         # Seqs pinned by this handle's open snapshots and transactions.
         self.watermark = Watermark()
@@ -171,6 +173,7 @@ class Store:
             if self._closed:
                 return
             self._closed = True
+            self._getter.closed = True
         if self._follower is not None:
             self._follower.close()
         self._committer.close()
@@ -304,9 +307,7 @@ class Store:
             StoreClosedError: the store is closed.
             CorruptionError / ObjectStoreError: an SST could not be read.
         """
-        self._check_open()
-        state = self._state
-        return get_value(state.layers, check_key(key), state.last_seq)  # type: ignore[no-any-return]
+        return self._getter.get(key)  # type: ignore[no-any-return]
 
     def scan(
         self,
@@ -325,7 +326,9 @@ class Store:
             StoreClosedError: the store is closed.
         """
         self._check_open()
-        return self._view().scan(start, end, prefix, reverse, limit)
+        # An unpinned view, as _view() makes, without building the Snapshot object.
+        seq = self._state.head[1]
+        return scan_view(self._state.layers, seq, start, end, prefix, reverse, limit)
 
     def scan_batches(
         self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None,
@@ -333,7 +336,8 @@ class Store:
     ) -> Iterator[pa.RecordBatch]:
         """Like :meth:`scan` (forward) but yields Arrow batches with columns key, value."""
         self._check_open()
-        return self._view().scan_batches(start, end, prefix, batch_rows)
+        seq = self._state.head[1]
+        return scan_view_batches(self._state.layers, seq, start, end, prefix, batch_rows)
 
     def snapshot(self, fresh: bool = False) -> Snapshot:
         """A read-only view at the current version (``fresh``: catch up first)."""

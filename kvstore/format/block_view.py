@@ -33,6 +33,8 @@ NEXT_BLOCK: Final = -2
 # Python objects and Arrow's C++ array headers of one decoded batch, charged on
 # top of its buffers (measured: ~1.5 KiB for a 5-column batch; rounded up).
 BLOCK_OVERHEAD_BYTES: Final = 2048
+# The compiled BlockView's search index: one 8-byte key head per row (malloc'd).
+KEY_HEAD_BYTES: Final = 8
 
 
 class _ArrowKeys:

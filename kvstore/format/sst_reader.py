@@ -20,7 +20,15 @@ import pyarrow.compute as pc
 from kvstore.cache import BlockCache
 from kvstore.errors import CorruptionError
 from kvstore.format.checksum import crc32c
-from kvstore.format.block_view import BLOCK_OVERHEAD_BYTES, IMPLEMENTATION, NOT_HERE, BlockView, PyBlockView, compiled
+from kvstore.format.block_view import (
+    BLOCK_OVERHEAD_BYTES,
+    IMPLEMENTATION,
+    KEY_HEAD_BYTES,
+    NOT_HERE,
+    BlockView,
+    PyBlockView,
+    compiled,
+)
 from kvstore.format.rows import MAX_SEQ, Row
 from kvstore.format.sst_format import (
     HEAD_MAGIC,
@@ -356,8 +364,9 @@ class SSTReader:
         if crc32c(body) != meta.crcs[b]:
             raise CorruptionError(f"{path}: block {b} (bytes {offset}..{offset + length}) failed its CRC32C check")
         batch = decode_block(body, path, b, meta.rows[b])
-        # The batch's buffers point into ``data``: that is what the block costs.
-        nbytes = len(data) + BLOCK_OVERHEAD_BYTES
+        # The batch's buffers point into ``data``: that is what the block costs,
+        # plus its objects and the compiled view's key heads.
+        nbytes = len(data) + BLOCK_OVERHEAD_BYTES + KEY_HEAD_BYTES * meta.rows[b]
         try:
             block = self._block_type(batch, nbytes)
         except ValueError as exc:

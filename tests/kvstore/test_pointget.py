@@ -5,6 +5,7 @@ many versions straddling small blocks, tombstones, TTLs and every snapshot."""
 
 from __future__ import annotations
 
+import bisect
 import itertools
 
 import pytest
@@ -18,7 +19,10 @@ from kvstore.format.block_view import IMPLEMENTATION, NEXT_BLOCK, NOT_HERE, PyBl
 from kvstore.format.rows import DELETE, MAX_SEQ, PUT
 from kvstore.format.sst import SSTReader, write_sst
 from kvstore.objstore.memory import MemoryStore
-from kvstore.reader import get_row, get_row_py, get_value, get_value_py, visible_value
+from kvstore.batch import check_key
+from kvstore.errors import StoreClosedError
+from kvstore.options import MAX_KEY_BYTES
+from kvstore.reader import StoreGetterPy, get_row, get_row_py, get_value, get_value_py, visible_value
 
 pytestmark = pytest.mark.skipif(compiled is None, reason="cython_ext._pointget is not built")
 
@@ -65,6 +69,61 @@ def test_compiled_get_matches_reference_and_model(
                     assert expected_rows == model
 
 
+class _State:
+    """The two attributes of EngineState a StoreGetter reads."""
+
+    def __init__(self, layers: object, last_seq: int) -> None:
+        self.layers = layers
+        self.head = (7, last_seq)
+
+
+def _raise_closed() -> None:
+    raise StoreClosedError("closed")
+
+
+@settings(max_examples=60, deadline=None)
+@given(history=versions, fractions=st.lists(st.floats(0, 1), min_size=1, max_size=3),
+       block_size=st.sampled_from([1, 64, 4096]))
+def test_store_getter_matches_reference_and_model(history: list[dict], fractions: list[float], block_size: int) -> None:
+    """``Store.get``'s one-call path (``StoreGetter``) and its Python twin
+    answer like the model at the head seq, for every key, with the wall clock
+    deciding expiry (the model's expiries all lie in the past of it)."""
+    cuts = sorted({int(f * len(history)) for f in fractions})
+    rows = rows_of(history)
+    getters = [compiled.StoreGetter(_State(build_layers(history, cuts, 2, block_size, 1 << 20, "cython"), seq),
+                                    check_key, MAX_KEY_BYTES, _raise_closed)
+               for seq in (len(history), len(history) // 2)]
+    twins = [StoreGetterPy(_State(build_layers(history, cuts, 2, block_size, 1 << 20, "python"), seq),
+                           check_key, MAX_KEY_BYTES, _raise_closed)
+             for seq in (len(history), len(history) // 2)]
+    for seq, fast, slow in zip((len(history), len(history) // 2), getters, twins, strict=True):
+        for key in KEY_POOL + ABSENT:
+            expected = visible_value(model_row(rows, key, seq))
+            assert fast.get(key) == slow.get(key) == expected
+            assert fast.get(bytearray(key)) == slow.get(memoryview(key)) == expected
+
+
+@pytest.mark.parametrize("implementation", ["cython", "python"])
+def test_store_getter_checks_keys_and_closed(implementation: str) -> None:
+    make = compiled.StoreGetter if implementation == "cython" else StoreGetterPy
+    layers = build_layers([{b"a": (PUT, b"1", None)}], [1], 1, 64, None, implementation)
+    getter = make(_State(layers, 1), check_key, MAX_KEY_BYTES, _raise_closed)
+    assert getter.get(b"a") == b"1" and getter.get(b"b") is None
+    with pytest.raises(TypeError, match="key must be bytes, not str"):
+        getter.get("a")
+    with pytest.raises(ValueError, match="must not be empty"):
+        getter.get(b"")
+    with pytest.raises(ValueError, match="the limit is"):
+        getter.get(b"x" * (MAX_KEY_BYTES + 1))
+    getter.closed = True
+    with pytest.raises(StoreClosedError):
+        getter.get(b"a")
+    quiet = make(_State(layers, 1), check_key, MAX_KEY_BYTES, lambda: None)
+    quiet.closed = True
+    with pytest.raises(RuntimeError, match="raise_closed returned"):
+        quiet.get(b"a")
+
+
 def test_block_views_agree_row_by_row() -> None:
     store = MemoryStore()
     rows = storage_order([(b"k%03d" % (i // 3), 200 - i, PUT if i % 4 else DELETE,
@@ -90,6 +149,45 @@ def test_block_views_agree_row_by_row() -> None:
         fast.rows(5, 4)
     with pytest.raises(IndexError):
         slow.lower_bound(b"a", 0, len(rows) + 1)
+
+
+_tails = st.binary(max_size=12).map(lambda b: b.replace(b"\x01", b"\x00"))  # many zero bytes: padding ties
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    prefix=st.sampled_from([b"", b"k", b"0000000000", b"\x00\x00"]),
+    tails=st.lists(_tails, min_size=1, max_size=60),
+    versions_of=st.lists(st.integers(1, 3), min_size=60, max_size=60),
+    probes=st.lists(_tails, max_size=20),
+    bounds=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 200)), max_size=5),
+)
+def test_lower_bound_on_key_heads_is_bisect_left(
+    prefix: bytes, tails: list[bytes], versions_of: list[int], probes: list[bytes], bounds: list[tuple[int, int]],
+) -> None:
+    """The compiled search (in a block, and over a footer's block index) goes
+    through the keys' shared prefix and 8-byte key heads first; it must still be ``bisect_left`` over the keys, for keys
+    shorter than the prefix, keys that are prefixes of others, trailing zero
+    bytes (which pad like a shorter key) and several versions per key."""
+    keys = sorted({prefix + tail for tail in tails if prefix + tail})
+    if not keys:
+        return
+    rows = [(key, seq, PUT, b"v", None) for key, count in zip(keys, versions_of) for seq in range(count, 0, -1)]
+    store = MemoryStore()
+    info = write_sst(store, "sst/h.sst", rows, block_size=10_000_000)
+    batch = SSTReader.open(store, "sst/h.sst", size=info.size)._load_block(0).batch
+    fast = compiled.BlockView(batch, 1)
+    column = [row[0] for row in rows]
+    for probe in [*probes, *(prefix + p for p in probes), prefix[:1], prefix + b"\xff", *keys]:
+        if not probe:
+            continue
+        assert fast.lower_bound(probe) == bisect.bisect_left(column, probe)
+        assert compiled.tuple_lower_bound(tuple(column), probe) == bisect.bisect_left(column, probe)
+        for lo, hi in bounds:
+            lo, hi = min(lo, hi, len(column)), min(max(lo, hi), len(column))
+            assert fast.lower_bound(probe, lo, hi) == bisect.bisect_left(column, probe, lo, hi)
+        for snapshot in (0, 1, 2, MAX_SEQ):
+            assert fast.find(probe, snapshot) == PyBlockView(batch, 1).find(probe, snapshot)
 
 
 def test_sliced_batch_is_read_at_its_offset() -> None:
@@ -127,7 +225,7 @@ def test_cache_charges_blocks_their_size_on_disk() -> None:
     its on-disk size, and decoding it allocates no Arrow memory (zero-copy)."""
     import pyarrow as pa
 
-    from kvstore.format.block_view import BLOCK_OVERHEAD_BYTES
+    from kvstore.format.block_view import BLOCK_OVERHEAD_BYTES, KEY_HEAD_BYTES
 
     store = MemoryStore()
     rows = [(b"%016d" % i, 1, PUT, bytes([i % 251]) * 100, None) for i in range(20_000)]
@@ -142,4 +240,5 @@ def test_cache_charges_blocks_their_size_on_disk() -> None:
     assert stats.entries == info.block_count + 1  # every block, plus the footer
     data_bytes = info.size - info.tail_size
     block_bytes = stats.bytes - info.tail_size * 2  # the footer is charged twice its tail
-    assert data_bytes <= block_bytes <= data_bytes + info.block_count * BLOCK_OVERHEAD_BYTES + 1024
+    index_bytes = KEY_HEAD_BYTES * len(rows)  # the compiled view's key heads
+    assert data_bytes <= block_bytes <= data_bytes + index_bytes + info.block_count * BLOCK_OVERHEAD_BYTES + 1024

@@ -95,10 +95,11 @@ def test_long_scan_spans_many_windows() -> None:
     start=st.none() | st.sampled_from(BOUNDS),
     end=st.none() | st.sampled_from(BOUNDS),
     first_window=st.integers(1, 5),
+    limit=st.none() | st.integers(0, 12),
 )
 def test_pairs_and_python_twin_agree(
     history: list[dict], cut_fractions: list[float], block_size: int, start: bytes | None, end: bytes | None,
-    first_window: int,
+    first_window: int, limit: int | None,
 ) -> None:
     cuts = sorted({int(f * len(history)) for f in cut_fractions}) or [len(history)]
     fast = build_layers(history, cuts, 2, block_size, 1 << 20, "cython")
@@ -107,6 +108,7 @@ def test_pairs_and_python_twin_agree(
     for snapshot in sorted({0, len(history) // 2, MAX_SEQ}):
         expected = _model(rows, snapshot, start, end, NOW_MS)
         assert list(scan_kv_pairs(fast, snapshot, start, end, NOW_MS, first_window)) == expected
+        assert list(scan_kv_pairs(fast, snapshot, start, end, NOW_MS, first_window, limit)) == expected[:limit]
         windows = list(_windows(slow, snapshot, start, end, first_window))
         assert [p for parts in windows for p in merge_segments_py(parts, snapshot, NOW_MS, True)] == expected
         arrays = [merge_segments_py(parts, snapshot, NOW_MS, False) for parts in windows]
