@@ -41,12 +41,12 @@ _CLASSES: Final[dict[str, type[CatalogConflictError]]] = {
 }
 _NOTE_PREFIX: Final = "[lakehouse conflict] "
 # ``catalog.errors.RetryableConflictError: <message>`` at the start of a line
-# (Python's traceback format), then, on the following line, maybe our note.
+# (Python's traceback format); a message may span lines, up to our note.
 _LINE: Final = re.compile(
-    r"^(?P<cls>" + "|".join(re.escape(name) for name in _CLASSES) + r"): (?P<message>.*)$"
-    r"(?:\n" + re.escape(_NOTE_PREFIX) + r"(?P<note>\{.*\})$)?",
-    re.MULTILINE,
+    r"^(?P<cls>" + "|".join(re.escape(name) for name in _CLASSES) + r"): (?P<first>.*)$", re.MULTILINE
 )
+_MAX_MESSAGE_LINES: Final = 20
+_NOTE: Final = re.compile(r"^" + re.escape(_NOTE_PREFIX) + r"(?P<note>\{.*\})$", re.MULTILINE)
 
 
 def _note(exc: CatalogConflictError) -> str:
@@ -112,10 +112,18 @@ def conflict_from(exc: BaseException) -> CatalogConflictError | None:
         return exc
     for text in _texts(exc):
         found = list(_LINE.finditer(text))
-        if found:
-            last = found[-1]
-            cls = _CLASSES[last.group("cls")]
-            return cls(last.group("message"), **_attributes(last.group("note")))
+        if not found:
+            continue
+        last = found[-1]
+        cls = _CLASSES[last.group("cls")]
+        note = _NOTE.search(text, last.end())
+        # Python prints the notes right after the whole message, so what lies
+        # between is the message (several lines if it has them); a note
+        # further away is not this exception's. No note: the first line.
+        if note is not None and text.count("\n", last.end(), note.start()) <= _MAX_MESSAGE_LINES:
+            message = text[last.start("first") : note.start()].rstrip("\n")
+            return cls(message, **_attributes(note.group("note")))
+        return cls(last.group("first"), **_attributes(None))
     return None
 
 

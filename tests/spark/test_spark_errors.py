@@ -44,6 +44,13 @@ def test_a_worker_traceback_gives_back_the_class_message_and_attributes(cls: typ
     assert (rebuilt.ours, rebuilt.theirs, rebuilt.object, rebuilt.version) == ("overwrite", "append", "c.t", 9)
 
 
+def test_a_message_of_several_lines_comes_back_whole() -> None:
+    original = raised_in_worker(RetryableConflictError("first line\nsecond line", ours="delete", version=3))
+    rebuilt = conflict_from(FakeSparkError(worker_traceback(original) + "\n\tat org.apache.spark.Foo\n"))
+    assert type(rebuilt) is RetryableConflictError
+    assert str(rebuilt) == "first line\nsecond line" and (rebuilt.ours, rebuilt.version) == ("delete", 3)
+
+
 def test_the_outermost_conflict_wins_and_a_missing_note_still_gives_class_and_message() -> None:
     text = (
         "catalog.errors.IncompatibleConflictError: first\n"
