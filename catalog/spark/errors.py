@@ -15,12 +15,13 @@ How the error travels: the worker side (:func:`annotated_conflicts`, around
 every catalog call of the data source) adds one note to the conflict, a line
 ``[lakehouse conflict] {json}`` with the exception's attributes
 (``ours``, ``theirs``, ``object``, ``version``); Python prints notes right
-after the ``module.Class: message`` line of the traceback, and Spark passes
+after the ``module.Class: message`` lines of the traceback, and Spark passes
 the traceback text on verbatim. The driver side (:func:`conflict_from`)
-finds the *last* such pair in the text (the outermost failure) and rebuilds
-the exception: same class, same message, same attributes, chained ``from``
-the Spark exception. A traceback line without the note (e.g. an older worker)
-still gives the class and message, with ``ours="unknown"``.
+finds the *last* such class line in the text (the outermost failure) and
+rebuilds the exception: same class, same message (up to the note), same
+attributes, chained ``from`` the Spark exception. A class line without the
+note (e.g. an older worker) still gives the class and the message's first
+line, with ``ours="unknown"``.
 """
 
 from __future__ import annotations
