@@ -235,20 +235,11 @@ def _write_one(
 
 
 def read_file(
-    objects: ObjectStore,
-    entry: DataFile,
-    schema: pa.Schema,
-    columns: list[str] | None = None,
-    use_threads: bool = True,
+    objects: ObjectStore, entry: DataFile, schema: pa.Schema, columns: list[str] | None = None
 ) -> pa.Table:
-    """Read one data file as the table's current ``schema`` (matched by field id).
-
-    ``use_threads=False`` decodes on the calling thread only: for callers
-    that already run one reader per core (Spark tasks), where Arrow's
-    thread pool would only add contention.
-    """
+    """Read one data file as the table's current ``schema`` (matched by field id)."""
     body = objects.get(entry.path)
-    table = pq.read_table(pa.BufferReader(body), use_threads=use_threads)
+    table = pq.read_table(pa.BufferReader(body))
     return project(table, schema, columns)
 
 
