@@ -39,6 +39,13 @@ Notes on the cells, each tested pair by pair in tests/catalog/test_conflicts.py:
   commits after the winner (serial order: their rewrite, then our rows).
   overwrite × append is RETRY: the overwrite was computed without the
   appended rows, so re-applying it would silently drop them.
+* A read-modify-write overwrite (``commit_files(..., read_files=...)``:
+  the files its input was read from) checks more than the matrix: any
+  file committed after that read (by an append, overwrite or compaction,
+  even one that landed before the overwrite's own commit began) is RETRY,
+  as overwrite × append is. A blind overwrite (no ``read_files``) replaces
+  what is live at its commit, so an append that landed before it is
+  replaced (serial order: append, then overwrite).
 * delete × append is REBASE only if the statistics of every file added
   meanwhile prove it holds no row matching the delete's filter; otherwise
   re-applying would leave matching rows, so it is RETRY. delete × delete and

@@ -517,9 +517,20 @@ class Delete(_Rewrite):
 
 @dataclass
 class Overwrite(_Rewrite):
+    """Replace the live files (or the rows matching ``filter``) by ``files``.
+
+    ``read_files``: for a read-modify-write, the ids of the table's live files
+    when the new data was *computed* (read), which may be long before this
+    commit. Live files not among them (an append, overwrite or compaction
+    committed in between) may hold rows the new data never saw: the first
+    application raises :class:`Retry` rather than replace them. None (a
+    blind overwrite) replaces whatever is live at commit.
+    """
+
     kind: ClassVar[str] = "overwrite"
     files: list[DataFile] = field(default_factory=list)
     files_schema: pa.Schema | None = None
+    read_files: list[str] | None = None
 
     def new_paths(self) -> list[str]:
         return [f.path for f in self.added] + [f.path for f in self.files]
@@ -530,10 +541,22 @@ class Overwrite(_Rewrite):
         if self.files_schema is not None:
             _check_files_fit(self.files_schema, definition, self.table)
         if self.observed is None:
+            self.check_read_files(w, definition)
             self.plan(w, ctx, definition)
         elif rebase:
             self.check_rebase(w, definition)
         return self.write(w, self.files)
+
+    def check_read_files(self, w: CatalogWriter, definition: TableDef) -> None:
+        if self.read_files is None:
+            return
+        read = set(self.read_files)
+        new = [f for f in w.live_files(self.table_id) if f.id not in read]
+        if new and (self.filter is None or prune(new, definition.schema, self.filter)):  # type: ignore[arg-type]
+            raise Retry(
+                f"overwrite of {self.table!r}: {len(new)} data file(s) were committed after its input was "
+                "read and may hold rows it never saw; read the table again and redo the overwrite"
+            )
 
 
 @dataclass

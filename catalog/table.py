@@ -132,23 +132,49 @@ class Table:
         files = self.write_files(data)
         return self.commit_files(files, mode="append")
 
-    def commit_files(self, added: list[DataFile], mode: str = "append", filter: object = None) -> int | None:  # noqa: A002
+    def commit_files(
+        self,
+        added: list[DataFile],
+        mode: str = "append",
+        filter: object = None,  # noqa: A002
+        read_files: list[DataFile] | None = None,
+    ) -> int | None:
         """Commit files written by :meth:`write_files` (maybe in other processes).
 
         ``mode="append"`` adds them; ``mode="overwrite"`` replaces every live
         file, or with ``filter`` only the rows matching it, by them.
+
+        ``read_files`` (overwrite only) makes it a read-modify-write: the
+        table's live files when the new data was read, e.g. ``files()`` of the
+        version it was read at. If any other file is live at commit (an
+        append, overwrite or compaction committed in between, that may hold
+        rows matching ``filter``), it raises ``RetryableConflictError``
+        instead of silently replacing rows the new data never saw.
         """
         self._session._check_writable()
         self._require_native()
         if not isinstance(added, (list, tuple)) or not all(isinstance(f, DataFile) for f in added):
             raise TypeError("added must be a list of DataFile")
+        if read_files is not None and (
+            not isinstance(read_files, (list, tuple)) or not all(isinstance(f, DataFile) for f in read_files)
+        ):
+            raise TypeError("read_files must be a list of DataFile (e.g. table.files() of the version read)")
         expr = _check_filter(filter)
         if mode == "append":
             if expr is not None:
                 raise ValueError("filter only goes with mode='overwrite'")
+            if read_files is not None:
+                raise ValueError("read_files only goes with mode='overwrite' (an append replaces nothing)")
             op: Any = Append(table=self.name, table_id=self.id, files=list(added), schema=self.schema)
         elif mode == "overwrite":
-            op = Overwrite(table=self.name, table_id=self.id, filter=expr, files=list(added), files_schema=self.schema)
+            op = Overwrite(
+                table=self.name,
+                table_id=self.id,
+                filter=expr,
+                files=list(added),
+                files_schema=self.schema,
+                read_files=None if read_files is None else [f.id for f in read_files],
+            )
         else:
             raise ValueError(f"mode must be 'append' or 'overwrite', not {mode!r}")
         return self._session._submit(op)

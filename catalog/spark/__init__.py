@@ -9,6 +9,7 @@ Optional: importing it needs ``pyspark`` (the ``spark`` extra). Nothing in
 ``catalog`` imports this package, so the catalog works without Spark.
 """
 
+from catalog.spark.errors import catalog_errors, conflict_from
 from catalog.spark.local import local_spark, prepare_environment
 from catalog.spark.options import SourceOptions, parse_options
 from catalog.spark.sql_names import Registration, register
@@ -19,7 +20,9 @@ __all__ = [
     "LakehouseDataSource",
     "Registration",
     "SourceOptions",
+    "catalog_errors",
     "check_writable",
+    "conflict_from",
     "local_spark",
     "open_lakehouse",
     "parse_options",

@@ -25,15 +25,28 @@ option                  when   meaning
 ``transaction``         write  id of a durable transaction (``lake.begin()``):
                                stage the write in it; it becomes visible, with
                                the transaction's other writes, at its commit
+``readVersion``         write  overwrite only: the lakehouse version its data
+                               was read at (a read-modify-write); the commit
+                               raises RetryableConflictError if the table got
+                               files after that version instead of replacing
+                               rows the data never saw
 ======================  =====  ==============================================
 
-``pruneFiles`` is off by default because of PySpark 4.3 itself: it keeps the
-read plan (partitions and read function) of the *first* query planned over a
-relation on the shared data source object and reuses it for later queries
-over the same DataFrame or registered view, and a filtered query replaces it
-(later Spark versions scope it to the scan). A file list pruned for
-``WHERE a = 1`` would then serve ``count(*)`` too, and drop rows. Turn it on
+``pruneFiles`` is off by default because of PySpark 4.3 itself. Its JVM side
+keeps ONE read plan per relation (``PythonDataSourceV2.readInfo``: the
+pickled reader that ``read()`` runs on *and* the partitions): a query with
+pushed filters replaces it (``PythonScanBuilder.pushFilters`` calls
+``setReadInfo``), and a later query without filters over the same DataFrame
+or registered view reuses it (``getOrCreateReadInfo``) without calling any
+Python. Nothing per-query reaches ``partitions()`` or ``read()``, so pruning
+is unsafe wherever it is placed: a file list (or a reader) pruned for
+``WHERE a = 1`` would also answer ``count(*)`` and drop rows
+(tests/spark/test_spark_source.py keeps a canary test on this). Turn it on
 for a DataFrame that runs one query (the usual ``load().where(...)``).
+
+``partitionBytes`` is an upper bound: like Spark's own file scans
+(``maxSplitBytes``), a read gets about one partition per core of the planning
+machine when the table is small, and files are never split.
 """
 
 from __future__ import annotations
@@ -69,6 +82,7 @@ class SourceOptions:
     partition_by: tuple[str, ...] = ()
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
     transaction: str | None = None
+    read_version: int | None = None
 
 
 def _get(options: Mapping[str, str], key: str) -> str | None:
@@ -146,6 +160,18 @@ def _partition_by(options: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(columns))
 
 
+def _version(raw: str | None, key: str) -> int | None:
+    if raw is None:
+        return None
+    try:
+        version = int(raw)
+    except ValueError:
+        raise ValueError(f"option {key}: expected a lakehouse version (int), got {raw!r}") from None
+    if version < 0:
+        raise ValueError(f"option {key}: expected a non-negative version, got {raw!r}")
+    return version
+
+
 def parse_options(options: Mapping[str, str]) -> SourceOptions:
     """Validate Spark's option map.
 
@@ -163,14 +189,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     timestamp_raw = _get(options, "timestampAsOf")
     if version_raw is not None and timestamp_raw is not None:
         raise ValueError("options versionAsOf and timestampAsOf exclude each other")
-    version = None
-    if version_raw is not None:
-        try:
-            version = int(version_raw)
-        except ValueError:
-            raise ValueError(f"option versionAsOf: expected a lakehouse version (int), got {version_raw!r}") from None
-        if version < 0:
-            raise ValueError(f"option versionAsOf: expected a non-negative version, got {version_raw!r}")
+    version = _version(version_raw, "versionAsOf")
     return SourceOptions(
         lakehouse=lakehouse,
         table=table,
@@ -182,4 +201,5 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         partition_by=_partition_by(options),
         target_file_bytes=_positive_int(options, "targetFileBytes", DEFAULT_TARGET_FILE_BYTES),
         transaction=(_get(options, "transaction") or "").strip() or None,
+        read_version=_version(_get(options, "readVersion"), "readVersion"),
     )

@@ -23,10 +23,11 @@ are otherwise orphans that ``lake.gc()`` removes after the grace period.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -42,6 +43,7 @@ from pyspark.sql.types import StructType
 import catalog
 from catalog.datafiles import DataFile, read_file
 from catalog.errors import NoSuchTableError
+from catalog.spark.errors import annotated_conflicts
 from catalog.spark.filters import pruning_expression
 from catalog.spark.options import SourceOptions, parse_options
 from catalog.spark.types import check_writable, spark_arrow_schema, spark_schema, to_spark_batches, to_table_batches
@@ -50,6 +52,9 @@ from kvstore.objstore import open_store
 __all__ = ["LakehouseDataSource", "FilesPartition", "WrittenFiles", "open_lakehouse", "plan_partitions"]
 
 FORMAT_NAME = "lakehouse"
+# Spark's spark.sql.files.openCostInBytes: below this, splitting a scan
+# further costs more in task start-up than it gains in parallelism.
+MIN_SPLIT_BYTES: Final = 4 << 20
 
 
 def open_lakehouse(url: str) -> catalog.Lakehouse:
@@ -112,28 +117,47 @@ class FilesPartition(InputPartition):
         self.table_schema = table_schema
 
 
-def plan_partitions(files: Sequence[DataFile], target_bytes: int, table_schema: pa.Schema) -> list[FilesPartition]:
-    """Pack files, in order, into partitions of about ``target_bytes`` each.
+def plan_partitions(
+    files: Sequence[DataFile], target_bytes: int, table_schema: pa.Schema, cores: int = 1
+) -> list[FilesPartition]:
+    """Split ``files``, in order, into balanced partitions: about one per core, at most ``target_bytes`` each.
 
-    A file larger than the target gets a partition of its own; files are never
-    split (a Parquet file is read whole by ``read_file``).
+    The size of a partition is Spark's own rule for file scans
+    (``FilePartition.maxSplitBytes``): ``min(target_bytes, max(MIN_SPLIT_BYTES,
+    total / cores))``, so a small table still gets one task per core instead of
+    one task in all, and a big one is cut at ``target_bytes``. Files go to the
+    partition their byte midpoint falls in, which keeps the partitions
+    contiguous and about equal (a greedy packer leaves a small remainder task
+    that runs alone). Files are never split: ``read()`` reads whole files.
 
     >>> sizes = [DataFile(id=str(i), path=f"p{i}", size=s, rows=1) for i, s in enumerate([5, 5, 20, 1, 1])]
     >>> [[f["id"] for f in p.files] for p in plan_partitions(sizes, 10, pa.schema([]))]
     [['0', '1'], ['2'], ['3', '4']]
+    >>> equal = [DataFile(id=str(i), path=f"p{i}", size=MIN_SPLIT_BYTES, rows=1) for i in range(6)]
+    >>> [[f["id"] for f in p.files] for p in plan_partitions(equal, 1 << 40, pa.schema([]), cores=2)]
+    [['0', '1', '2'], ['3', '4', '5']]
     """
-    partitions: list[FilesPartition] = []
-    current: list[dict[str, Any]] = []
-    current_bytes = 0
+    total = sum(entry.size for entry in files)
+    if not files:
+        return []
+    split = min(target_bytes, max(MIN_SPLIT_BYTES, -(-total // max(1, cores))))
+    count = max(1, -(-total // split))
+    groups: dict[int, list[dict[str, Any]]] = {}
+    before = 0
     for entry in files:
-        if current and current_bytes + entry.size > target_bytes:
-            partitions.append(FilesPartition(current, table_schema))
-            current, current_bytes = [], 0
-        current.append(entry.to_json())
-        current_bytes += entry.size
-    if current:
-        partitions.append(FilesPartition(current, table_schema))
-    return partitions
+        midpoint = before + entry.size / 2
+        index = min(count - 1, int(midpoint * count / total)) if total else 0
+        groups.setdefault(index, []).append(entry.to_json())
+        before += entry.size
+    return [FilesPartition(groups[i], table_schema) for i in sorted(groups)]
+
+
+def planning_cores() -> int:
+    """Cores of the machine planning the read (the driver): the number of partitions a small table gets."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 class LakehouseReader(DataSourceReader):
@@ -175,7 +199,7 @@ class LakehouseReader(DataSourceReader):
             # 4.3 plan reuse that makes filter-dependent plans unsafe.
             expression = pruning_expression(self._filters, table.schema) if options.prune_files else None
             files = table.files(filter=expression)
-            return list(plan_partitions(files, options.partition_bytes, table.schema))
+            return list(plan_partitions(files, options.partition_bytes, table.schema, planning_cores()))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, FilesPartition):
@@ -184,6 +208,10 @@ class LakehouseReader(DataSourceReader):
         objects = open_store(self._options.lakehouse)
         try:
             for entry in partition.files:
+                # Arrow's threads decode the columns of a file in parallel:
+                # measured faster than one thread per task, even at one task
+                # per core (the JVM side of the other task leaves cores idle).
+                # One batch per row group: slicing them smaller did not help.
                 data = read_file(objects, DataFile.from_json(entry), partition.table_schema)
                 yield from to_spark_batches(data, target)
         finally:
@@ -249,8 +277,19 @@ class LakehouseWriter(DataSourceArrowWriter):
         mode = "overwrite" if self._overwrite else "append"
         if mode == "append" and not files:
             return  # nothing to add: no empty version in the history
-        with open_lakehouse(self._options.lakehouse) as lake:
-            self._load(lake).commit_files(files, mode=mode)
+        with annotated_conflicts(), open_lakehouse(self._options.lakehouse) as lake:
+            read_files = None if self._options.read_version is None else self._files_read(lake, self._options.read_version)
+            self._load(lake).commit_files(files, mode=mode, read_files=read_files)
+
+    def _files_read(self, lake: catalog.Lakehouse, version: int) -> list[DataFile]:
+        """The table's live files at ``version`` (option readVersion): what an overwrite's input was read from."""
+        with lake.at(version=version) as past:
+            if not past.table_exists(self._table_name) or past.load_table(self._table_name).id != self._table_id:
+                raise ValueError(
+                    f"option readVersion: table {self._table_name!r} did not exist as this table at lakehouse "
+                    f"version {version}, so its data cannot have been read there; nothing was committed"
+                )
+            return past.load_table(self._table_name).files()
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         paths = [entry["path"] for message in messages if isinstance(message, WrittenFiles) for entry in message.files]
@@ -273,7 +312,7 @@ def _delete_files(objects: Any, paths: list[str]) -> None:
 
 def _prepare_write(options: SourceOptions, schema: StructType, overwrite: bool) -> LakehouseWriter:
     """Check (and with createIfMissing, create) the target table at planning time."""
-    with open_lakehouse(options.lakehouse) as lake:
+    with annotated_conflicts(), open_lakehouse(options.lakehouse) as lake:
         session = writing_session(lake, options)
         try:
             table = _native_table(session, options.table)
@@ -317,4 +356,6 @@ class LakehouseDataSource(DataSource):
         options = parse_options(self.options)
         if options.version_as_of is not None or options.timestamp_as_of is not None:
             raise ValueError("versionAsOf/timestampAsOf are read options: a past version cannot be written")
+        if options.read_version is not None and not overwrite:
+            raise ValueError('option readVersion only applies to .mode("overwrite"): an append replaces nothing')
         return _prepare_write(options, schema, overwrite)

@@ -161,7 +161,11 @@ def to_spark_batches(data: pa.Table | Iterable[pa.RecordBatch], target: pa.Schem
     options = [pc.CastOptions(field.type, allow_time_truncate=True) for field in target]
     batches = data.to_batches() if isinstance(data, pa.Table) else data
     for batch in batches:
-        columns = [pc.cast(batch.column(field.name), options=opts) for field, opts in zip(target, options)]
+        columns = []
+        for field, opts in zip(target, options):
+            column = batch.column(field.name)
+            # Most columns already have Spark's type: no cast, no copy.
+            columns.append(column if column.type == field.type else pc.cast(column, options=opts))
         # from_arrays with the target schema takes its field names and
         # nullability, which Spark compares; table field metadata (ids) goes.
         yield pa.RecordBatch.from_arrays(columns, schema=target)

@@ -112,6 +112,60 @@ def test_overwrite_overwrite_is_retryable(me: catalog.Lakehouse, peer: Peer) -> 
     assert_no_orphans(me)
 
 
+def test_read_modify_write_overwrite_after_an_append_is_retryable(me: catalog.Lakehouse, peer: Peer) -> None:
+    # The overwrite's input was read before the peer's append; the append
+    # committed before the overwrite even started its commit (no KV race).
+    t = seed(me, range(5))
+    read = t.files()
+    theirs = peer("append", table=T, ids=[10])
+    me.refresh()
+    fresh = me.load_table(T)
+    new_files = fresh.write_files(rows([200, 201], "me"))
+    with pytest.raises(RetryableConflictError) as info:
+        fresh.commit_files(new_files, mode="overwrite", read_files=read)
+    assert "committed after its input was read" in str(info.value)
+    assert (info.value.ours, info.value.object) == ("overwrite", T)
+    assert me.version == theirs  # nothing committed
+    assert content(me) == sorted(SEED + tagged([10], "peer"))
+    assert_no_orphans(me)
+
+
+def test_blind_overwrite_after_an_append_replaces_it(me: catalog.Lakehouse, peer: Peer) -> None:
+    t = seed(me, range(5))
+    t.files()
+    peer("append", table=T, ids=[10])
+    me.refresh()
+    fresh = me.load_table(T)
+    fresh.commit_files(fresh.write_files(rows([200], "me")), mode="overwrite")
+    assert content(me) == tagged([200], "me")  # serial order: the append, then the overwrite
+
+
+def test_read_modify_write_overwrite_commits_when_nothing_relevant_was_added(me: catalog.Lakehouse, peer: Peer) -> None:
+    t = seed(me, range(5))
+    read = t.files()
+    # Unchanged since the read: commits.
+    t.commit_files(t.write_files(rows([0, 1], "me")), mode="overwrite", read_files=read)
+    assert content(me) == tagged([0, 1], "me")
+    # A filtered overwrite only cares about added files that may hold rows it replaces.
+    t = me.load_table(T)
+    read = t.files()
+    peer("append", table=T, ids=[500])
+    me.refresh()
+    fresh = me.load_table(T)
+    low = pc.field("id") < 100
+    fresh.commit_files(fresh.write_files(rows([1], "low")), mode="overwrite", filter=low, read_files=read)
+    assert content(me) == [(1, "low"), (500, "peer")]
+
+
+def test_read_files_is_checked(me: catalog.Lakehouse) -> None:
+    t = seed(me, range(5))
+    new_files = t.write_files(rows([7], "me"))
+    with pytest.raises(TypeError, match="read_files must be a list of DataFile"):
+        t.commit_files(new_files, mode="overwrite", read_files=["not-a-file"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="read_files only goes with mode='overwrite'"):
+        t.commit_files(new_files, mode="append", read_files=t.files())
+
+
 def test_append_after_delete_commits_on_top(me: catalog.Lakehouse, peer: Peer) -> None:
     t = seed(me, range(5))
     theirs = peer("delete", table=T, where=pc.field("id") < 3)

@@ -4,7 +4,8 @@ Usage: python spark_writer_app.py URL TABLE MODE TAG ROWS READY_FILE GO_FILE
 
 Writes ROWS rows tagged TAG with mode append or overwrite, once the GO_FILE
 exists (so every application has its JVM up before any writes), retrying
-while the commit raises RetryableConflictError. Prints one JSON line:
+while the write raises RetryableConflictError (``catalog_errors`` turns
+Spark's exception back into it). Prints one JSON line:
 {"tag": ..., "attempts": n, "conflicts": [messages]}.
 """
 
@@ -15,7 +16,8 @@ import os
 import sys
 import time
 
-from catalog.spark import local_spark
+from catalog.errors import RetryableConflictError
+from catalog.spark import catalog_errors, local_spark
 
 MAX_ATTEMPTS = 20
 
@@ -31,12 +33,10 @@ def main() -> int:
     conflicts: list[str] = []
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
-            df.write.format("lakehouse").option("lakehouse", url).mode(mode).save(table)
-        except Exception as exc:  # noqa: BLE001 - Spark wraps the Python error; we classify by its name
-            message = str(exc)
-            if "RetryableConflictError" not in message:
-                raise
-            conflicts.append(message.strip().splitlines()[-1][:300])
+            with catalog_errors():
+                df.write.format("lakehouse").option("lakehouse", url).mode(mode).save(table)
+        except RetryableConflictError as exc:
+            conflicts.append(str(exc)[:300])
             continue
         print(json.dumps({"tag": tag, "attempts": attempt, "conflicts": conflicts}), flush=True)
         spark.stop()

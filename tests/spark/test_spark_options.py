@@ -28,12 +28,14 @@ def test_every_option_parses() -> None:
             "partitionBy": " day, region ,day",
             "targetFileBytes": "2048",
             "transaction": " abc ",
+            "readVersion": "5",
         }
     )
     assert options.table == "a.b.t" and options.version_as_of == 7
     assert options.partition_bytes == 1024 and options.target_file_bytes == 2048
     assert options.prune_files and options.create_if_missing
     assert options.partition_by == ("day", "region") and options.transaction == "abc"
+    assert options.read_version == 5
 
 
 @pytest.mark.parametrize(
@@ -47,6 +49,8 @@ def test_every_option_parses() -> None:
         ({"lakehouse": "/l", "path": "a.t", "timestampAsOf": "yesterday"}, "timestampAsOf"),
         ({"lakehouse": "/l", "path": "a.t", "partitionBytes": "0"}, "partitionBytes"),
         ({"lakehouse": "/l", "path": "a.t", "pruneFiles": "maybe"}, "pruneFiles"),
+        ({"lakehouse": "/l", "path": "a.t", "readVersion": "v3"}, "readVersion"),
+        ({"lakehouse": "/l", "path": "a.t", "readVersion": "-2"}, "readVersion"),
     ],
 )
 def test_bad_options_name_the_option(options: dict[str, str], message: str) -> None:

@@ -158,6 +158,30 @@ def test_pushed_filters_skip_files(spark: SparkSession, lake_url: str) -> None:
         assert unpruned.rdd.getNumPartitions() == 4 and unpruned.count() == 50
 
 
+def test_pyspark_reuses_a_pruned_plan_for_a_later_unfiltered_query(spark: SparkSession, lake_url: str) -> None:
+    """Why pruneFiles stays opt-in (catalog/spark/options.py): a canary on PySpark's behaviour.
+
+    PySpark 4.3 stores the read plan of a pushed-down query (partitions AND
+    the pickled reader that read() runs on) on the relation's one
+    PythonDataSourceV2 object, and an unfiltered query over the same
+    DataFrame reuses it: no per-query input reaches partitions() or read(),
+    so no placement of the pruning is safe. If this test starts failing,
+    PySpark scoped the plan to the query and pruning can become the default.
+    """
+    with catalog.open(lake_url) as lake:
+        lake.create_namespace("r")
+        schema = pa.schema([("id", pa.int64())])
+        table = lake.create_table("r.t", schema)
+        for start in (0, 100):
+            table.append(pa.table({"id": list(range(start, start + 100))}, schema=schema))
+    pruned = read(spark, lake_url, "r.t", pruneFiles="true")
+    assert pruned.where("id < 10").count() == 10
+    assert pruned.count() == 100  # the file holding ids 100..199 was pruned for the first query
+    default = read(spark, lake_url, "r.t")
+    assert default.where("id < 10").count() == 10
+    assert default.count() == 200  # without pruneFiles every query sees every row
+
+
 def test_sql_names_views_and_inserts(spark: SparkSession, lake_url: str) -> None:
     with catalog.open(lake_url) as lake:
         lake.create_namespace("shop.eu", parents=True)
