@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import builtins
 import os
+import random
 import stat
-import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -83,6 +83,10 @@ class LocalStore:
         self.url = self.root.as_uri()
         self.fsync = fsync
         self.conditional_create = conditional_create
+        # Temp names from a generator seeded once from the OS (uuid4 asks the
+        # OS on every write, and that call releases the GIL, which costs a
+        # commit up to a switch interval beside a busy thread).
+        self._names = random.Random(os.urandom(32))
         if not create:
             return
         try:
@@ -196,7 +200,9 @@ class LocalStore:
     def _write_temp(self, path: str, data: bytes) -> Path:
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"data for {path!r} must be bytes-like, not {type(data).__name__}")
-        temp = self.root / TEMP_DIR / f"{uuid.uuid4().hex}.tmp"
+        # The process id keeps two processes apart even if they share the
+        # generator's state (a fork after open).
+        temp = self.root / TEMP_DIR / f"{os.getpid():x}-{self._names.getrandbits(96):024x}.tmp"
         try:
             try:
                 f = open(temp, "xb")
