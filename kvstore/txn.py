@@ -297,7 +297,11 @@ class Transaction:
             timeout = min(float(timeout), max(0.0, self._deadline - time.monotonic()))
             self._services.locks.acquire(self.id, key, timeout)
             self._lock_keys.add(key)
-            if not self._has_read:
+            if self._state != "active":
+                # Expired while waiting: expiry released our other locks
+                # before this one was granted, and nothing will again.
+                self._services.locks.release_all(self.id)
+            elif not self._has_read:
                 self._move_to_head()
         return self.get(key)
 

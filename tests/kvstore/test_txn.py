@@ -521,3 +521,29 @@ def test_opposite_lock_order_does_not_hang(db) -> None:
     assert outcomes == ["committed", "committed"]
     assert int(db.get(b"a")) + int(db.get(b"b")) == 2
     assert len(db._txns.locks) == 0
+
+
+def test_a_lock_granted_after_expiry_is_released(db) -> None:
+    holder, waiter = db.begin(), db.begin()
+    holder.get_for_update(b"k")
+    raised: list[BaseException] = []
+
+    def wait_for_key() -> None:
+        try:
+            waiter.get_for_update(b"k", timeout=60)
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            raised.append(exc)
+
+    thread = threading.Thread(target=wait_for_key)
+    thread.start()
+    locks = db._txns.locks
+    for _ in range(30_000):
+        with locks._mutex:
+            if waiter.id in locks._waiting_for:
+                break
+        time.sleep(0.001)
+    waiter._expired_by_oracle()  # what the oracle's expiry sweep calls
+    holder.rollback()  # hands the key to the expired waiter
+    thread.join(60)
+    assert len(raised) == 1 and isinstance(raised[0], TransactionExpiredError)
+    assert len(locks) == 0
