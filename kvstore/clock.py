@@ -35,6 +35,9 @@ from kvstore.objstore.base import ObjectStore
 DEFAULT_REFRESH_S: Final = 60.0
 _WHOLE_SECONDS: Final = 1.0
 _SUB_SECOND: Final = 0.001
+# A probe whose PUT + HEAD took longer than this is retried (see measure()).
+_TIGHT_ROUND_TRIP_S: Final = 0.02
+_MAX_PROBES: Final = 3
 
 
 class StorageClock:
@@ -84,15 +87,31 @@ class StorageClock:
         return self.now() - age_s - 2 * self.resolution
 
     def measure(self) -> float:
-        """Probe the storage now; return the new offset (storage minus local)."""
-        self._store.put(PROBE_PATH, b"lakekv storage clock probe\n")
-        stamp = self._store.head(PROBE_PATH).mtime
-        # The storage stamped the probe at some moment before this line (and
-        # truncated the stamp): pairing it with the local time *now* can only
-        # make the offset smaller, so now() never runs ahead of the storage.
-        offset = stamp - time.time()
+        """Probe the storage now; return the new offset (storage minus local).
+
+        Every probe gives a lower bound on the offset (see below), so the
+        largest of several is one too: when a probe's round trip was long (a
+        slow request, or this thread descheduled between the PUT and reading
+        the local clock), probe again, up to :data:`_MAX_PROBES` times, and keep
+        the tightest bound. A loose bound is safe but makes young files of
+        the last round trip look younger still.
+        """
+        offset = -float("inf")
+        whole_seconds = False
+        for _ in range(_MAX_PROBES):
+            started = time.time()
+            self._store.put(PROBE_PATH, b"lakekv storage clock probe\n")
+            stamp = self._store.head(PROBE_PATH).mtime
+            # The storage stamped the probe at some moment before this line (and
+            # truncated the stamp): pairing it with the local time *now* can only
+            # make the offset smaller, so now() never runs ahead of the storage.
+            finished = time.time()
+            offset = max(offset, stamp - finished)
+            whole_seconds = whole_seconds or stamp == int(stamp)
+            if finished - started <= _TIGHT_ROUND_TRIP_S:
+                break
         with self._lock:
-            if stamp == int(stamp):
+            if whole_seconds:
                 self._resolution = _WHOLE_SECONDS
             self._offset = offset
             self._measured_at = time.monotonic()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 from kvstore.errors import ObjectStoreError
 from kvstore.objstore.base import ObjectMeta, validate_path, validate_prefix
@@ -19,11 +19,16 @@ from kvstore.objstore.base import ObjectMeta, validate_path, validate_prefix
 class MemoryStore:
     """Dict-backed store; one lock makes every primitive atomic."""
 
-    def __init__(self, url: str = "memory://", *, conditional_create: bool = True) -> None:
+    def __init__(
+        self, url: str = "memory://", *, conditional_create: bool = True, clock: Callable[[], float] = time.time
+    ) -> None:
         # conditional_create=False models an object store without If-None-Match
         # (put_if_absent is refused); the LMDB commit store wraps such stores.
+        # clock stamps objects (ObjectMeta.mtime): a test can run the storage's
+        # clock ahead to make what it wrote old, however slow the machine is.
         self.url = url
         self.conditional_create = conditional_create
+        self._clock = clock
         self._lock = threading.Lock()
         self._objects: dict[str, tuple[bytes, float]] = {}
 
@@ -53,7 +58,7 @@ class MemoryStore:
         validate_path(path)
         data = bytes(data)
         with self._lock:
-            self._objects[path] = (data, time.time())
+            self._objects[path] = (data, self._clock())
 
     def put_if_absent(self, path: str, data: bytes) -> bool:
         validate_path(path)
@@ -66,7 +71,7 @@ class MemoryStore:
         with self._lock:
             if path in self._objects:
                 return False
-            self._objects[path] = (data, time.time())
+            self._objects[path] = (data, self._clock())
             return True
 
     def list(self, prefix: str = "") -> Iterator[ObjectMeta]:

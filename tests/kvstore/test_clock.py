@@ -72,3 +72,35 @@ def test_refresh_re_measures() -> None:
     time.sleep(0.01)
     clock.now()
     assert store.head(PROBE_PATH).mtime > first
+
+
+class StallingStore(MemoryStore):
+    """Stalls ``stalls`` times right after stamping the probe, like a thread
+    descheduled between the PUT and reading the local clock."""
+
+    def __init__(self, stalls: int, stall_s: float = 0.3) -> None:
+        super().__init__()
+        self.stalls, self.stall_s, self.heads = stalls, stall_s, 0
+
+    def head(self, path: str) -> ObjectMeta:
+        meta = super().head(path)
+        self.heads += 1
+        if self.stalls > 0:
+            self.stalls -= 1
+            time.sleep(self.stall_s)
+        return meta
+
+
+def test_a_stalled_probe_is_retried_and_the_tight_one_kept() -> None:
+    store = StallingStore(stalls=1)
+    offset = StorageClock(store).measure()
+    assert store.heads == 2
+    assert -0.1 < offset <= 0.0  # the stalled probe alone gives about -0.3
+
+
+def test_a_probe_stalled_every_time_still_gives_a_safe_bound() -> None:
+    store = StallingStore(stalls=10, stall_s=0.05)
+    clock = StorageClock(store)
+    offset = clock.measure()
+    assert store.heads == 3  # gives up after three probes
+    assert offset <= -0.05 + 0.01  # every probe was loose: a safe (never ahead) bound, not a tight one

@@ -20,6 +20,21 @@ ORPHAN = "sst/" + "0" * 32 + ".sst"
 IN_FLIGHT = "sst/" + "1" * 32 + ".sst"
 
 
+class _StorageClock:
+    """A storage clock the test runs ahead: what was written before :meth:`later` is
+    certainly outside a zero retention window, even if the machine stalls between a
+    commit and GC's clock probe (which would make a version written a moment ago young)."""
+
+    def __init__(self) -> None:
+        self.skew = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.skew
+
+    def later(self, seconds: float = 3600.0) -> None:
+        self.skew += seconds
+
+
 def _churn(db: kvstore.Store, rounds: int = 4) -> dict[bytes, bytes]:
     model: dict[bytes, bytes] = {}
     for round_ in range(rounds):
@@ -67,10 +82,12 @@ def test_gc_outside_the_window_deletes_old_roots_trees_and_ssts() -> None:
 
 
 def test_dry_run_reports_without_deleting() -> None:
-    inner = MemoryStore()
+    clock = _StorageClock()
+    inner = MemoryStore(clock=clock)
     with kvstore.open(inner, **SHORT) as db:
         _churn(db)
         _churn(db)
+        clock.later()  # the dry run and the real one see the same old versions
         before = {meta.path for meta in inner.list()}
         dry = db.gc(dry_run=True)
         assert dry.dry_run and dry.deleted_roots and dry.deleted_ssts
@@ -84,13 +101,16 @@ def test_dry_run_reports_without_deleting() -> None:
 
 
 def test_gc_keeps_unflushed_roots_and_the_minimum_count() -> None:
-    inner = MemoryStore()
+    clock = _StorageClock()
+    inner = MemoryStore(clock=clock)
     with kvstore.open(inner, **SHORT) as db:
         for i in range(20):
             db.put(b"k%d" % i, b"v")
+        clock.later()
         assert db.gc().deleted_roots == ()  # all unflushed: opening needs every one
         db.flush()
         db.put(b"after", b"v")
+    clock.later()  # every version is outside the window: only gc_min_roots keeps them
     with kvstore.open(inner, **dict(SHORT, gc_min_roots=5)) as db:
         report = db.gc()
         assert report.oldest_kept == db.version - 4
