@@ -117,8 +117,8 @@ class Oracle:
     def advance(self, txn_id: int, head: Callable[[], tuple[int, int]], moved: Callable[[int, int], None]) -> bool:
         """Move a running transaction's start to the store's current head.
 
-        For a transaction that has read nothing yet (``get_for_update``
-        after waiting for a key lock): validation then checks it only
+        For a transaction that has read and written nothing yet
+        (``get_for_update`` after waiting for a key lock): validation then checks it only
         against commits after the new start. ``head`` is read, and
         ``moved(version, seq)`` called, under the oracle lock, so an expiry
         sweep never sees a half-moved transaction. Returns False (and calls

@@ -14,9 +14,9 @@ and takes the key's lock in this store handle (:mod:`kvstore.keylocks`):
 transactions of this process that ask for the same key queue until we
 commit, roll back, abort, expire or are garbage-collected, instead of
 aborting each other. The lock is released only after our commit is applied,
-so the next holder can see it: a transaction that has read nothing before
-its first ``get_for_update`` moves its snapshot to the head once it holds
-the lock (see :meth:`Transaction.get_for_update`). Transactions of other
+so the next holder can see it: a transaction that has neither read nor
+written anything before its first ``get_for_update`` moves its snapshot to
+the head once it holds the lock (see :meth:`Transaction.get_for_update`). Transactions of other
 processes do not see these locks; validation still decides between them.
 A transaction with no writes commits trivially: its reads were a consistent
 snapshot, which is serializable on its own.
@@ -88,8 +88,8 @@ class Transaction:
         self._read_keys: set[bytes] = set()
         self._read_ranges: list[tuple[bytes | None, bytes | None]] = []
         self._lock_keys: set[bytes] = set()
-        # Whether anything was read from the snapshot: only then can the
-        # snapshot no longer move to the head (see get_for_update).
+        # Whether anything was read from the snapshot: then (or once it has
+        # written) the snapshot can no longer move to the head (see get_for_update).
         self._has_read = False
         self._summary: dict[str, Any] | None = None
         self._state = "active"  # active | committed | aborted | failed | rolled back | expired
@@ -269,12 +269,13 @@ class Transaction:
         by anyone (another process, a blind write) aborts us, even under
         SNAPSHOT.
 
-        If nothing was read before (blind ``put``/``delete`` calls are
-        fine), the transaction first moves its snapshot to the latest
-        version this handle has applied, so a transaction that queued
-        behind another one on a hot key reads that one's commit instead of
-        aborting on it. After a read it keeps its snapshot (moving it would
-        mix two snapshots), and may abort at commit as without the lock.
+        If the transaction has neither read nor written anything yet, it
+        first moves its snapshot to the latest version this handle has
+        applied, so a transaction that queued behind another one on a hot
+        key reads that one's commit instead of aborting on it. Otherwise it
+        keeps its snapshot (moving it would mix two snapshots, or let a
+        write skip the first-committer-wins check against commits between
+        the two), and may abort at commit as without the lock.
 
         Args:
             timeout: seconds to wait for the lock; default the store's
@@ -301,12 +302,12 @@ class Transaction:
                 # Expired while waiting: expiry released our other locks
                 # before this one was granted, and nothing will again.
                 self._services.locks.release_all(self.id)
-            elif not self._has_read:
+            elif not self._has_read and not self._writes:
                 self._move_to_head()
         return self.get(key)
 
     def _move_to_head(self) -> None:
-        """Start over at the head (nothing read yet, so no read is invalidated)."""
+        """Start over at the head (nothing read or written yet: nothing to invalidate)."""
         services = self._services
         layers: list[Layers] = []
 

@@ -70,8 +70,9 @@ def _write_record(txn: Transaction, idempotency_key: str, request_fingerprint: s
     record = json.dumps({"fingerprint": request_fingerprint, "at_ms": int(time.time() * 1000)}).encode()
     key = _record_key(idempotency_key)
     # The key lock queues a concurrent duplicate of this request behind us; a
-    # transaction that read nothing before reads the latest commit once it
-    # holds the lock, so a duplicate that committed first shows up here.
+    # transaction that has done nothing before reads the latest commit once
+    # it holds the lock, so a duplicate that committed first shows up here
+    # (otherwise the record is in our write set and the commit conflicts).
     if txn.get_for_update(key) is not None:
         raise ConflictError(f"Idempotency-Key {idempotency_key!r} was recorded by a concurrent duplicate")
     txn.put(key, record, ttl=RECORD_TTL_S)

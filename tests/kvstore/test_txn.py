@@ -374,7 +374,7 @@ def test_get_for_update_makes_others_of_this_handle_wait(db) -> None:
     assert second.state == "active"  # the caller decides: retry the lock or roll back
     first.put(b"k", b"1")
     first.commit()
-    # The lock is free; second read nothing yet, so it moves to the head and
+    # The lock is free; second did nothing yet, so it moves to the head and
     # sees first's commit instead of aborting on it.
     assert second.get_for_update(b"k") == b"1"
     assert second.start_seq == db.seq
@@ -408,12 +408,24 @@ def test_moving_to_the_head_moves_the_pin(db) -> None:
         db.put(b"other", b"%d" % i)
     assert db.watermark.oldest() == txn.start_seq
     held_back.rollback()
-    txn.put(b"blind", b"x")  # a blind write is not a read: the move is allowed
     txn.get_for_update(b"k")
     assert txn.start_seq == db.seq and db.watermark.oldest() == db.seq and len(db.watermark) == 1
     del txn
     gc.collect()  # the finalizer releases the moved pin, not the old one
     assert len(db.watermark) == 0 and len(db._txns.locks) == 0
+
+
+def test_a_transaction_that_already_wrote_keeps_its_snapshot(db) -> None:
+    """Moving it would let its write skip first-committer-wins against the
+    commits between its start and the head."""
+    txn = db.begin("snapshot")
+    txn.put(b"k", b"txn")
+    db.put(b"k", b"blind")
+    start = txn.start_seq
+    assert txn.get_for_update(b"j") is None
+    assert txn.start_seq == start
+    with pytest.raises(ConflictError, match="b'k'"):
+        txn.commit()
 
 
 def _exit_by_commit(db, txn) -> None:

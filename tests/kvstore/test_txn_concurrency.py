@@ -92,7 +92,7 @@ def _random_txn(
 ) -> TxnRecord:
     """A random transaction's reads (done) and writes (to do). ``for_update``:
     some transactions first lock-and-read one or two keys (get_for_update,
-    which moves a transaction that read nothing to the head)."""
+    which moves a transaction that did nothing before to the head)."""
     record = TxnRecord(seq=-1, read_only=False, label=tag)
     if for_update and rng.random() < 0.5:
         for key in rng.sample(keys[:16], rng.randint(1, 2)):
