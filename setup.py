@@ -14,6 +14,8 @@ extensions = [
     Extension("cython_ext._lru", ["cython_ext/_lru.pyx"], extra_compile_args=["-O3"]),
     Extension("cython_ext._scan", ["cython_ext/_scan.pyx"], extra_compile_args=["-O3"]),
     Extension("cython_ext._pointget", ["cython_ext/_pointget.pyx"], extra_compile_args=["-O3"]),
+    Extension("cython_ext._memtable", ["cython_ext/_memtable.pyx"], extra_compile_args=["-O3"]),
+    Extension("cython_ext._rootrows", ["cython_ext/_rootrows.pyx"], extra_compile_args=["-O3"]),
 ]
 
 setup(

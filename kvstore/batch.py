@@ -147,7 +147,13 @@ class WriteBatch:
 
     def put(self, key: bytes, value: bytes, ttl: float | None = None) -> WriteBatch:
         """Set ``key`` to ``value`` (optionally expiring after ``ttl`` seconds)."""
-        self._mutations[check_key(key)] = put_mutation(value, ttl)
+        # Fast path for the bulk-load case (bytes, no TTL): the same checks as
+        # check_key/put_mutation without their calls, a third of a put's cost.
+        if type(key) is bytes and type(value) is bytes and ttl is None and 0 < len(key) <= MAX_KEY_BYTES \
+                and len(value) <= MAX_VALUE_BYTES:
+            self._mutations[key] = (PUT, value, None)
+        else:
+            self._mutations[check_key(key)] = put_mutation(value, ttl)
         return self
 
     def delete(self, key: bytes) -> WriteBatch:

@@ -100,10 +100,13 @@ class VersionChain:
         return sorted(v for v in (parse_root_path(m.path) for m in self.store.list("_")) if v is not None)
 
 
-def encode_for_publish(root: RootFile) -> bytes:
-    """Encode a root, refusing versions the file name cannot hold."""
+def encode_for_publish(root: RootFile, encoded_rows: bytes | None = None) -> bytes:
+    """Encode a root, refusing versions the file name cannot hold.
+
+    ``encoded_rows``: as for :func:`~kvstore.format.root.encode_root`.
+    """
     root_path(root.version)  # raises ValueError past 2**32-1
-    return encode_root(root)
+    return encode_root(root, encoded_rows)
 
 
 class HintWriter:

@@ -37,6 +37,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Callable
 
 from kvstore.backoff import backoff_delay
@@ -44,8 +45,8 @@ from kvstore.batch import Mutation
 from kvstore.chain import HintWriter, VersionChain, encode_for_publish
 from kvstore.errors import CommitError, ObjectStoreError, StaleOutputError, StoreClosedError, TreeChangedError
 from kvstore.format.names import new_sst_path
-from kvstore.format.root import RootFile
-from kvstore.format.rows import ROW_OVERHEAD_BYTES, Row, rows_to_batch
+from kvstore.format.root import RootFile, encode_rows
+from kvstore.format.rows import ROW_OVERHEAD_BYTES, Row
 from kvstore.format.sst import write_sst
 from kvstore.options import StoreOptions
 from kvstore.retention import CheckpointChange
@@ -314,21 +315,25 @@ class Committer:
             checkpoints = checkpoint.apply(checkpoints)
             descriptors.append({"op": "checkpoint", "name": checkpoint.name, "set": checkpoint.entry is not None})
         for offset, pending in enumerate(data):
-            seq = pending.seq = first_seq + offset
-            rows.extend((key, seq, kind, value, expire) for key, (kind, value, expire) in pending.mutations.items())
-            descriptors.append(dict(pending.descriptor, seq=seq))
+            pending.seq = first_seq + offset
+            descriptors.append(dict(pending.descriptor, seq=pending.seq))
+        # Newest commit first, then a stable sort on the key alone: storage
+        # order (key ascending, seq descending) with the sort key taken in C.
+        for pending in reversed(data):
+            seq = pending.seq
+            rows += [(key, seq, kind, value, expire) for key, (kind, value, expire) in pending.mutations.items()]
         try:
-            rows.sort(key=_storage_order)
-            delta = rows_to_batch(rows)
+            rows.sort(key=_KEY)
+            encoded_rows = encode_rows(rows, first_seq)
         except Exception as exc:  # one member's bad data must not fail the others
             return self._retry_without_unencodable(accepted, data, exc)
         delta_sst = None
         inline_rows: list[Row] = rows
-        if delta.nbytes > self._options.inline_delta_bytes:
+        if len(encoded_rows) > self._options.inline_delta_bytes:
             info = write_sst(state.store, new_sst_path(), rows)
             delta_sst = info.to_dict()
-            delta = rows_to_batch([])
             inline_rows = []
+            encoded_rows = encode_rows(inline_rows, first_seq)
         root = RootFile(
             version=version,
             parent=state.version,
@@ -339,14 +344,14 @@ class Committer:
             commit_id=self._new_commit_id(),
             tree=tree,
             flushed_upto=flushed_upto,
-            delta=delta,
+            delta=None,
             delta_sst=delta_sst,
             commits=descriptors,
             checkpoints=checkpoints,
             rows=tuple(inline_rows),
         )
         try:
-            encoded = encode_for_publish(root)
+            encoded = encode_for_publish(root, encoded_rows)
         except Exception as exc:
             if delta_sst is not None:
                 self._delete_orphan(delta_sst["path"])
@@ -431,11 +436,14 @@ def _encoding_error(pending: PendingCommit) -> Exception | None:
     try:
         rows = [(key, 1, kind, value, expire) for key, (kind, value, expire) in pending.mutations.items()]
         rows.sort(key=_storage_order)
-        rows_to_batch(rows)
+        encode_rows(rows, 1)
         json.dumps(pending.descriptor, allow_nan=False)
     except Exception as exc:  # anything: this is the diagnosis of a failure
         return exc
     return None
+
+
+_KEY = itemgetter(0)
 
 
 def _storage_order(row: Row) -> tuple[bytes, int]:

@@ -1,10 +1,28 @@
 """The memtable: rows of the unflushed versions, ordered by key.
 
-``SortedDict`` maps ``user_key -> tuple of rows, newest first``. A key's tuple
-is *replaced*, never mutated, so a reader that fetched it sees a consistent
-list of versions without a lock (CPython makes the reference swap atomic).
-Structural changes to the sorted key list are not safe to iterate through, so
-range scans copy keys in bounded chunks under the lock (see :meth:`iter_rows`).
+Two structures over the same rows:
+
+* ``_rows``, a plain ``dict`` mapping ``user_key -> tuple of rows, newest
+  first``: point gets are one hash probe. A key's tuple is *replaced*, never
+  mutated, so a reader that fetched it sees a consistent list of versions
+  without a lock (CPython makes the reference swap atomic).
+* ``_runs``, the key order for scans: a tuple of sorted, pairwise disjoint
+  key lists whose union is ``_rows``' keys. A key joins a run once, when it
+  first enters the memtable; later versions only replace its dict entry.
+  Each apply appends its new keys as one run (the committer hands rows over
+  sorted, so that costs no sort). Runs are merged *lazily, by readers*: a
+  scan over at most :data:`_MAX_SCAN_RUNS` runs merges them chunk by chunk
+  as it goes; one that finds more merges them into one run first
+  (:func:`merge_runs`, compiled: pairwise merges in C without the GIL, so a
+  large merge does not stall the committer) and publishes it in place of
+  the runs it merged, so later scans start from it. A load that nobody scans pays for the order once, when the flush reads
+  the memtable, instead of once per row on the commit path. Runs are never
+  mutated and the tuple is swapped whole under ``_lock`` (held only for the
+  swap), so a scan iterates the runs it started with.
+
+There is no per-row ``SortedDict`` insert: applying a version is one pass in
+C over its rows (:func:`apply_rows`, compiled in ``cython_ext._memtable``,
+with the pure-Python twin :func:`apply_rows_py`) plus the run merges.
 
 Writers are the committer and the follower, serialised by the store's chain
 lock; rows arrive in increasing seq order, so prepending keeps newest first.
@@ -20,34 +38,121 @@ not by walking every key.
 Thread-safety: any number of readers, one writer at a time (caller's duty).
 
 The compiled point get (``cython_ext._pointget``) reads ``_rows`` directly,
-as a dict (``SortedDict`` is one): keep it a ``key -> tuple of rows`` mapping.
+as a dict: keep it a ``key -> tuple of rows`` mapping.
 """
 
 from __future__ import annotations
 
 import bisect
 import threading
-from typing import Iterable, Iterator
-
-from sortedcontainers import SortedDict
+import warnings
+from itertools import chain
+from typing import Any, Callable, Final, Iterable, Iterator
 
 from kvstore.format.rows import Row
 
-# Keys copied per lock hold during a scan: large enough to amortise the lock,
-# small enough that a long scan never stalls a commit for long.
-_SCAN_CHUNK = 512
+# Keys merged per step of a scan over several runs: large enough that the
+# per-step bisections vanish, small enough that a scan stopped early (a
+# ``limit``) does little wasted work.
+_SCAN_CHUNK: Final = 512
 
-# Rough per-row overhead of the tuple, the SortedDict slot and list entries;
+# Rough per-row overhead of the tuple, the dict slot and list entries;
 # used only for flush thresholds.
-_ROW_OVERHEAD = 120
+_ROW_OVERHEAD: Final = 120
+
+# A scan merges up to this many runs on the fly; over it, it first merges
+# them into one and publishes that. Small enough that a scan's per-chunk
+# bisections and merge stay cheap, large enough that a write-heavy load with
+# occasional scans rarely re-sorts the big run.
+_MAX_SCAN_RUNS: Final = 8
+
+
+def apply_rows_py(data: dict, rows: list, row_overhead: int) -> tuple[list[bytes], int, int, bool]:
+    """Insert ``rows`` into ``data`` (``key -> rows newest first``).
+
+    Returns ``(new_keys, nbytes, max_seq, ordered)``: the keys that were not
+    in ``data`` (in row order, each once), the rows' approximate bytes, their
+    largest seq (-1 if none) and whether the rows' keys were non-decreasing
+    (then ``new_keys`` is sorted). The pure-Python twin of
+    ``cython_ext._memtable.apply_rows``.
+
+    Raises:
+        TypeError: a row is not a 5-tuple with a bytes key.
+    """
+    new_keys = []
+    nbytes = 0
+    max_seq = -1
+    ordered = True
+    previous = None
+    for row in rows:
+        if type(row) is not tuple or len(row) != 5 or type(row[0]) is not bytes:
+            raise TypeError(f"a memtable row must be a (key, seq, kind, value, expire) tuple with a bytes key, got {row!r}")
+        key, seq = row[0], row[1]
+        if previous is not None and key < previous:
+            ordered = False
+        previous = key
+        current = data.get(key)
+        if current is None:
+            data[key] = (row,)
+            new_keys.append(key)
+        elif seq > current[0][1]:
+            data[key] = (row,) + current
+        else:
+            # Same key twice in one batch in storage order (seq desc): the
+            # newer one was applied first, so this one goes after it.
+            data[key] = _insert_by_seq(current, row)
+        value = row[3]
+        nbytes += len(key) + (len(value) if value is not None else 0) + row_overhead
+        if seq > max_seq:
+            max_seq = seq
+    return new_keys, nbytes, max_seq, ordered
+
+
+def _insert_by_seq(versions: tuple[Row, ...], row: Row) -> tuple[Row, ...]:
+    items = list(versions)
+    index = 0
+    while index < len(items) and items[index][1] > row[1]:
+        index += 1
+    if index < len(items) and items[index][1] == row[1]:
+        items[index] = row  # re-applying the same version is idempotent
+    else:
+        items.insert(index, row)
+    return tuple(items)
+
+
+def merge_runs_py(runs: list[list[bytes]]) -> list[bytes]:
+    """One sorted list of the keys of ``runs`` (sorted lists of bytes).
+
+    The pure-Python twin of ``cython_ext._memtable.merge_runs``, which does
+    the merge without holding the GIL.
+    """
+    merged = list(chain.from_iterable(runs))
+    merged.sort()  # sorted runs: Timsort finds and merges them
+    return merged
+
+
+apply_rows: Callable[[dict, list, int], tuple[list[bytes], int, int, bool]]
+merge_runs: Callable[[list[list[bytes]]], list[bytes]]
+try:
+    from cython_ext._memtable import apply_rows, merge_runs  # type: ignore[no-redef]
+except ImportError as exc:  # a broken build
+    warnings.warn(f"lakekv: compiled memtable apply unavailable ({exc}); using the pure-Python twins", stacklevel=2)
+    apply_rows, merge_runs = apply_rows_py, merge_runs_py
+
+IMPLEMENTATION: Final[str] = "python" if apply_rows is apply_rows_py else "cython"
 
 
 class Memtable:
     """Ordered, multi-version in-memory rows. See the module docstring."""
 
-    def __init__(self) -> None:
-        self._rows: SortedDict = SortedDict()
-        self._lock = threading.Lock()
+    def __init__(self, apply_impl: Callable[..., Any] | None = None, merge_impl: Callable[..., Any] | None = None) -> None:
+        """``apply_impl``, ``merge_impl``: the row insert and the run merge
+        (tests pass the twins :func:`apply_rows_py`, :func:`merge_runs_py`)."""
+        self._rows: dict[bytes, tuple[Row, ...]] = {}
+        self._runs: tuple[list[bytes], ...] = ()
+        self._lock = threading.Lock()  # guards swaps of ``_runs`` only
+        self._apply_impl = apply_impl or apply_rows
+        self._merge_impl = merge_impl or merge_runs
         self.row_count = 0
         self.approx_bytes = 0
         # Apply log: one list of rows per apply() call (one version), and the
@@ -58,35 +163,24 @@ class Memtable:
     def apply(self, rows: Iterable[Row]) -> None:
         """Add rows; each key's new rows must be newer than what it holds.
 
+        Fastest with rows in storage order (key ascending), as the committer
+        and every root or SST delta hand them over.
+
         Requires: rows of one key come in any order but with seqs above the
         key's current newest (true for versions applied in order).
         """
-        data = self._rows
-        lock = self._lock
-        count = 0
-        nbytes = 0
-        max_seq = -1
-        rows = rows if isinstance(rows, list) else list(rows)
-        for row in rows:
-            key = row[0]
-            current = data.get(key)
-            if current is None:
-                with lock:
-                    data[key] = (row,)
-            elif row[1] > current[0][1]:
-                data[key] = (row,) + current
-            else:
-                # Same key twice in one batch in storage order (seq desc): the
-                # newer one was applied first, so this one goes after it.
-                data[key] = _insert_by_seq(current, row)
-            count += 1
-            nbytes += len(key) + (len(row[3]) if row[3] is not None else 0) + _ROW_OVERHEAD
-            if row[1] > max_seq:
-                max_seq = row[1]
-        if rows:
-            self._applied.append(rows)
-            self._applied_max_seq.append(max_seq)
-        self.row_count += count
+        rows = rows if type(rows) is list else list(rows)
+        if not rows:
+            return
+        new_keys, nbytes, max_seq, ordered = self._apply_impl(self._rows, rows, _ROW_OVERHEAD)
+        if new_keys:
+            if not ordered:
+                new_keys.sort()
+            with self._lock:
+                self._runs = self._runs + (new_keys,)
+        self._applied.append(rows)
+        self._applied_max_seq.append(max_seq)
+        self.row_count += len(rows)
         self.approx_bytes += nbytes
 
     def without_upto(self, seq: int) -> Memtable:
@@ -97,7 +191,7 @@ class Memtable:
         Runtime complexity: ``O(log v + r log r)`` for ``v`` applied versions
         and ``r`` rows kept: the flushed prefix is skipped by bisection.
         """
-        fresh = Memtable()
+        fresh = Memtable(self._apply_impl, self._merge_impl)
         first = bisect.bisect_right(self._applied_max_seq, seq)
         for rows in self._applied[first:]:
             # Only the first chunk can straddle ``seq`` (flushes cut at version
@@ -122,31 +216,48 @@ class Memtable:
         Forward: key ascending; reverse: key descending. Within a key always
         seq descending. Safe while the committer applies new rows.
         """
+        for rows in self.row_chunks(start, end, reverse):
+            yield from rows
+
+    def row_chunks(self, start: bytes | None = None, end: bytes | None = None, reverse: bool = False) -> Iterator[list[Row]]:
+        """:meth:`iter_rows` cut into lists of rows (each a few hundred keys' versions).
+
+        The lists are built in C (no Python step per row): scans that take
+        row segments (``kvstore.iterators.arrow_scan``) use this form.
+        """
         data = self._rows
-        lock = self._lock
-        lo, hi = start, end
-        inclusive_lo, inclusive_hi = True, False
-        while True:
-            with lock:
-                keys = list(_take(data.irange(lo, hi, (inclusive_lo, inclusive_hi), reverse=reverse), _SCAN_CHUNK))
-            for key in keys:
-                versions = data.get(key)
-                if versions is not None:
-                    yield from versions
-            if len(keys) < _SCAN_CHUNK:
-                return
-            if reverse:
-                hi, inclusive_hi = keys[-1], False
-            else:
-                lo, inclusive_lo = keys[-1], False
+        getitem = data.__getitem__
+        for keys in _key_chunks(self._scan_runs(), start, end, reverse):
+            yield list(chain.from_iterable(map(getitem, keys)))
+
+    def _scan_runs(self) -> tuple[list[bytes], ...]:
+        """The runs for a scan: at most :data:`_MAX_SCAN_RUNS` of them (see the module docstring)."""
+        runs = self._runs
+        if len(runs) <= _MAX_SCAN_RUNS:
+            return runs
+        merged = self._merge_impl(list(runs))
+        with self._lock:
+            current = self._runs
+            # Publish unless another scan replaced these runs meanwhile (the
+            # writer only appends, so then they are still a prefix).
+            if len(current) >= len(runs) and all(a is b for a, b in zip(current, runs)):
+                self._runs = (merged,) + current[len(runs):]
+        return (merged,)
 
     def __len__(self) -> int:
         return len(self._rows)
 
     def check_invariants(self) -> None:
-        """Assert every key's versions are strictly newest-first and the apply log matches."""
+        """Assert every key's versions are strictly newest-first, the runs
+        index exactly the keys, and the apply log matches."""
         assert self._applied_max_seq == sorted(self._applied_max_seq), "apply log out of seq order"
         assert sum(map(len, self._applied)) == self.row_count, "apply log and row count disagree"
+        for run in self._runs:
+            assert run, "empty run"
+            assert all(a < b for a, b in zip(run, run[1:])), "run not strictly sorted"
+        run_keys = [key for run in self._runs for key in run]
+        assert len(run_keys) == len(set(run_keys)) == len(self._rows), "runs and keys disagree"
+        assert set(run_keys) == self._rows.keys(), "runs and keys disagree"
         for key, versions in self._rows.items():
             assert versions, f"empty version tuple for {key!r}"
             for newer, older in zip(versions, versions[1:]):
@@ -154,20 +265,46 @@ class Memtable:
             assert all(row[0] == key for row in versions)
 
 
-def _insert_by_seq(versions: tuple[Row, ...], row: Row) -> tuple[Row, ...]:
-    items = list(versions)
-    index = 0
-    while index < len(items) and items[index][1] > row[1]:
-        index += 1
-    if index < len(items) and items[index][1] == row[1]:
-        items[index] = row  # re-applying the same version is idempotent
-    else:
-        items.insert(index, row)
-    return tuple(items)
-
-
-def _take(iterator: Iterator[bytes], n: int) -> Iterator[bytes]:
-    for i, item in enumerate(iterator):
-        yield item
-        if i + 1 >= n:
-            return
+def _key_chunks(
+    runs: tuple[list[bytes], ...], start: bytes | None, end: bytes | None, reverse: bool
+) -> Iterator[list[bytes]]:
+    """Keys of ``runs`` in ``[start, end)``, in order (descending if ``reverse``), in chunks."""
+    spans: list[list[Any]] = []  # [run, lo, hi]: the run's keys still to yield are run[lo:hi]
+    for run in runs:
+        lo = 0 if start is None else bisect.bisect_left(run, start)
+        hi = len(run) if end is None else bisect.bisect_left(run, end)
+        if lo < hi:
+            spans.append([run, lo, hi])
+    if len(spans) == 1:
+        run, lo, hi = spans[0]
+        if reverse:
+            for top in range(hi, lo, -_SCAN_CHUNK):
+                yield run[max(lo, top - _SCAN_CHUNK):top][::-1]
+        else:
+            for bottom in range(lo, hi, _SCAN_CHUNK):
+                yield run[bottom:min(hi, bottom + _SCAN_CHUNK)]
+        return
+    while spans:
+        # Take up to a chunk from each run; every key up to the nearest chunk
+        # edge (the bound) is then known, so those keys go out merged.
+        long = [span for span in spans if span[2] - span[1] > _SCAN_CHUNK]
+        if not long:
+            bound = None  # every run's rest fits in this chunk
+        elif reverse:
+            bound = max(run[hi - _SCAN_CHUNK] for run, _lo, hi in long)
+        else:
+            bound = min(run[lo + _SCAN_CHUNK - 1] for run, lo, _hi in long)
+        taken: list[bytes] = []
+        for span in spans:
+            run, lo, hi = span
+            if reverse:
+                cut = lo if bound is None else bisect.bisect_left(run, bound, lo, hi)
+                taken += run[cut:hi]
+                span[2] = cut
+            else:
+                cut = hi if bound is None else bisect.bisect_right(run, bound, lo, hi)
+                taken += run[lo:cut]
+                span[1] = cut
+        taken.sort(reverse=reverse)  # a few sorted runs: Timsort merges them in C
+        yield taken
+        spans = [span for span in spans if span[1] < span[2]]

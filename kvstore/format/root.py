@@ -49,8 +49,9 @@ from __future__ import annotations
 
 import json
 import struct
+import warnings
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Callable, Final
 
 import pyarrow as pa
 
@@ -178,8 +179,11 @@ class RootFile:
         }
 
 
-def encode_root(root: RootFile) -> bytes:
+def encode_root(root: RootFile, encoded_rows: bytes | None = None) -> bytes:
     """Serialize ``root`` in format 2 (see the module docstring).
+
+    ``encoded_rows``: ``encode_rows(root's delta rows, root.first_seq)`` if
+    the caller already has it (the committer sizes the delta with it).
 
     Raises:
         ValueError: the delta does not have ROW_SCHEMA, or a row does not fit
@@ -195,23 +199,59 @@ def encode_root(root: RootFile) -> bytes:
         if name != "parent" and value is not None and value != {} and value != []
     }
     text = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
-    rows = root.delta_rows()
+    if encoded_rows is None:
+        rows = root.rows if root.rows is not None else root.delta_rows()
+        encoded_rows = encode_rows(rows if type(rows) is list else list(rows), root.first_seq)
     out = bytearray(_MAGIC)
     out += _U32.pack(len(text))
     out += text
-    out += _U32.pack(len(rows))
-    first_seq = root.first_seq
-    for key, seq, kind, value, expire in rows:
-        if kind not in (PUT, DELETE) or seq < first_seq:
+    out += encoded_rows
+    out += _U32.pack(crc32c(out))
+    return bytes(out)
+
+
+def encode_rows_py(rows: list[Row], first_seq: int) -> bytes:
+    """The delta section of a format-2 root: ``u32 N``, then the N rows.
+
+    The pure-Python twin of ``cython_ext._rootrows.encode_rows`` (which
+    :func:`encode_root` uses when it is built); same bytes, same errors.
+
+    Raises:
+        ValueError: a row is not a 5-tuple of the row types, or does not fit
+            the format (unknown kind, seq below ``first_seq`` or over 2**32
+            past it, an expiry outside int64, a key or value over 4 GiB).
+    """
+    if len(rows) > 0xFFFFFFFF:
+        raise ValueError(f"{len(rows)} rows do not fit a root file")
+    for row in rows:
+        if type(row) is not tuple or len(row) != 5:
+            raise ValueError(f"root row {row!r} is not a (key, seq, kind, value, expire) tuple")
+        key, seq, kind, value, expire = row
+        if type(key) is not bytes or (value is not None and type(value) is not bytes):
+            raise ValueError(f"root row ({key!r}, {seq!r}) needs a bytes key and a bytes or None value")
+        if not (kind == PUT or kind == DELETE) or seq < first_seq or seq - first_seq > 0xFFFFFFFF:
             raise ValueError(f"root row ({key!r}, {seq}) does not fit format 2")
+        if expire is not None and not -(2**63) <= expire < 2**63:
+            raise ValueError(f"root row ({key!r}, {seq}) has expiry {expire!r}, outside int64")
+        if len(key) > 0xFFFFFFFF or (value is not None and len(value) >= 0xFFFFFFFF):
+            raise ValueError(f"root row ({key!r}, {seq}) is too large for format 2")
+    out = bytearray(_U32.pack(len(rows)))
+    for key, seq, kind, value, expire in rows:
         out += _U32.pack(len(key))
         out += key
         out += _ROW_HEAD.pack(seq - first_seq, kind, 0 if value is None else len(value) + 1)
         if value is not None:
             out += value
         out += _EXPIRE.pack(_NO_EXPIRY if expire is None else expire)
-    out += _U32.pack(crc32c(out))
     return bytes(out)
+
+
+encode_rows: Callable[[list[Row], int], bytes]
+try:
+    from cython_ext._rootrows import encode_rows  # type: ignore[no-redef]
+except ImportError as exc:  # a broken build
+    warnings.warn(f"lakekv: compiled root encoder unavailable ({exc}); using the pure-Python twin", stacklevel=2)
+    encode_rows = encode_rows_py
 
 
 def decode_root(data: bytes, expected_version: int | None = None) -> RootFile:

@@ -42,8 +42,6 @@ KV_SCHEMA: Final = pa.schema(
 # Upper bound on the rows a source contributes to one window: large enough
 # that per-window Python and Arrow overhead vanishes, small enough to bound memory.
 MAX_WINDOW_ROWS: Final = 65_536
-# Memtable rows copied per lock hold into a segment list.
-_MEMTABLE_CHUNK: Final = 4096
 
 Segment = tuple[Any, int, int]  # (BlockView or list of rows, lo, hi)
 
@@ -213,12 +211,6 @@ def _run_segments(ssts: list, start: bytes | None, end: bytes | None, snapshot_s
 
 
 def _memtable_segments(layers: Layers, start: bytes | None, end: bytes | None) -> Iterator[Segment]:
-    chunk: list[Row] = []
-    for row in layers.memtable.iter_rows(start, end):
-        chunk.append(row)
-        if len(chunk) >= _MEMTABLE_CHUNK:
-            yield chunk, 0, len(chunk)
-            chunk = []
-    if chunk:
-        yield chunk, 0, len(chunk)
-
+    # The memtable builds each chunk's row list in C (Memtable.row_chunks).
+    for rows in layers.memtable.row_chunks(start, end):
+        yield rows, 0, len(rows)

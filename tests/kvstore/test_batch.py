@@ -55,3 +55,37 @@ def test_scan_bounds_combine_prefix_and_range() -> None:
     assert scan_bounds(None, None, b"ab") == (b"ab", b"ac")
     assert scan_bounds(b"abc", b"zz", b"ab") == (b"abc", b"ac")
     assert scan_bounds(None, None, b"\xff") == (b"\xff", None)
+
+
+def _put_slow(key: object, value: object, ttl: object) -> object:
+    """What WriteBatch.put stores, through the general checks (or the error type)."""
+    from kvstore.batch import put_mutation
+
+    stored: dict = {}
+    try:
+        stored[check_key(key)] = put_mutation(value, ttl)  # type: ignore[arg-type]  # the value is checked first
+        return stored
+    except (TypeError, ValueError) as exc:
+        return type(exc)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [b"k", b"", b"x" * (64 * 1024), b"x" * (64 * 1024 + 1), bytearray(b"ba"), "s", None],
+    ids=["short", "empty", "max", "too-long", "bytearray", "str", "none"],
+)
+@pytest.mark.parametrize("value", [b"", b"v", bytearray(b"bv"), "s", None], ids=["empty", "bytes", "bytearray", "str", "none"])
+@pytest.mark.parametrize("ttl", [None, 5], ids=["no-ttl", "ttl"])
+def test_put_fast_path_stores_what_the_checks_would(key, value, ttl) -> None:
+    expected = _put_slow(key, value, ttl)
+    try:
+        got: object = WriteBatch().put(key, value, ttl).mutations
+    except (TypeError, ValueError) as exc:
+        got = type(exc)
+    if ttl is not None and isinstance(expected, dict):
+        # The expiry is "now + ttl": compare everything but its exact millisecond.
+        assert isinstance(got, dict) and got.keys() == expected.keys()
+        (g,), (e,) = got.values(), expected.values()
+        assert g[:2] == e[:2] and abs(g[2] - e[2]) < 5000
+    else:
+        assert got == expected
