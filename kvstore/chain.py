@@ -126,6 +126,10 @@ class HintWriter:
         self._written = -1
         self._last_write = float("-inf")  # the first hint is written at once
         self._closed = False
+        # The thread waits for a first offer (not for its interval to pass):
+        # only then does an offer need to wake it. Waking it on every commit
+        # costs the committing thread a GIL hand-off each time.
+        self._idle = False
         self.writes = 0
         self._thread: threading.Thread | None = None
         if threaded:
@@ -137,7 +141,8 @@ class HintWriter:
         with self._cond:
             if self._pending is None or version > self._pending:
                 self._pending = version
-                self._cond.notify()
+                if self._idle:
+                    self._cond.notify()
             inline = self._thread is None and time.monotonic() - self._last_write >= self._interval_s
         if inline:
             self._write(version)
@@ -146,10 +151,12 @@ class HintWriter:
         while True:
             with self._cond:
                 while not self._closed and (self._pending is None or self._pending <= self._written):
+                    self._idle = True
                     self._cond.wait()
+                    self._idle = False
                 if self._closed:
                     return
-                # Offers keep notifying us: sleep until the interval is really over.
+                # Sleep until the interval is over (offers meanwhile only move _pending).
                 while not self._closed and (wait := self._last_write + self._interval_s - time.monotonic()) > 0:
                     self._cond.wait(wait)
                 if self._closed:

@@ -90,6 +90,19 @@ class ConflictError(StoreError):
         return (self.__class__, self.args, dict(self.__dict__))
 
 
+class LockTimeoutError(ConflictError):
+    """``get_for_update`` waited longer than its timeout for a key another
+    transaction of this handle holds; ``key`` names it. Roll back and retry
+    (``Store.run`` does); the lock wait never decides a conflict by itself."""
+
+
+class DeadlockError(ConflictError):
+    """``get_for_update`` would have waited in a cycle (each transaction
+    holding a key the next one waits for); raised at once to the transaction
+    that closed the cycle, ``key`` names the key it asked for. Roll back and
+    retry (``Store.run`` does)."""
+
+
 class TransactionExpiredError(StoreError):
     """A transaction outlived its TTL and can no longer read or commit."""
 

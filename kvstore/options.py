@@ -49,6 +49,12 @@ class StoreOptions:
     # Default transaction lifetime: a forgotten transaction stops pinning the
     # oracle's memory and retention after this long.
     txn_ttl_s: float = 3600.0
+    # How long Transaction.get_for_update waits for a key another transaction
+    # of this handle has locked before raising LockTimeoutError. Long enough
+    # for a queue of commits on a hot key (each holds the lock for one commit),
+    # short enough that a forgotten lock holder does not stall callers for
+    # long; 0 = never wait. Lock cycles fail at once (DeadlockError).
+    lock_timeout_s: float = 10.0
     # A handle that has not confirmed the chain head for this long double-checks
     # (hint + probes) before committing, so a root GC removed while it slept is
     # never re-created. Keep it far below retention_window_s + gc_grace_s (the

@@ -114,6 +114,28 @@ class Oracle:
             self._running[txn_id] = _Running(start_seq, time.monotonic() + ttl_s)
         return txn_id, version, start_seq
 
+    def advance(self, txn_id: int, head: Callable[[], tuple[int, int]], moved: Callable[[int, int], None]) -> bool:
+        """Move a running transaction's start to the store's current head.
+
+        For a transaction that has read and written nothing yet
+        (``get_for_update`` after waiting for a key lock): validation then checks it only
+        against commits after the new start. ``head`` is read, and
+        ``moved(version, seq)`` called, under the oracle lock, so an expiry
+        sweep never sees a half-moved transaction. Returns False (and calls
+        nothing) if the transaction is no longer running.
+        """
+        with self._lock:
+            running = self._running.pop(txn_id, None)
+            if running is None:
+                return False
+            version, seq = head()
+            running.start_seq = max(running.start_seq, seq)
+            # Re-inserted last: the head never goes back, so the dict's order
+            # stays start order (_collect relies on it).
+            self._running[txn_id] = running
+            moved(version, running.start_seq)
+        return True
+
     def on_expire(self, txn_id: int, callback: Callable[[], None]) -> None:
         """Call ``callback()`` if the transaction is dropped for outliving its TTL."""
         with self._lock:

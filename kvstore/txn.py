@@ -9,7 +9,15 @@ catching up with the version chain, in any other — and either makes its
 writes durable in one root file or raises :class:`~kvstore.errors.ConflictError`.
 
 ``get_for_update(key)`` adds ``key`` to the write set for validation (a
-concurrent write to it aborts us, even under SNAPSHOT) without writing it.
+concurrent write to it aborts us, even under SNAPSHOT) without writing it,
+and takes the key's lock in this store handle (:mod:`kvstore.keylocks`):
+transactions of this process that ask for the same key queue until we
+commit, roll back, abort, expire or are garbage-collected, instead of
+aborting each other. The lock is released only after our commit is applied,
+so the next holder can see it: a transaction that has neither read nor
+written anything before its first ``get_for_update`` moves its snapshot to
+the head once it holds the lock (see :meth:`Transaction.get_for_update`). Transactions of other
+processes do not see these locks; validation still decides between them.
 A transaction with no writes commits trivially: its reads were a consistent
 snapshot, which is serializable on its own.
 
@@ -31,6 +39,7 @@ from kvstore.backoff import backoff_delay
 from kvstore.committer import Committer, PendingCommit
 from kvstore.errors import ConflictError, SnapshotTooOldError, TransactionClosedError, TransactionExpiredError
 from kvstore.format.rows import PUT, Row
+from kvstore.keylocks import KeyLocks
 from kvstore.oracle import ISOLATION_LEVELS, SERIALIZABLE, Oracle, TxnValidation
 from kvstore.reader import get_row, now_ms, scan_rows, visible_value
 from kvstore.options import StoreOptions
@@ -49,6 +58,10 @@ class TxnServices:
     watermark: Watermark
     # Raises StoreClosedError once the handle is closed.
     check_open: Callable[[], None]
+    locks: KeyLocks
+    # The store's current (version, seq) and the layers to read it with.
+    head: Callable[[], tuple[int, int, Layers]]
+    lock_timeout_s: float
 
 
 class Transaction:
@@ -75,15 +88,21 @@ class Transaction:
         self._read_keys: set[bytes] = set()
         self._read_ranges: list[tuple[bytes | None, bytes | None]] = []
         self._lock_keys: set[bytes] = set()
+        # Whether anything was read from the snapshot: then (or once it has
+        # written) the snapshot can no longer move to the head (see get_for_update).
+        self._has_read = False
         self._summary: dict[str, Any] | None = None
         self._state = "active"  # active | committed | aborted | failed | rolled back | expired
         # The version whose root file holds our writes, once committed with writes.
         self.commit_version: int | None = None
         services.watermark.pin(start_seq)
-        # Dropped without commit/rollback: release the pin and the oracle
-        # entry when garbage-collected, not at the handle's close or TTL.
+        # The seq this transaction pins in the watermark; a list so that the
+        # finalizer below sees it move (get_for_update can advance it).
+        self._pinned = [start_seq]
+        # Dropped without commit/rollback: release the pin, the oracle entry
+        # and the key locks when garbage-collected, not at the handle's close or TTL.
         self._release = weakref.finalize(
-            self, _release_abandoned, services.watermark, services.oracle, start_seq, txn_id
+            self, _release_abandoned, services.watermark, services.oracle, services.locks, self._pinned, txn_id
         )
         expired = weakref.WeakMethod(self._expired_by_oracle)  # the oracle must not keep us alive
 
@@ -110,15 +129,20 @@ class Transaction:
         if self._state == "active":
             self._state = state
             if self._release.detach() is not None:  # not released by expiry meanwhile
-                self._services.watermark.unpin(self.start_seq)
+                self._services.watermark.unpin(self._pinned[0])
                 self._services.oracle.end(self.id)
+            if self._lock_keys:
+                # After the commit is applied (submit returns after the state
+                # moved its head): the next holder's snapshot includes it.
+                self._services.locks.release_all(self.id)
 
     def _expired_by_oracle(self) -> None:
         # Called by the oracle, under its lock: only release, never call back in.
         if self._state == "active":
             self._state = "expired"
             if self._release.detach() is not None:
-                self._services.watermark.unpin(self.start_seq)
+                self._services.watermark.unpin(self._pinned[0])
+            self._services.locks.release_all(self.id)
 
     @property
     def state(self) -> str:
@@ -232,13 +256,75 @@ class Transaction:
             return _local_value(local)
         if self.isolation == SERIALIZABLE:
             self._read_keys.add(key)
+        self._has_read = True
         return visible_value(get_row(self._layers, key, self.start_seq))
 
-    def get_for_update(self, key: bytes) -> bytes | None:
-        """Like :meth:`get`, and abort at commit if anyone wrote ``key`` after our start."""
-        value = self.get(key)
-        self._lock_keys.add(check_key(key))
-        return value
+    def get_for_update(self, key: bytes, timeout: float | None = None) -> bytes | None:
+        """Lock ``key`` in this store handle, then read it like :meth:`get`.
+
+        The lock is held until the transaction ends (commit, rollback,
+        abort, expiry, garbage collection); other transactions of this
+        handle calling ``get_for_update(key)`` wait for it. At commit,
+        ``key`` counts as written: a write to it committed after our start
+        by anyone (another process, a blind write) aborts us, even under
+        SNAPSHOT.
+
+        If the transaction has neither read nor written anything yet, it
+        first moves its snapshot to the latest version this handle has
+        applied, so a transaction that queued behind another one on a hot
+        key reads that one's commit instead of aborting on it. Otherwise it
+        keeps its snapshot (moving it would mix two snapshots, or let a
+        write skip the first-committer-wins check against commits between
+        the two), and may abort at commit as without the lock.
+
+        Args:
+            timeout: seconds to wait for the lock; default the store's
+                ``lock_timeout_s`` (never past the transaction's TTL).
+
+        Raises:
+            LockTimeoutError: the lock was not granted in time.
+            DeadlockError: waiting would close a cycle of transactions
+                waiting for each other's keys.
+            Both are ConflictErrors: roll back and retry (``Store.run`` does).
+            TransactionClosedError / TransactionExpiredError: as named.
+        """
+        self._check_active()
+        key = check_key(key)
+        if key not in self._lock_keys:
+            if timeout is None:
+                timeout = self._services.lock_timeout_s
+            elif isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+                raise ValueError(f"timeout must be a non-negative number of seconds, got {timeout!r}")
+            timeout = min(float(timeout), max(0.0, self._deadline - time.monotonic()))
+            self._services.locks.acquire(self.id, key, timeout)
+            self._lock_keys.add(key)
+            if self._state != "active":
+                # Expired while waiting: expiry released our other locks
+                # before this one was granted, and nothing will again.
+                self._services.locks.release_all(self.id)
+            elif not self._has_read and not self._writes:
+                self._move_to_head()
+        return self.get(key)
+
+    def _move_to_head(self) -> None:
+        """Start over at the head (nothing read or written yet: nothing to invalidate)."""
+        services = self._services
+        layers: list[Layers] = []
+
+        def head() -> tuple[int, int]:
+            version, seq, head_layers = services.head()
+            layers.append(head_layers)
+            return version, seq
+
+        def moved(version: int, seq: int) -> None:
+            # Under the oracle lock, like expiry: the pin moves atomically.
+            if seq != self._pinned[0]:
+                services.watermark.pin(seq)
+                services.watermark.unpin(self._pinned[0])
+                self._pinned[0] = seq
+            self.version, self.start_seq, self._layers = version, seq, layers[0]
+
+        services.oracle.advance(self.id, head, moved)
 
     def scan(
         self,
@@ -259,6 +345,7 @@ class Transaction:
         check_limit(limit)
         if self.isolation == SERIALIZABLE:
             self._read_ranges.append((lo, hi))
+        self._has_read = True
         # Copy the local writes in range now: the caller may keep writing while
         # it iterates, and a SortedDict must not change under an iterator.
         local = [(k, self._writes[k]) for k in self._writes.irange(lo, hi, (True, False), reverse=bool(reverse))]
@@ -266,10 +353,13 @@ class Transaction:
         return _overlay(base, local, bool(reverse), limit)
 
 
-def _release_abandoned(watermark: Watermark, oracle: Oracle, start_seq: int, txn_id: int) -> None:
-    """Finalizer of a transaction dropped while active: lock-free releases."""
-    watermark.release_later(start_seq)
+def _release_abandoned(
+    watermark: Watermark, oracle: Oracle, locks: KeyLocks, pinned: list[int], txn_id: int
+) -> None:
+    """Finalizer of a transaction dropped while active: releases that never block."""
+    watermark.release_later(pinned[0])
     oracle.end_later(txn_id)
+    locks.release_later(txn_id)
 
 
 def _local_value(mutation: Mutation) -> bytes | None:
@@ -338,7 +428,13 @@ class TransactionManager:
         self.oracle = oracle
         self._state = state
         self._options = options
-        self._services = TxnServices(committer, oracle, watermark, check_open)
+        self.locks = KeyLocks()
+
+        def head() -> tuple[int, int, Layers]:
+            version, seq = state.head
+            return version, seq, state.layers  # layers never older than the head read just before
+
+        self._services = TxnServices(committer, oracle, watermark, check_open, self.locks, head, options.lock_timeout_s)
         state.listeners.append(oracle.record_version)
         state.reload_listeners.append(oracle.set_horizon)
 

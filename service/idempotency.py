@@ -69,7 +69,12 @@ def recorded_seq(store: Store, idempotency_key: str, expected_fingerprint: str |
 def _write_record(txn: Transaction, idempotency_key: str, request_fingerprint: str | None) -> None:
     record = json.dumps({"fingerprint": request_fingerprint, "at_ms": int(time.time() * 1000)}).encode()
     key = _record_key(idempotency_key)
-    txn.get_for_update(key)  # a concurrent duplicate writing the record aborts one of us
+    # The key lock queues a concurrent duplicate of this request behind us; a
+    # transaction that has done nothing before reads the latest commit once
+    # it holds the lock, so a duplicate that committed first shows up here
+    # (otherwise the record is in our write set and the commit conflicts).
+    if txn.get_for_update(key) is not None:
+        raise ConflictError(f"Idempotency-Key {idempotency_key!r} was recorded by a concurrent duplicate")
     txn.put(key, record, ttl=RECORD_TTL_S)
 
 
@@ -118,10 +123,11 @@ def commit_transaction(store: Store, txn: Transaction, idempotency_key: str | No
     if seq is not None:
         txn.rollback()
         return seq, True
-    _write_record(txn, idempotency_key, None)
     try:
+        _write_record(txn, idempotency_key, None)
         return txn.commit(), False
     except ConflictError:
+        txn.rollback()  # a no-op after a failed commit
         # Lost to a duplicate of this very request? Then it did commit once.
         store.refresh()
         seq = recorded_seq(store, idempotency_key, None)

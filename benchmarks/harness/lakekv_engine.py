@@ -135,7 +135,7 @@ class LakeKV(Engine):
 
     def rmw(self, key: bytes) -> bool:
         txn = self.db.begin("serializable")
-        txn.put(key, counter_value(txn.get(key)))
+        txn.put(key, counter_value(txn.get_for_update(key)))
         try:
             txn.commit()
         except ConflictError:

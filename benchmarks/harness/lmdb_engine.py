@@ -2,6 +2,8 @@
 
 Durability: ``sync=True, metasync=True`` (the library defaults), so every
 write transaction's commit fsyncs data and meta pages before it returns.
+``LMDB(sync=False)`` (``lmdb-nosync``) commits to the OS page cache only: the
+peer of lakekv without fsync where the disk must not hide CPU and GIL costs.
 Writers are serialised by LMDB's single writer lock, so its read-modify-write
 transactions never abort: they wait.
 """
@@ -12,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.engine import FSYNC, Engine, counter_value
+from harness.engine import FSYNC, OS_BUFFERED, Engine, counter_value
 
 GiB = 1 << 30
 
@@ -26,10 +28,13 @@ class LMDB(Engine):
     durability = FSYNC
     has_transactions = True
 
-    def __init__(self, *, map_size: int = 16 * GiB, max_readers: int = 256) -> None:
+    def __init__(self, *, map_size: int = 16 * GiB, max_readers: int = 256, sync: bool = True) -> None:
         super().__init__()
         import lmdb  # noqa: F401 - fail at construction if the extra is missing
 
+        self.sync = sync
+        if not sync:
+            self.key, self.label, self.durability = "lmdb-nosync", "LMDB (no sync)", OS_BUFFERED
         self.map_size = map_size
         self.max_readers = max_readers  # W3 runs 64 threads; the default is 126
         self._env: Any = None
@@ -40,8 +45,8 @@ class LMDB(Engine):
         return {
             "version": lmdb.__version__,
             "library": ".".join(map(str, lmdb.version())),
-            "sync": True,
-            "metasync": True,
+            "sync": self.sync,
+            "metasync": self.sync,
             "writemap": False,
             "map_size": self.map_size,
             "max_readers": self.max_readers,
@@ -54,7 +59,7 @@ class LMDB(Engine):
 
         self.path = path
         self._env = lmdb.open(
-            str(path), map_size=self.map_size, sync=True, metasync=True, writemap=False,
+            str(path), map_size=self.map_size, sync=self.sync, metasync=self.sync, writemap=False,
             max_readers=self.max_readers, lock=True,
         )
 

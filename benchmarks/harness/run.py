@@ -89,6 +89,9 @@ class Run:
             "lmdb": lambda: _lmdb(),
             "rocksdb": lambda: _rocksdb(cache_bytes),
             "sqlite": lambda: _sqlite(cache_bytes),
+            # Unsynced peers of lakekv-nofsync, for the W2 GIL cases only.
+            "lmdb-nosync": lambda: _lmdb(sync=False),
+            "sqlite-nosync": lambda: _sqlite(cache_bytes, synchronous="OFF"),
             "slatedb": lambda: _slatedb(cfg),
         }
 
@@ -229,6 +232,7 @@ class Run:
                     if ok:
                         self.attempt("W2", case, engine, durable_commits_beside_busy_thread, "W2", case, engine,
                                      cfg.seq_commits, cfg.phase_seconds, b"w2b")
+            self.run_unsynced_commits()
         if "W3" in cfg.workloads:
             case = f"{cfg.writer_threads} writer threads"
             for engine in engines:
@@ -236,6 +240,36 @@ class Run:
                     if ok:
                         self.attempt("W3", case, engine, durable_commits, "W3", case, engine, cfg.writer_threads,
                                      cfg.commits_per_writer, cfg.phase_seconds, b"w3")
+
+    def run_unsynced_commits(self) -> None:
+        """W2 without fsync, idle and beside a busy Python thread.
+
+        With fsync the disk bounds a commit and hides what a busy thread of
+        the process costs (the GIL); without it the commit is CPU and GIL
+        bound. lakekv-nofsync against LMDB (sync=False) and SQLite
+        (synchronous=OFF), each run here when its base engine is configured.
+        """
+        cfg = self.config
+        factories = self._factories(cfg.cache_bytes)
+        bases = {"lakekv-nofsync": ("lakekv", "lakekv-nofsync"), "lmdb-nosync": ("lmdb",), "sqlite-nosync": ("sqlite",)}
+        idle, busy = "1 writer, no fsync", "1 writer, no fsync, while 1 other thread runs Python"
+        for name, needs in bases.items():
+            if not any(base in cfg.engines for base in needs):
+                continue
+            try:
+                engine = factories[name]()
+            except ImportError as exc:
+                self.left_out[name] = f"cannot import its binding here: {exc}"
+                continue
+            self.engines[engine.key] = engine
+            with self.opened("W2", engine) as ok:
+                if ok:
+                    self.attempt("W2", idle, engine, durable_commits, "W2", idle, engine, 1,
+                                 cfg.seq_commits, cfg.phase_seconds, b"w2n")
+            with self.opened("W2", engine) as ok:
+                if ok:
+                    self.attempt("W2", busy, engine, durable_commits_beside_busy_thread, "W2", busy, engine,
+                                 cfg.seq_commits, cfg.phase_seconds, b"w2nb")
 
     def run_transactions(self, engines: list[Engine]) -> None:
         """W6: each contention level on each engine that has transactions."""
@@ -327,10 +361,10 @@ def _load_and_settle(engine: Engine, batches: list[list[tuple[bytes, bytes]]]) -
     engine.settle()
 
 
-def _lmdb() -> Engine:
+def _lmdb(sync: bool = True) -> Engine:
     from harness.lmdb_engine import LMDB
 
-    return LMDB()
+    return LMDB(sync=sync)
 
 
 def _rocksdb(cache_bytes: int | None) -> Engine:
@@ -339,10 +373,10 @@ def _rocksdb(cache_bytes: int | None) -> Engine:
     return RocksDB(cache_bytes=cache_bytes)
 
 
-def _sqlite(cache_bytes: int | None) -> Engine:
+def _sqlite(cache_bytes: int | None, synchronous: str = "FULL") -> Engine:
     from harness.sqlite_engine import SQLite
 
-    return SQLite(cache_bytes=cache_bytes)
+    return SQLite(cache_bytes=cache_bytes, synchronous=synchronous)
 
 
 def _slatedb(cfg: BenchConfig, s3: dict[str, str] | None = None) -> Engine:
@@ -372,10 +406,15 @@ STANDING_NOTES = (
     "(write a 2 KB temp file, fsync, link to a fresh name, fsync the directory, unlink the temp): the floor "
     "of a commit that creates a new immutable file. 'while 1 other thread runs Python': the same sequential "
     "commits while a second thread of the process runs a pure-Python loop (it competes for the GIL).",
+    "W2 'no fsync' cases: the same sequential commits, idle and beside the busy thread, with lakekv without "
+    "fsync, LMDB with sync=False and SQLite with synchronous=OFF: the disk no longer bounds a commit, so the "
+    "busy ÷ idle ratio shows what the GIL costs each engine.",
     "W5: row forms hand each (key, value) to Python as bytes; lakekv's Arrow form is compared with the "
     "peers' row form.",
     "W6: each transaction reads a counter and writes it back incremented. lakekv and SlateDB are optimistic "
     "(conflicts abort); LMDB and SQLite take the write lock first (never abort, writers wait).",
+    "W6: lakekv's read-modify-write reads the counter with get_for_update (a per-process key lock; the "
+    "transaction then reads the latest commit), LMDB and SQLite take their write lock (their native locking).",
     "W7: 'raw conditional PUT' is one If-None-Match PUT of a fresh object per commit through the S3 client "
     "lakekv uses: the physical floor of a commit on this server.",
 )

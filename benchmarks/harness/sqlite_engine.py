@@ -1,7 +1,8 @@
 """SQLite (stdlib ``sqlite3``): one ``WITHOUT ROWID`` table keyed by the key.
 
 Durability: ``journal_mode=WAL`` with ``synchronous=FULL``, so every commit
-fsyncs the WAL before it returns. Each thread has its own connection (the
+fsyncs the WAL before it returns. ``SQLite(synchronous="OFF")``
+(``sqlite-nosync``) never fsyncs: the peer of lakekv without fsync. Each thread has its own connection (the
 module's rule); writers are serialised by SQLite's write lock, waiting up to
 ``busy_timeout``. Transactions are ``BEGIN IMMEDIATE``: they take the write
 lock first and so never abort; SQLite's isolation is serializable.
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.engine import FSYNC, Engine, counter_value
+from harness.engine import FSYNC, OS_BUFFERED, Engine, counter_value
 
 # Long enough that 64 threads queueing for the write lock never time out.
 BUSY_TIMEOUT_MS = 120_000
@@ -30,8 +31,13 @@ class SQLite(Engine):
     durability = FSYNC
     has_transactions = True
 
-    def __init__(self, *, cache_bytes: int | None) -> None:
+    def __init__(self, *, cache_bytes: int | None, synchronous: str = "FULL") -> None:
         super().__init__()
+        if synchronous not in ("FULL", "OFF"):
+            raise ValueError(f"synchronous must be 'FULL' or 'OFF', got {synchronous!r}")
+        self.synchronous = synchronous
+        if synchronous == "OFF":
+            self.key, self.label, self.durability = "sqlite-nosync", "SQLite (synchronous=OFF)", OS_BUFFERED
         self.cache_bytes = cache_bytes
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
@@ -42,7 +48,7 @@ class SQLite(Engine):
         return {
             "version": sqlite3.sqlite_version,
             "journal_mode": "WAL",
-            "synchronous": "FULL",
+            "synchronous": self.synchronous,
             "cache_size_kib": self.cache_bytes // 1024 if self.cache_bytes is not None else "library default",
             "busy_timeout_ms": BUSY_TIMEOUT_MS,
             "schema": "CREATE TABLE kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID",
@@ -62,7 +68,7 @@ class SQLite(Engine):
             conn = sqlite3.connect(
                 self._file, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
             )
-            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
             if self.cache_bytes is not None:  # None: SQLite's default page cache
                 conn.execute(f"PRAGMA cache_size=-{self.cache_bytes // 1024}")
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")

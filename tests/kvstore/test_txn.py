@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import gc
+import threading
 import time
 import uuid
 
 import pytest
 
 import kvstore
-from kvstore.errors import ConflictError, TransactionClosedError, TransactionExpiredError
+from kvstore.errors import (
+    ConflictError,
+    LockTimeoutError,
+    TransactionClosedError,
+    TransactionExpiredError,
+)
 from kvstore.objstore.memory import MemoryStore
 
 
@@ -353,3 +359,203 @@ def test_closing_after_expiry_does_not_release_twice(db) -> None:
     del txn
     gc.collect()
     assert len(db.watermark) == 0
+
+
+# -- get_for_update takes a key lock in this handle (issue 15, hot keys) ---------------
+
+
+def test_get_for_update_makes_others_of_this_handle_wait(db) -> None:
+    db.put(b"k", b"0")
+    first, second = db.begin(), db.begin()
+    assert first.get_for_update(b"k") == b"0"
+    with pytest.raises(LockTimeoutError) as caught:
+        second.get_for_update(b"k", timeout=0)
+    assert caught.value.key == b"k" and isinstance(caught.value, ConflictError)
+    assert second.state == "active"  # the caller decides: retry the lock or roll back
+    first.put(b"k", b"1")
+    first.commit()
+    # The lock is free; second did nothing yet, so it moves to the head and
+    # sees first's commit instead of aborting on it.
+    assert second.get_for_update(b"k") == b"1"
+    assert second.start_seq == db.seq
+    second.put(b"k", b"2")
+    second.commit()
+    assert db.get(b"k") == b"2"
+    assert len(db._txns.locks) == 0 and len(db.watermark) == 0 and db._oracle.running_count() == 0
+
+
+def test_a_transaction_that_already_read_keeps_its_snapshot(db) -> None:
+    db.put(b"k", b"0")
+    first, second = db.begin(), db.begin()
+    first.get_for_update(b"k")
+    second.get(b"other")  # a read: moving the snapshot now would mix two snapshots
+    first.put(b"k", b"1")
+    first.commit()
+    start = second.start_seq
+    assert second.get_for_update(b"k") == b"0"
+    assert second.start_seq == start
+    second.put(b"k", b"2")
+    with pytest.raises(ConflictError, match="b'k'"):
+        second.commit()
+    assert len(db._txns.locks) == 0
+
+
+def test_moving_to_the_head_moves_the_pin(db) -> None:
+    db.put(b"k", b"0")
+    txn = db.begin()
+    held_back = db.begin()
+    for i in range(3):
+        db.put(b"other", b"%d" % i)
+    assert db.watermark.oldest() == txn.start_seq
+    held_back.rollback()
+    txn.get_for_update(b"k")
+    assert txn.start_seq == db.seq and db.watermark.oldest() == db.seq and len(db.watermark) == 1
+    del txn
+    gc.collect()  # the finalizer releases the moved pin, not the old one
+    assert len(db.watermark) == 0 and len(db._txns.locks) == 0
+
+
+def test_a_transaction_that_already_wrote_keeps_its_snapshot(db) -> None:
+    """Moving it would let its write skip first-committer-wins against the
+    commits between its start and the head."""
+    txn = db.begin("snapshot")
+    txn.put(b"k", b"txn")
+    db.put(b"k", b"blind")
+    start = txn.start_seq
+    assert txn.get_for_update(b"j") is None
+    assert txn.start_seq == start
+    with pytest.raises(ConflictError, match="b'k'"):
+        txn.commit()
+
+
+def _exit_by_commit(db, txn) -> None:
+    txn.put(b"k", b"mine")
+    txn.commit()
+
+
+def _exit_by_rollback(db, txn) -> None:
+    txn.rollback()
+
+
+def _exit_by_conflict(db, txn) -> None:
+    txn.put(b"k", b"mine")
+    db.put(b"k", b"blind")  # blind writes take no lock and still abort us
+    with pytest.raises(ConflictError):
+        txn.commit()
+    assert txn.state == "aborted"
+
+
+def _exit_by_expiry(db, txn) -> None:
+    txn._deadline = 0.0
+    with pytest.raises(TransactionExpiredError):
+        txn.get(b"k")
+
+
+def _exit_by_garbage_collection(db, txn) -> None:
+    pass  # the caller drops its reference
+
+
+@pytest.mark.parametrize(
+    "exit_path",
+    [_exit_by_commit, _exit_by_rollback, _exit_by_conflict, _exit_by_expiry, _exit_by_garbage_collection],
+)
+def test_the_lock_is_released_on_every_exit_path(db, exit_path) -> None:
+    db.put(b"k", b"0")
+    txn = db.begin()
+    txn.get_for_update(b"k")
+    exit_path(db, txn)
+    del txn
+    gc.collect()
+    other = db.begin()
+    other.get_for_update(b"k", timeout=0)  # free again: no LockTimeoutError
+    other.rollback()
+    assert len(db._txns.locks) == 0
+
+
+def test_the_lock_is_released_by_an_exception_in_a_with_block(db) -> None:
+    with pytest.raises(RuntimeError):
+        with db.transaction() as txn:
+            txn.get_for_update(b"k")
+            raise RuntimeError("boom")
+    assert len(db._txns.locks) == 0
+
+
+def test_the_lock_is_released_when_the_oracle_expires_the_transaction(db) -> None:
+    txn = db.begin(ttl=0.01)
+    txn.get_for_update(b"k")
+    time.sleep(0.06)
+    db._oracle.end(-1)  # any oracle call sweeps expired transactions
+    assert txn.state == "expired" and len(db._txns.locks) == 0
+
+
+def test_lock_timeout_option_and_argument(tmp_path) -> None:
+    with kvstore.open(str(tmp_path / "s"), poll_interval_s=0, lock_timeout_s=0.05) as store:
+        holder, waiter = store.begin(), store.begin()
+        holder.get_for_update(b"k")
+        with pytest.raises(LockTimeoutError, match="0.05 s"):
+            waiter.get_for_update(b"k")
+        with pytest.raises(ValueError, match="timeout"):
+            waiter.get_for_update(b"k", timeout=-1)
+        holder.rollback()
+        waiter.rollback()
+    with pytest.raises(ValueError, match="lock_timeout_s"):
+        kvstore.open(str(tmp_path / "t"), lock_timeout_s=-1.0)
+
+
+def test_opposite_lock_order_does_not_hang(db) -> None:
+    """Two transactions take a and b in opposite orders: one fails at once
+    with DeadlockError (a ConflictError, so run() retries it); both finish."""
+    db.put(b"a", b"0")
+    db.put(b"b", b"0")
+    both_hold_one = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def take(first: bytes, second: bytes) -> None:
+        attempts = [0]
+
+        def work(txn) -> None:
+            attempts[0] += 1
+            txn.get_for_update(first)
+            if attempts[0] == 1:
+                both_hold_one.wait(timeout=30)  # each holds one key before asking for the other
+            value = txn.get_for_update(second)
+            txn.put(second, b"%d" % (int(value) + 1))
+
+        db.run(work, retries=50)
+        outcomes.append("committed")
+
+    threads = [threading.Thread(target=take, args=pair) for pair in ((b"a", b"b"), (b"b", b"a"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads)
+    assert outcomes == ["committed", "committed"]
+    assert int(db.get(b"a")) + int(db.get(b"b")) == 2
+    assert len(db._txns.locks) == 0
+
+
+def test_a_lock_granted_after_expiry_is_released(db) -> None:
+    holder, waiter = db.begin(), db.begin()
+    holder.get_for_update(b"k")
+    raised: list[BaseException] = []
+
+    def wait_for_key() -> None:
+        try:
+            waiter.get_for_update(b"k", timeout=60)
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            raised.append(exc)
+
+    thread = threading.Thread(target=wait_for_key)
+    thread.start()
+    locks = db._txns.locks
+    for _ in range(30_000):
+        with locks._mutex:
+            if waiter.id in locks._waiting_for:
+                break
+        time.sleep(0.001)
+    waiter._expired_by_oracle()  # what the oracle's expiry sweep calls
+    holder.rollback()  # hands the key to the expired waiter
+    thread.join(60)
+    assert len(raised) == 1 and isinstance(raised[0], TransactionExpiredError)
+    assert len(locks) == 0

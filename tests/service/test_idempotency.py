@@ -106,3 +106,65 @@ def test_begin_reports_isolation_and_rejects_long_ttl(server, remote_db: RemoteS
     txn.rollback()
     with pytest.raises(ValueError, match="ttl must be at most"):
         remote_db.begin(ttl=10 * 24 * 3600)
+
+
+
+def test_duplicates_queued_on_the_record_lock_replay_the_first(tmp_path) -> None:
+    """Duplicates that passed the record check before any of them committed
+    queue on the record's key lock; the one behind the first must see the
+    first's record (its transaction moves to the head once it holds the
+    lock) and replay it, not commit the ops again."""
+    import time
+
+    import kvstore
+    from kvstore.objstore.memory import MemoryStore
+    from service import idempotency
+
+    with kvstore.open(MemoryStore(f"memory://{uuid.uuid4().hex}"), poll_interval_s=0) as store:
+        gate = store.begin()
+        gate.get_for_update(idempotency._record_key("dup"))  # hold the record's lock
+        results: list[tuple[int, bool]] = []
+        ops = [("put", b"a", b"1", None)]
+        racers = [
+            threading.Thread(target=lambda: results.append(idempotency.commit_ops(store, ops, "dup", "fp")))
+            for _ in range(4)
+        ]
+        for racer in racers:
+            racer.start()
+        locks = store._txns.locks
+        for _ in range(30_000):  # every racer checked the record and queued for its lock
+            with locks._mutex:
+                if len(locks._waiting_for) == len(racers):
+                    break
+            time.sleep(0.001)
+        version = store.version
+        gate.rollback()
+        for racer in racers:
+            racer.join(60)
+        assert len({seq for seq, _ in results}) == 1
+        assert sorted(replayed for _, replayed in results) == [False, True, True, True]
+        assert store.version == version + 1
+
+
+def test_racing_duplicate_batches_commit_once(server, remote_db: RemoteStore) -> None:
+    """Duplicates of one batch race: the record's key lock queues them in the
+    server, and each one behind the winner must see its record and replay it
+    (the queued transaction reads the latest commit once it holds the lock)."""
+    key = uuid.uuid4().hex
+    headers = {"Content-Type": "application/json", "Idempotency-Key": key}
+    body = batch_body(("Yg==", "MQ=="))
+    version = remote_db.version
+    results: list[tuple[int, dict[str, str], bytes]] = []
+
+    def post() -> None:
+        results.append(request(server, "POST", "/kv/v1/batch", body, headers))
+
+    threads = [threading.Thread(target=post) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [status for status, _, _ in results] == [200] * 8
+    assert len({json.loads(raw)["seq"] for _, _, raw in results}) == 1
+    assert sum("idempotent-replayed" not in headers for _, headers, _ in results) == 1
+    assert remote_db.version == version + 1
