@@ -1,6 +1,6 @@
 """The ``lakehouse`` Spark source against plain Parquet, in the same session, on the same data.
 
-Measures (best of ``--repeat`` runs, rows/s and the ratio lakehouse/Parquet):
+Measures (best of ``--repeat`` runs, the two sides of a comparison in turns; rows/s and the ratio lakehouse/Parquet):
 
 * write: ``df.write.format("lakehouse")`` (tasks write Parquet through the
   catalog, one commit) vs ``df.write.parquet(dir)``; the DataFrame is cached
@@ -12,7 +12,7 @@ Measures (best of ``--repeat`` runs, rows/s and the ratio lakehouse/Parquet):
   and without ``pruneFiles`` (files opened and time).
 
 Data: TPC-H ``lineitem`` (DuckDB tpch extension) at ``--scale``.
-Run: ``.venv/bin/python benchmarks/spark_bench.py [--scale 0.05] [--repeat 3]``.
+Run: ``.venv/bin/python benchmarks/spark_bench.py [--scale 0.05] [--repeat 5]``.
 Goals (issue 12): reads >= 0.8x and writes >= 0.7x plain Parquet.
 """
 
@@ -40,10 +40,26 @@ def best_of(repeat: int, action: Callable[[], object]) -> float:
     return min(times)
 
 
+def best_of_alternating(repeat: int, first: Callable[[], object], second: Callable[[], object]) -> tuple[float, float]:
+    """Best times of two actions run in turns (first, second, first, ...).
+
+    Measuring one side ``repeat`` times and then the other lets the JVM's
+    warm-up and any change in machine load fall on one side only; in turns,
+    both sides see the same conditions, so their ratio is steadier.
+    """
+    first_times, second_times = [], []
+    for _ in range(repeat):
+        for action, times in ((first, first_times), (second, second_times)):
+            started = time.perf_counter()
+            action()
+            times.append(time.perf_counter() - started)
+    return min(first_times), min(second_times)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=0.05, help="TPC-H scale factor of lineitem (default 0.05)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the best counts (default 3)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per measurement, the two sides in turns; the best counts (default 5)")
     args = parser.parse_args()
 
     import catalog
@@ -82,10 +98,10 @@ def main() -> int:
                 r = r.option(k, v)
             return r.load("bench.lineitem")
 
-        t_write_parquet = best_of(args.repeat, write_parquet)
-        t_write_lake = best_of(args.repeat, write_lakehouse)
-        t_read_parquet = best_of(args.repeat, lambda: scan(spark.read.parquet(parquet_dir)))
-        t_read_lake = best_of(args.repeat, lambda: scan(lake_reader()))
+        t_write_parquet, t_write_lake = best_of_alternating(args.repeat, write_parquet, write_lakehouse)
+        t_read_parquet, t_read_lake = best_of_alternating(
+            args.repeat, lambda: scan(spark.read.parquet(parquet_dir)), lambda: scan(lake_reader())
+        )
 
         with catalog.open(url) as lake:
             files = lake.load_table("bench.lineitem").files()
