@@ -18,6 +18,7 @@ on a crash of the machine (not of the process).
 from __future__ import annotations
 
 import builtins
+import errno
 import os
 import random
 import stat
@@ -26,6 +27,11 @@ from typing import Callable, Iterator
 
 from kvstore.errors import ObjectStoreError
 from kvstore.objstore.base import ObjectMeta, validate_path, validate_prefix
+
+try:
+    from cython_ext import _newfile
+except ImportError:  # not built: the Python twin does the same, slower beside busy threads
+    _newfile = None
 
 TEMP_DIR = ".tmp"
 """Name of the root's subdirectory holding in-flight temp files; never listed."""
@@ -87,6 +93,9 @@ class LocalStore:
         # OS on every write, and that call releases the GIL, which costs a
         # commit up to a switch interval beside a busy thread).
         self._names = random.Random(os.urandom(32))
+        # put_if_absent (every commit) through cython_ext._newfile when built;
+        # tests set False to run the Python twin.
+        self.compiled_publish = True
         if not create:
             return
         try:
@@ -164,6 +173,48 @@ class LocalStore:
                 f"{self.url} was opened without conditional create; "
                 "wrap it in an LMDB commit store (objstore.lmdb_commit)"
             )
+        if self.compiled_publish and _newfile is not None:
+            published = self._put_if_absent_compiled(path, full, data)
+            if published is not None:
+                return published
+        return self._put_if_absent_py(path, full, data)
+
+    def _put_if_absent_compiled(self, path: str, full: Path, data: bytes) -> bool | None:
+        """``cython_ext._newfile``'s one-call publish (see its docstring); None: use the Python path.
+
+        The compiled call covers the usual case; a missing ``.tmp`` or parent
+        directory (the first object under a new prefix) goes to the Python
+        path, which creates and fsyncs directories.
+        """
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"data for {path!r} must be bytes-like, not {type(data).__name__}")
+        view = memoryview(data).cast("B")
+        if not view.c_contiguous:
+            return None
+        temp = self._temp_name()
+        step, err = _newfile.publish_new_file(
+            os.fsencode(temp), os.fsencode(full), os.fsencode(full.parent), view, self.fsync
+        )
+        if step == 0:
+            return True
+        if step == _newfile.LINK and err == errno.EEXIST:
+            return False
+        if err in (errno.ENOENT, errno.ENOTDIR) and step in (_newfile.OPEN_TEMP, _newfile.LINK):
+            return None  # a directory is missing (or a file stands in its place): the Python path decides
+        what = {
+            _newfile.OPEN_TEMP: "writing",
+            _newfile.WRITE_TEMP: "writing",
+            _newfile.FSYNC_TEMP: "writing",
+            _newfile.LINK: "publishing",
+        }.get(step)
+        if what is None:
+            raise ObjectStoreError(
+                f"fsync of {full.parent} failed after writing {path!r}: {OSError(err, os.strerror(err))}"
+            )
+        raise ObjectStoreError(f"{what} {path!r} to {self.url} failed: {OSError(err, os.strerror(err))}")
+
+    def _put_if_absent_py(self, path: str, full: Path, data: bytes) -> bool:
+        """The Python twin of :meth:`_put_if_absent_compiled` (and its fallback)."""
         temp = self._write_temp(path, data)
         try:
             # link(2) fails with EEXIST if the name is taken: the atomic check.
@@ -200,9 +251,7 @@ class LocalStore:
     def _write_temp(self, path: str, data: bytes) -> Path:
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"data for {path!r} must be bytes-like, not {type(data).__name__}")
-        # The process id keeps two processes apart even if they share the
-        # generator's state (a fork after open).
-        temp = self.root / TEMP_DIR / f"{os.getpid():x}-{self._names.getrandbits(96):024x}.tmp"
+        temp = self._temp_name()
         # os.open/os.write rather than open(): a buffered file object adds an
         # fstat, an isatty ioctl and an lseek, and every system call releases
         # the GIL, which beside a busy Python thread can cost a switch
@@ -226,6 +275,11 @@ class LocalStore:
             _unlink_quietly(temp)
             raise ObjectStoreError(f"writing {path!r} to {self.url} failed: {exc}") from exc
         return temp
+
+    def _temp_name(self) -> Path:
+        # The process id keeps two processes apart even if they share the
+        # generator's state (a fork after open).
+        return self.root / TEMP_DIR / f"{os.getpid():x}-{self._names.getrandbits(96):024x}.tmp"
 
     def _publish(self, path: str, full: Path, link: Callable[[], None]) -> None:
         """Run ``link`` (link or replace temp -> full), creating parents as needed.

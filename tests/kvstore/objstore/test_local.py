@@ -70,6 +70,7 @@ def test_fsync_flag_controls_fsync_calls(tmp_path: Path, monkeypatch: pytest.Mon
 
     monkeypatch.setattr(local_module.os, "fsync", counting_fsync)
     store = LocalStore(tmp_path / "s", fsync=fsync)
+    store.compiled_publish = False  # the Python twin: its os calls are the ones counted
     store.put("new/dir/a", b"1")
     store.put_if_absent("new/dir/b", b"2")
     if fsync:
@@ -156,3 +157,48 @@ def test_data_must_be_bytes(tmp_path: Path) -> None:
 def test_root_argument_type_is_checked() -> None:
     with pytest.raises(TypeError, match="root_dir"):
         LocalStore(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fsync", [True, False])
+def test_compiled_publish_matches_the_python_twin(tmp_path: Path, fsync: bool) -> None:
+    """put_if_absent through cython_ext._newfile and through the Python path:
+    same outcomes, same bytes, no temp files left, same errors."""
+    outcomes = {}
+    for compiled in (True, False):
+        store = LocalStore(tmp_path / str(compiled), fsync=fsync)
+        store.compiled_publish = compiled
+        results = [
+            store.put_if_absent("a", b"first"),
+            store.put_if_absent("a", b"second"),  # lost race: False, the first bytes stay
+            store.put_if_absent("new/prefix/b", bytearray(b"x" * 70_000)),  # missing parents: the fallback
+            store.put_if_absent("new/prefix/c", memoryview(b"abcdef")[1:4]),
+            store.put_if_absent("empty", b""),
+        ]
+        with pytest.raises(ObjectStoreError):
+            store.put_if_absent("a/child", b"1")  # a file stands where a directory must go
+        with pytest.raises(TypeError, match="bytes-like"):
+            store.put_if_absent("d", "text")  # type: ignore[arg-type]
+        contents = {meta.path: store.get(meta.path) for meta in store.list()}
+        assert os.listdir(store.root / ".tmp") == []
+        outcomes[compiled] = (results, contents)
+    assert outcomes[True] == outcomes[False]
+    assert outcomes[True][0] == [True, False, True, True, True]
+    assert outcomes[True][1]["a"] == b"first" and outcomes[True][1]["new/prefix/c"] == b"bcd"
+
+
+def test_compiled_publish_races_across_threads(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path, fsync=False)
+    wins: list[int] = []
+    barrier = threading.Barrier(8)
+
+    def contend(i: int) -> None:
+        barrier.wait()
+        if store.put_if_absent("race", b"%d" % i):
+            wins.append(i)
+
+    threads = [threading.Thread(target=contend, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1 and store.get("race") == b"%d" % wins[0]
