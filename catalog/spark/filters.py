@@ -28,6 +28,7 @@ min/max statistics can refute; Spark compares strings by code point
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,6 +47,8 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
     StringStartsWith,
 )
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["pruning_expression", "filter_expression", "prefix_successor"]
 
@@ -86,7 +89,10 @@ def _literal(value: Any, arrow_type: pa.DataType) -> pa.Scalar | None:
             return None
     try:
         return pa.scalar(value, type=arrow_type)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
+        # Not representable in the column's type (e.g. 3.5 for an int column):
+        # this filter prunes nothing and goes back to Spark, which applies it.
+        _log.debug("literal %r does not fit %s, not used for pruning: %s", value, arrow_type, exc)
         return None
 
 

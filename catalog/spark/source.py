@@ -304,10 +304,7 @@ class LakehouseWriter(DataSourceArrowWriter):
 
 def _delete_files(objects: Any, paths: list[str]) -> None:
     for path in paths:
-        try:
-            objects.delete(path)
-        except FileNotFoundError:
-            continue
+        objects.delete(path)  # a file already gone is not an error (ObjectStore.delete)
 
 
 def _prepare_write(options: SourceOptions, schema: StructType, overwrite: bool) -> LakehouseWriter:

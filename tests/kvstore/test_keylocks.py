@@ -87,9 +87,10 @@ def test_longer_cycles_are_detected() -> None:
     locks = KeyLocks()
     for owner, key in ((1, b"a"), (2, b"b"), (3, b"c")):
         locks.acquire(owner, key, 0)
+    errors: list[BaseException] = []
     threads = [
-        threading.Thread(target=_acquire_quietly, args=(locks, 1, b"b")),
-        threading.Thread(target=_acquire_quietly, args=(locks, 2, b"c")),
+        threading.Thread(target=_acquire_recording, args=(locks, 1, b"b", errors)),
+        threading.Thread(target=_acquire_recording, args=(locks, 2, b"c", errors)),
     ]
     for owner, thread in zip((1, 2), threads):
         thread.start()
@@ -102,6 +103,7 @@ def test_longer_cycles_are_detected() -> None:
     locks.release_all(2)
     threads[0].join(30)
     assert locks.held_by(1) == {b"a", b"b"}
+    assert errors == []  # both waiters were granted once the cycle was broken
 
 
 def test_release_later_under_the_mutex_is_applied_by_the_next_call() -> None:
@@ -147,11 +149,12 @@ def test_single_thread_model(ops: list[tuple[str, int, bytes]]) -> None:
             assert locks.held_by(o) == {k for k, h in model.items() if h == o}
 
 
-def _acquire_quietly(locks: KeyLocks, owner: int, key: bytes) -> None:
+def _acquire_recording(locks: KeyLocks, owner: int, key: bytes, errors: list[BaseException]) -> None:
+    """Acquire in a thread; a failure is recorded for the test to assert on."""
     try:
         locks.acquire(owner, key, 30)
-    except ConflictError:
-        return
+    except ConflictError as exc:
+        errors.append(exc)
 
 
 def _wait_until_waiting(locks: KeyLocks, owner: int) -> None:
