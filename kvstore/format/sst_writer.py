@@ -50,7 +50,7 @@ _META_BATCH: Final = rows_to_batch([])  # the meta block carries no rows, only c
 
 _rows_to_arrays: Callable[[list[Row]], tuple[pa.Array, ...] | None] | None
 try:
-    from cython_ext._rowbatch import rows_to_arrays as _rows_to_arrays
+    from cython_ext._rowbatch import rows_to_arrays as _rows_to_arrays  # type: ignore[no-redef]
 except ImportError as exc:  # a broken build
     warnings.warn(f"lakekv: compiled row converter unavailable ({exc}); using the pure-Python twin", stacklevel=2)
     _rows_to_arrays = None
