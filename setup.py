@@ -18,6 +18,7 @@ extensions = [
     Extension("cython_ext._rootrows", ["cython_ext/_rootrows.pyx"], extra_compile_args=["-O3"]),
     Extension("cython_ext._newfile", ["cython_ext/_newfile.pyx"], extra_compile_args=["-O3"]),
     Extension("cython_ext._rowbatch", ["cython_ext/_rowbatch.pyx"], extra_compile_args=["-O3"]),
+    Extension("cython_ext._writebatch", ["cython_ext/_writebatch.pyx"], extra_compile_args=["-O3"]),
 ]
 
 setup(
