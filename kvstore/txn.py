@@ -13,10 +13,13 @@ concurrent write to it aborts us, even under SNAPSHOT) without writing it,
 and takes the key's lock in this store handle (:mod:`kvstore.keylocks`):
 transactions of this process that ask for the same key queue until we
 commit, roll back, abort, expire or are garbage-collected, instead of
-aborting each other. The lock is released only after our commit is applied,
-so the next holder can see it: a transaction that has neither read nor
-written anything before its first ``get_for_update`` moves its snapshot to
-the head once it holds the lock (see :meth:`Transaction.get_for_update`). Transactions of other
+aborting each other. The lock is released as soon as our commit is queued
+(early lock release, :mod:`kvstore.inflight`): a transaction that has
+neither read nor written anything before its first ``get_for_update``
+moves its snapshot to the head once it holds the lock and reads the writes
+of the commits still in flight on top of it, so transactions queued on a hot
+key share root files instead of each waiting for the previous one's fsync
+(see :meth:`Transaction.get_for_update`). Transactions of other
 processes do not see these locks; validation still decides between them.
 A transaction with no writes commits trivially: its reads were a consistent
 snapshot, which is serializable on its own.
@@ -39,6 +42,7 @@ from kvstore.backoff import backoff_delay
 from kvstore.committer import Committer, PendingCommit
 from kvstore.errors import ConflictError, SnapshotTooOldError, TransactionClosedError, TransactionExpiredError
 from kvstore.format.rows import PUT, Row
+from kvstore.inflight import InFlight, overlay_of
 from kvstore.keylocks import KeyLocks
 from kvstore.oracle import ISOLATION_LEVELS, SERIALIZABLE, Oracle, TxnValidation
 from kvstore.reader import get_row, now_ms, scan_rows, visible_value
@@ -88,6 +92,10 @@ class Transaction:
         self._read_keys: set[bytes] = set()
         self._read_ranges: list[tuple[bytes | None, bytes | None]] = []
         self._lock_keys: set[bytes] = set()
+        # Commits in flight whose writes this transaction reads (see
+        # kvstore.inflight), and those writes merged; empty / None if none.
+        self._ancestors: tuple[PendingCommit, ...] = ()
+        self._inherited: SortedDict | None = None
         # Whether anything was read from the snapshot: then (or once it has
         # written) the snapshot can no longer move to the head (see get_for_update).
         self._has_read = False
@@ -132,8 +140,8 @@ class Transaction:
                 self._services.watermark.unpin(self._pinned[0])
                 self._services.oracle.end(self.id)
             if self._lock_keys:
-                # After the commit is applied (submit returns after the state
-                # moved its head): the next holder's snapshot includes it.
+                # A commit with writes handed its keys over once it was
+                # queued (see commit); this releases everything else.
                 self._services.locks.release_all(self.id)
 
     def _expired_by_oracle(self) -> None:
@@ -174,7 +182,10 @@ class Transaction:
     def commit(self) -> int:
         """Validate and make the writes durable; return the commit seq.
 
-        A transaction without writes returns its start seq and writes nothing.
+        A transaction without writes returns its start seq and writes
+        nothing; if it read the writes of commits in flight (see
+        :meth:`get_for_update`) it first waits for them and returns the seq
+        of the last, or raises ConflictError if one did not commit.
 
         Raises:
             ConflictError: a transaction that committed after our start
@@ -182,18 +193,24 @@ class Transaction:
             TransactionExpiredError / TransactionClosedError: as named.
         """
         self._check_active()
+        handover: InFlight | None = None
         try:
-            if not self._writes:
+            if not self._writes and not self._ancestors:
                 return self.start_seq
             validation = TxnValidation(
                 txn_id=self.id,
                 start_seq=self.start_seq,
-                isolation=self.isolation,
+                # Reads of in-flight writes are a snapshot only if nothing
+                # else changed what was read: validated as SERIALIZABLE.
+                isolation=SERIALIZABLE if self._ancestors else self.isolation,
                 deadline=self._deadline,
                 write_keys=frozenset(self._writes) | frozenset(self._lock_keys),
                 read_keys=frozenset(self._read_keys),
                 read_ranges=tuple(self._read_ranges),
+                ancestors=self._ancestors,
             )
+            if not self._writes:
+                return self._commit_read_only(validation)
             descriptor: dict[str, Any] = {
                 "op": "txn", "txn": self.id, "isolation": self.isolation, "keys": len(self._writes),
             }
@@ -205,7 +222,15 @@ class Transaction:
                 # read with get_for_update conflict like written ones there too.
                 descriptor["lock_keys"] = sorted(key.hex() for key in locked_only)
             pending = PendingCommit(dict(self._writes), descriptor, validation=validation)
-            done = self._services.committer.submit(pending)
+            on_queued = None
+            if self._lock_keys:
+                handover = InFlight(self._ancestors + (pending,))
+                locks, txn_id = self._services.locks, self.id
+
+                def on_queued() -> None:
+                    locks.release_all(txn_id, handover)
+
+            done = self._services.committer.submit(pending, on_queued)
             self.commit_version = done.version
             return done.seq
         except TransactionExpiredError:
@@ -219,6 +244,26 @@ class Transaction:
             raise
         finally:
             self._finish("committed" if self._state == "active" else self._state)
+            if handover is not None:
+                self._services.locks.forget(self._lock_keys, handover)
+
+    def _commit_read_only(self, validation: TxnValidation) -> int:
+        """Commit without writes: trivially, unless it read commits in flight.
+
+        Then it waits for them to settle and is validated (see
+        kvstore.inflight): it must not return having read writes that never
+        committed. Returns the seq of the view it read.
+        """
+        for ancestor in self._ancestors:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0 or not ancestor.wait_settled(remaining):
+                raise TransactionExpiredError(
+                    f"transaction {self.id} outlived its TTL waiting for the commits whose writes it read"
+                )
+        error = self._services.oracle.validate_read_only(validation)
+        if error is not None:
+            raise error
+        return max(ancestor.seq for ancestor in self._ancestors)
 
     def rollback(self) -> None:
         """Discard the transaction. Idempotent; a no-op after commit."""
@@ -254,9 +299,13 @@ class Transaction:
         local = self._writes.get(key)
         if local is not None:
             return _local_value(local)
-        if self.isolation == SERIALIZABLE:
+        if self.isolation == SERIALIZABLE or self._ancestors:
             self._read_keys.add(key)
         self._has_read = True
+        if self._inherited is not None:
+            inherited = self._inherited.get(key)
+            if inherited is not None:
+                return _local_value(inherited)
         return visible_value(get_row(self._layers, key, self.start_seq))
 
     def get_for_update(self, key: bytes, timeout: float | None = None) -> bytes | None:
@@ -271,8 +320,13 @@ class Transaction:
 
         If the transaction has neither read nor written anything yet, it
         first moves its snapshot to the latest version this handle has
-        applied, so a transaction that queued behind another one on a hot
-        key reads that one's commit instead of aborting on it. Otherwise it
+        applied, and reads on top of it the writes of the commits still in
+        flight that the previous holder of ``key`` handed over (it released
+        the lock once its commit was queued; see :mod:`kvstore.inflight`).
+        So a transaction that queued behind another one on a hot key reads
+        that one's commit instead of aborting on it, without waiting for it
+        to be durable; it is rejected at commit (a retryable ConflictError)
+        if that commit fails. Otherwise it
         keeps its snapshot (moving it would mix two snapshots, or let a
         write skip the first-committer-wins check against commits between
         the two), and may abort at commit as without the lock.
@@ -296,14 +350,22 @@ class Transaction:
             elif isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
                 raise ValueError(f"timeout must be a non-negative number of seconds, got {timeout!r}")
             timeout = min(float(timeout), max(0.0, self._deadline - time.monotonic()))
-            self._services.locks.acquire(self.id, key, timeout)
+            locks = self._services.locks
+            locks.acquire(self.id, key, timeout)
             self._lock_keys.add(key)
             if self._state != "active":
                 # Expired while waiting: expiry released our other locks
                 # before this one was granted, and nothing will again.
-                self._services.locks.release_all(self.id)
+                locks.release_all(self.id)
             elif not self._has_read and not self._writes:
+                # The note before the head: its commits settle meanwhile
+                # either way, and InFlight.ancestors_after needs the head first.
+                note = locks.handed_over(key)
                 self._move_to_head()
+                if isinstance(note, InFlight):
+                    self._ancestors = note.ancestors_after(self.start_seq)
+                    if self._ancestors:
+                        self._inherited = overlay_of(self._ancestors)
         return self.get(key)
 
     def _move_to_head(self) -> None:
@@ -343,12 +405,16 @@ class Transaction:
         self._check_active()
         lo, hi = scan_bounds(start, end, prefix)
         check_limit(limit)
-        if self.isolation == SERIALIZABLE:
+        if self.isolation == SERIALIZABLE or self._ancestors:
             self._read_ranges.append((lo, hi))
         self._has_read = True
         # Copy the local writes in range now: the caller may keep writing while
         # it iterates, and a SortedDict must not change under an iterator.
-        local = [(k, self._writes[k]) for k in self._writes.irange(lo, hi, (True, False), reverse=bool(reverse))]
+        writes = self._writes
+        if self._inherited is not None:  # in-flight writes under our own
+            writes = SortedDict(self._inherited)
+            writes.update(self._writes)
+        local = [(k, writes[k]) for k in writes.irange(lo, hi, (True, False), reverse=bool(reverse))]
         base = scan_rows(self._layers, self.start_seq, lo, hi, bool(reverse))
         return _overlay(base, local, bool(reverse), limit)
 
