@@ -36,8 +36,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sortedcontainers import SortedDict
-
 
 @dataclass(frozen=True, eq=False)
 class InFlight:
@@ -69,9 +67,9 @@ class InFlight:
         return tuple(live)
 
 
-def overlay_of(ancestors: tuple[Any, ...]) -> SortedDict:
+def overlay_of(ancestors: tuple[Any, ...]) -> dict[bytes, Any]:
     """key -> mutation after applying the ancestors' writes in commit order."""
-    overlay = SortedDict()
+    overlay: dict[bytes, Any] = {}
     for pending in ancestors:
         overlay.update(pending.mutations)
     return overlay

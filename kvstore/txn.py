@@ -31,11 +31,10 @@ from __future__ import annotations
 
 import time
 import weakref
+from bisect import bisect_left
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, TypeVar
-
-from sortedcontainers import SortedDict
 
 from kvstore.batch import DELETE_MUTATION, Mutation, check_key, check_limit, check_summary, put_mutation, scan_bounds
 from kvstore.backoff import backoff_delay
@@ -88,14 +87,17 @@ class Transaction:
         self.isolation = isolation
         self._layers = layers
         self._deadline = time.monotonic() + ttl_s
-        self._writes: SortedDict = SortedDict()  # key -> Mutation
+        # key -> Mutation. A plain dict: creating a SortedDict costs ~20 us,
+        # a tenth of a small transaction; scans sort the keys once (below).
+        self._writes: dict[bytes, Mutation] = {}
+        self._sorted_writes: list[bytes] | None = []  # sorted keys of _writes; None: stale
         self._read_keys: set[bytes] = set()
         self._read_ranges: list[tuple[bytes | None, bytes | None]] = []
         self._lock_keys: set[bytes] = set()
         # Commits in flight whose writes this transaction reads (see
         # kvstore.inflight), and those writes merged; empty / None if none.
         self._ancestors: tuple[PendingCommit, ...] = ()
-        self._inherited: SortedDict | None = None
+        self._inherited: dict[bytes, Mutation] | None = None
         # Whether anything was read from the snapshot: then (or once it has
         # written) the snapshot can no longer move to the head (see get_for_update).
         self._has_read = False
@@ -283,12 +285,19 @@ class Transaction:
     def put(self, key: bytes, value: bytes, ttl: float | None = None) -> None:
         """Buffer ``key = value``; visible to this transaction's reads at once."""
         self._check_active()
-        self._writes[check_key(key)] = put_mutation(value, ttl)
+        key = check_key(key)
+        mutation = put_mutation(value, ttl)
+        if key not in self._writes:
+            self._sorted_writes = None
+        self._writes[key] = mutation
 
     def delete(self, key: bytes) -> None:
         """Buffer a delete of ``key``."""
         self._check_active()
-        self._writes[check_key(key)] = DELETE_MUTATION
+        key = check_key(key)
+        if key not in self._writes:
+            self._sorted_writes = None
+        self._writes[key] = DELETE_MUTATION
 
     # -- reads ---------------------------------------------------------------
 
@@ -409,12 +418,20 @@ class Transaction:
             self._read_ranges.append((lo, hi))
         self._has_read = True
         # Copy the local writes in range now: the caller may keep writing while
-        # it iterates, and a SortedDict must not change under an iterator.
+        # it iterates.
         writes = self._writes
+        if self._sorted_writes is None:
+            self._sorted_writes = sorted(writes)
+        keys = self._sorted_writes
         if self._inherited is not None:  # in-flight writes under our own
-            writes = SortedDict(self._inherited)
-            writes.update(self._writes)
-        local = [(k, writes[k]) for k in writes.irange(lo, hi, (True, False), reverse=bool(reverse))]
+            writes = {**self._inherited, **writes}
+            keys = sorted(writes)
+        first = 0 if lo is None else bisect_left(keys, lo)
+        last = len(keys) if hi is None else bisect_left(keys, hi)
+        in_range = keys[first:last]
+        if reverse:
+            in_range.reverse()
+        local = [(k, writes[k]) for k in in_range]
         base = scan_rows(self._layers, self.start_seq, lo, hi, bool(reverse))
         return _overlay(base, local, bool(reverse), limit)
 
