@@ -86,6 +86,12 @@ def _queue_commit(db, txn) -> tuple[threading.Thread, dict]:
     return thread, box
 
 
+def _open_gate_and_join(store: GatedStore, *threads: threading.Thread) -> None:
+    store.gate.set()
+    for thread in threads:
+        thread.join(30)
+
+
 def test_the_next_holder_reads_a_queued_commit_and_both_land_in_order(gated) -> None:
     store, db = gated
     db.put(b"k", b"0")
@@ -101,9 +107,7 @@ def test_the_next_holder_reads_a_queued_commit_and_both_land_in_order(gated) -> 
     second.put(b"k", b"2")
     second_thread, second_box = _queue_commit(db, second)
 
-    store.gate.set()
-    for thread, _ in (blocker, (first_thread, None), (second_thread, None)):
-        thread.join(30)
+    _open_gate_and_join(store, blocker[0], first_thread, second_thread)
     assert "error" not in first_box and "error" not in second_box, (first_box, second_box)
     assert first_box["result"] < second_box["result"]
     assert db.get(b"k") == b"2"
@@ -125,9 +129,7 @@ def test_a_failed_commit_takes_down_the_transactions_that_read_it(gated) -> None
     reader.put(b"k", b"2")
     reader_thread, reader_box = _queue_commit(db, reader)
 
-    store.gate.set()
-    for thread in (blocker[0], doomed_thread, reader_thread):
-        thread.join(30)
+    _open_gate_and_join(store, blocker[0], doomed_thread, reader_thread)
     assert isinstance(doomed_box.get("error"), ConflictError) and doomed_box["error"].key == b"x"
     error = reader_box.get("error")
     assert isinstance(error, ConflictError) and "did not commit" in str(error)
@@ -155,9 +157,7 @@ def test_a_reader_in_the_same_group_as_an_unencodable_commit_does_not_land(gated
     reader.put(b"k", b"2")
     reader_thread, reader_box = _queue_commit(db, reader)
     bystander_thread, bystander_box = _in_thread(lambda: db.put(b"other", b"v"))
-    store.gate.set()
-    for thread in (blocker[0], bad_thread, reader_thread, bystander_thread):
-        thread.join(30)
+    _open_gate_and_join(store, blocker[0], bad_thread, reader_thread, bystander_thread)
     assert isinstance(bad_box.get("error"), CommitError) and "could not be encoded" in str(bad_box["error"])
     assert isinstance(reader_box.get("error"), ConflictError) and "did not commit" in str(reader_box["error"])
     assert "error" not in bystander_box
@@ -180,9 +180,7 @@ def test_a_read_only_reader_waits_for_what_it_read(gated, lands: bool) -> None:
     reader_thread, reader_box = _in_thread(reader.commit)  # no writes: waits for first
     reader_thread.join(0.2)
     assert reader_thread.is_alive(), "a read-only commit returned before what it read was durable"
-    store.gate.set()
-    for thread in (blocker[0], first_thread, reader_thread):
-        thread.join(30)
+    _open_gate_and_join(store, blocker[0], first_thread, reader_thread)
     if lands:
         assert reader_box.get("result") == first_box["result"]  # the seq of the view it read
         assert reader.state == "committed"
@@ -207,9 +205,7 @@ def test_a_snapshot_reader_of_in_flight_writes_is_validated_like_serializable(ga
     assert reader.get(b"y") == b"old"
     reader.put(b"k", b"2")
     reader_thread, reader_box = _queue_commit(db, reader)
-    store.gate.set()
-    for thread in (blocker[0], first_thread, reader_thread):
-        thread.join(30)
+    _open_gate_and_join(store, blocker[0], first_thread, reader_thread)
     assert isinstance(reader_box.get("error"), ConflictError) and reader_box["error"].key == b"y"
     assert db.get(b"k") == b"1"
 
@@ -236,9 +232,7 @@ def test_scans_see_in_flight_writes_under_their_own(gated) -> None:
     assert list(second.scan(end=b"y", reverse=True, limit=2)) == [(b"k", b"1"), (b"c", b"mine")]
     assert second.get(b"a") is None
     second_thread, second_box = _queue_commit(db, second)
-    store.gate.set()
-    for thread in (blocker[0], first_thread, second_thread):
-        thread.join(30)
+    _open_gate_and_join(store, blocker[0], first_thread, second_thread)
     assert "error" not in second_box
     assert list(db.scan()) == [(b"b", b"from-first"), (b"c", b"mine"), (b"k", b"1"), (b"z", b"z")]
 
@@ -255,9 +249,7 @@ def test_a_transaction_that_read_before_locking_does_not_read_in_flight_writes(g
     assert late.get_for_update(b"k") == b"0"
     late.put(b"k", b"x")
     late_thread, late_box = _queue_commit(db, late)
-    store.gate.set()
-    for thread in (blocker[0], first_thread, late_thread):
-        thread.join(30)
+    _open_gate_and_join(store, blocker[0], first_thread, late_thread)
     assert isinstance(late_box.get("error"), ConflictError)  # first wrote k after its start
     assert db.get(b"k") == b"1"
 

@@ -569,6 +569,17 @@ _KEYS = st.binary(min_size=1, max_size=2).filter(lambda k: k[0] < 0xFF)
 _OPS = st.lists(st.tuples(_KEYS, st.one_of(st.none(), st.binary(max_size=3))), max_size=12)
 
 
+def _apply(ops: list[tuple[bytes, bytes | None]], target, model: dict[bytes, bytes]) -> None:
+    """Puts (value) and deletes (None) on a store or transaction, and on the model."""
+    for key, value in ops:
+        if value is None:
+            target.delete(key)
+            model.pop(key, None)
+        else:
+            target.put(key, value)
+            model[key] = value
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     base=_OPS, local=_OPS, lo=st.one_of(st.none(), _KEYS), hi=st.one_of(st.none(), _KEYS),
@@ -579,22 +590,10 @@ def test_scans_merge_local_writes_like_a_model(base, local, lo, hi, reverse, lim
     after a first scan): each scan equals the model's view in that range."""
     with kvstore.open(MemoryStore(f"memory://{uuid.uuid4().hex}"), poll_interval_s=0) as db:
         model: dict[bytes, bytes] = {}
-        for key, value in base:
-            if value is None:
-                db.delete(key)
-                model.pop(key, None)
-            else:
-                db.put(key, value)
-                model[key] = value
+        _apply(base, db, model)
         txn = db.begin()
         for ops in (local, later):
-            for key, value in ops:
-                if value is None:
-                    txn.delete(key)
-                    model.pop(key, None)
-                else:
-                    txn.put(key, value)
-                    model[key] = value
+            _apply(ops, txn, model)
             expected = sorted(
                 (k, v) for k, v in model.items() if (lo is None or k >= lo) and (hi is None or k < hi)
             )
