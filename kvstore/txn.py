@@ -32,12 +32,10 @@ from __future__ import annotations
 import time
 import weakref
 from bisect import bisect_left
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, ContextManager, Iterator, TypeVar
 
 from kvstore.batch import DELETE_MUTATION, Mutation, check_key, check_limit, check_summary, put_mutation, scan_bounds
-from kvstore.backoff import backoff_delay
 from kvstore.committer import Committer, PendingCommit
 from kvstore.errors import ConflictError, SnapshotTooOldError, TransactionClosedError, TransactionExpiredError
 from kvstore.format.rows import PUT, Row
@@ -45,6 +43,7 @@ from kvstore.inflight import InFlight, overlay_of
 from kvstore.keylocks import KeyLocks
 from kvstore.oracle import ISOLATION_LEVELS, SERIALIZABLE, Oracle, TxnValidation
 from kvstore.reader import get_row, now_ms, scan_rows, visible_value
+from kvstore.retrying import run_with_retries, transaction_scope
 from kvstore.options import StoreOptions
 from kvstore.state import EngineState, Layers
 from kvstore.watermark import Watermark
@@ -551,19 +550,11 @@ class TransactionManager:
         txn_id, version, start_seq = self.oracle.begin(head, float(ttl))
         return Transaction(self._services, txn_id, version, start_seq, holder[0], isolation, float(ttl))
 
-    @contextmanager
     def transaction(
         self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False
-    ) -> Iterator[Transaction]:
+    ) -> ContextManager[Transaction]:
         """``with store.transaction() as txn:`` commits on normal exit, rolls back on exception."""
-        txn = self.begin(isolation, ttl, fresh)
-        try:
-            yield txn
-        except BaseException:
-            txn.rollback()
-            raise
-        if txn.state == "active":
-            txn.commit()
+        return transaction_scope(self.begin(isolation, ttl, fresh))
 
     def run(
         self,
@@ -584,23 +575,7 @@ class TransactionManager:
             ConflictError / SnapshotTooOldError: still failing after ``retries`` retries.
             ValueError: a bad ``retries``; anything ``fn`` raises, unchanged.
         """
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise ValueError(f"retries must be a non-negative int, got {retries!r}")
         options = self._options
-        for attempt in range(retries + 1):
-            txn = self.begin(isolation, ttl, fresh=attempt > 0)
-            try:
-                result = fn(txn)
-                if txn.state == "active":
-                    txn.commit()
-                return result
-            except (ConflictError, SnapshotTooOldError) as exc:
-                retryable = isinstance(exc, ConflictError) or txn.state == "aborted"
-                txn.rollback()
-                if attempt == retries or not retryable:
-                    raise
-            except BaseException:
-                txn.rollback()
-                raise
-            time.sleep(backoff_delay(attempt, options.backoff_min_s, options.backoff_max_s))
-        raise AssertionError("unreachable")  # the loop returns or raises
+        return run_with_retries(
+            lambda fresh: self.begin(isolation, ttl, fresh=fresh), fn, retries, options.backoff_min_s, options.backoff_max_s
+        )
