@@ -85,6 +85,11 @@ def _held_lock() -> Any:
     return lock
 
 
+# Guards PendingCommit._settled (see wait_settled): one lock for all commits,
+# held for two attribute accesses, so no commit pays for a lock of its own.
+_settle_lock = threading.Lock()
+
+
 @dataclass(eq=False)
 class PendingCommit:
     """One transaction (or blind write) waiting for the committer."""
@@ -104,16 +109,39 @@ class PendingCommit:
     # A lock held from birth and released once by the committer: the cheapest
     # one-shot wake-up CPython has (an Event costs a Condition and a lock per wait).
     _gate: Any = field(default_factory=_held_lock, repr=False)
+    # Created only when a thread other than the caller waits (wait_settled).
+    _settled: threading.Event | None = field(default=None, repr=False)
 
     def finish(self, error: BaseException | None = None) -> None:
         """Record the outcome and wake the caller. Requires: called once."""
         if error is not None:
             self.error = error
-        self.finished = True
+        with _settle_lock:
+            self.finished = True
+            settled = self._settled
         self._gate.release()
+        if settled is not None:
+            settled.set()
 
     def wait(self) -> None:
+        """The submitting caller's wait (once)."""
         self._gate.acquire()
+
+    def wait_settled(self, timeout: float) -> bool:
+        """Wait, from any thread and any number of times, until the commit has
+        an outcome; False if ``timeout`` seconds passed first."""
+        with _settle_lock:
+            if self.finished:
+                return True
+            if self._settled is None:
+                self._settled = threading.Event()
+            settled = self._settled
+        return settled.wait(timeout)
+
+    @property
+    def committed(self) -> bool:
+        """Published: its version and seq are final (set before it is applied and finished)."""
+        return self.version >= 0 and self.error is None
 
     def nbytes(self) -> int:
         return sum(len(k) + (len(m[1]) if m[1] is not None else 0) + ROW_OVERHEAD_BYTES for k, m in self.mutations.items())
@@ -164,8 +192,13 @@ class Committer:
             self._thread = threading.Thread(target=self._run, name="lakekv-committer", daemon=True)
             self._thread.start()
 
-    def submit(self, pending: PendingCommit) -> PendingCommit:
+    def submit(self, pending: PendingCommit, on_queued: Callable[[], None] | None = None) -> PendingCommit:
         """Queue ``pending`` and wait until it is durable or has failed.
+
+        ``on_queued()`` runs on the caller's thread once ``pending`` has its
+        place in the commit order (queued, or being committed inline), before
+        the wait: a commit submitted after that point is validated after
+        this one. Transactions use it to hand their key locks over early.
 
         Raises:
             StoreClosedError: the store is closed.
@@ -175,6 +208,8 @@ class Committer:
             with self._inline_lock:
                 if self._closed:
                     raise StoreClosedError("store is closed")
+                if on_queued is not None:
+                    on_queued()
                 self._commit_safely([pending])
         else:
             with self._cond:
@@ -186,6 +221,8 @@ class Committer:
                 else:
                     self._queue.append(pending)
                     self._cond.notify()
+            if on_queued is not None:
+                on_queued()
             if inline:
                 self._commit_inline(pending)
             else:
@@ -360,11 +397,15 @@ class Committer:
             if delta_sst is not None:
                 self._delete_orphan(delta_sst["path"])
             return False
+        for pending in accepted:
+            # Before the state moves its head: a reader of the head that
+            # finds ``committed`` set knows whether the head includes it by
+            # comparing seqs (kvstore.inflight relies on that order).
+            pending.version = version
         state.apply_root(root, rows)
         state.last_sync = time.monotonic()  # we just created the head
         self.groups_committed += 1
         for pending in accepted:
-            pending.version = version
             pending.finish()
         self._hint.offer(version)
         return True
@@ -390,7 +431,14 @@ class Committer:
             error = CommitError(f"this commit could not be encoded, nothing was written: {cause}")
             error.__cause__ = cause
             pending.finish(error)
+        # Validated members that read a culprit's in-flight writes (key lock
+        # hand-over) must not land without it: the validator rejects them.
         rest = [p for p in accepted if not p.finished]
+        if self.validator is not None:
+            rest = self.validator(rest)
+            for rejected in accepted:
+                if rejected.error is not None and not rejected.finished:
+                    rejected.finish()
         return self._try_commit(rest) if rest else True
 
     def _publish(self, root: RootFile, data: bytes) -> bool:

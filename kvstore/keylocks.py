@@ -15,7 +15,12 @@ timeout and fails with :class:`~kvstore.errors.LockTimeoutError`. Both are
 
 A released key is handed straight to its first waiter (one wake-up per
 release: sixteen threads queued on a hot key do not all wake on every
-commit).
+commit). A transaction that releases its keys because its commit is queued
+(not yet durable) leaves a note on each key, an opaque hand-over object the
+next holder reads with :meth:`KeyLocks.handed_over` (see
+:mod:`kvstore.inflight`); the note stays until its owner settles and calls
+:meth:`KeyLocks.forget`, so a holder that arrives after the release without
+waiting finds it too.
 
 Transactions dropped without commit or rollback release their locks from a
 garbage-collection finalizer, which may run in any thread at any allocation,
@@ -61,6 +66,7 @@ class KeyLocks:
         self._queues: dict[bytes, deque[_Waiter]] = {}  # key -> waiters, first come first
         self._waiting_for: dict[int, bytes] = {}  # owner -> the key it waits for
         self._released_later: deque[int] = deque()  # owners queued by finalizers
+        self._notes: dict[bytes, object] = {}  # key -> hand-over note of its last releaser
 
     def acquire(self, owner: int, key: bytes, timeout: float) -> bool:
         """Take ``key`` for ``owner``, waiting at most ``timeout`` seconds.
@@ -109,11 +115,29 @@ class KeyLocks:
                         key=key,
                     )
 
-    def release_all(self, owner: int) -> None:
-        """Release every key ``owner`` holds; each goes to its first waiter. Idempotent."""
+    def release_all(self, owner: int, note: object | None = None) -> None:
+        """Release every key ``owner`` holds; each goes to its first waiter. Idempotent.
+
+        ``note``: left on each released key for its next holders (see
+        :meth:`handed_over`) until :meth:`forget` removes it.
+        """
         with self._mutex:
+            if note is not None:
+                for key in self._held.get(owner, ()):
+                    self._notes[key] = note
             self._release(owner)
             self._apply_released_later()
+
+    def handed_over(self, key: bytes) -> object | None:
+        """The note the last releaser of ``key`` left, if it has not forgotten it."""
+        return self._notes.get(key)
+
+    def forget(self, keys: frozenset[bytes] | set[bytes], note: object) -> None:
+        """Remove ``note`` from ``keys`` where a later releaser has not replaced it."""
+        with self._mutex:
+            for key in keys:
+                if self._notes.get(key) is note:
+                    del self._notes[key]
 
     def release_later(self, owner: int) -> None:
         """:meth:`release_all` that is safe from a garbage-collection finalizer."""

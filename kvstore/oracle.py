@@ -12,6 +12,11 @@ that started at seq ``s`` conflicts with a committed one of seq ``c > s`` if
 Keys read with ``get_for_update`` count as written, on both sides: the root
 file records them (descriptor ``lock_keys``) so other processes see them.
 
+A transaction that read the writes of commits still in flight (a key lock
+handed over early, see :mod:`kvstore.inflight`) names them as its
+*ancestors*: they are not conflicts for it, and it is rejected if any of
+them did not commit.
+
 That is Badger's oracle made distributed: versions from other processes feed
 it before validation (the committer catches up on a lost race and then
 re-validates). Committed entries no running transaction can conflict with
@@ -69,6 +74,8 @@ class TxnValidation:
     write_keys: frozenset[bytes]
     read_keys: frozenset[bytes] = frozenset()
     read_ranges: tuple[KeyRange, ...] = ()
+    # Commits in flight whose writes it read (PendingCommits, oldest first).
+    ancestors: tuple[Any, ...] = ()
 
 
 @dataclass
@@ -236,7 +243,7 @@ class Oracle:
         if all(pending.validation is None for pending in group):
             return group  # blind writes only: nothing to validate
         accepted = []
-        earlier_in_group: list[Committed] = []
+        earlier_in_group: dict[Any, Committed] = {}  # accepted pending -> its entry, in order
         with self._lock:
             self._collect()
             for pending in group:
@@ -250,10 +257,18 @@ class Oracle:
                         pending.error = error
                         continue
                 accepted.append(pending)
-                earlier_in_group.append(Committed(-1, None, keys, dict(pending.descriptor)))
+                earlier_in_group[pending] = Committed(-1, None, keys, dict(pending.descriptor))
         return accepted
 
-    def _check(self, check: TxnValidation, earlier_in_group: list[Committed]) -> Exception | None:
+    def validate_read_only(self, check: TxnValidation) -> Exception | None:
+        """The error, or None, for a transaction without writes that read
+        in-flight commits (all of them settled by now): were its reads one
+        serializable view? Nothing is committed either way."""
+        with self._lock:
+            self._collect()
+            return self._check(check, {})
+
+    def _check(self, check: TxnValidation, earlier_in_group: dict[Any, Committed]) -> Exception | None:
         if check.txn_id not in self._running or check.deadline <= time.monotonic():
             return TransactionExpiredError(f"transaction {check.txn_id} outlived its TTL before it could commit")
         if check.start_seq < self._horizon:
@@ -262,8 +277,25 @@ class Oracle:
                 f"could not read (GC removed them while it was idle); retry it"
             )
         serializable = check.isolation == SERIALIZABLE
-        candidates = [c for c in self._committed if c.seq > check.start_seq]
-        candidates.extend(earlier_in_group)
+        own_seqs: set[int] = set()
+        own_in_group: set[Any] = set()
+        for ancestor in check.ancestors:
+            if ancestor.error is not None or (ancestor.finished and not ancestor.committed):
+                return ConflictError(
+                    f"transaction {check.txn_id} read the writes of a commit in flight that did not commit "
+                    f"({type(ancestor.error).__name__}: {ancestor.error}); retry it"
+                )
+            if ancestor.committed:
+                own_seqs.add(ancestor.seq)
+            elif ancestor in earlier_in_group:
+                own_in_group.add(ancestor)
+            else:  # cannot happen (the committer orders groups); never guess
+                return ConflictError(
+                    f"transaction {check.txn_id} read the writes of a commit in flight whose outcome is "
+                    "unknown at its validation; retry it"
+                )
+        candidates = [c for c in self._committed if c.seq > check.start_seq and c.seq not in own_seqs]
+        candidates.extend(c for p, c in earlier_in_group.items() if p not in own_in_group)
         for committed in candidates:
             clash = committed.keys & check.write_keys
             if clash:

@@ -31,14 +31,12 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import random
 import ssl
 import threading
 import time
 import urllib.parse
 import uuid
-from contextlib import contextmanager
-from typing import Any, Callable, Final, Iterator, TypeVar
+from typing import Any, Callable, ContextManager, Final, Iterator, TypeVar
 
 from kvstore.batch import WriteBatch, check_key, check_limit, check_value, expiry_from_ttl, scan_bounds
 from kvstore.errors import (
@@ -54,6 +52,7 @@ from kvstore.errors import (
 )
 from kvstore.format.rows import PUT
 from kvstore.oracle import ISOLATION_LEVELS, SERIALIZABLE
+from kvstore.retrying import run_with_retries, transaction_scope
 
 T = TypeVar("T")
 
@@ -345,45 +344,19 @@ class RemoteStore:
         answer = self._http.json("POST", "/kv/v1/txns", {"isolation": isolation, "ttl": ttl})
         return RemoteTransaction(self, answer["id"], answer["isolation"], answer["start_seq"], answer["version"])
 
-    @contextmanager
     def transaction(
         self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False
-    ) -> Iterator[RemoteTransaction]:
+    ) -> ContextManager[RemoteTransaction]:
         """``with store.transaction() as txn:`` commits on normal exit, rolls back on exception."""
-        txn = self.begin(isolation, ttl, fresh)
-        try:
-            yield txn
-        except BaseException:
-            txn.rollback()
-            raise
-        if txn.state == "active":
-            txn.commit()
+        return transaction_scope(self.begin(isolation, ttl, fresh))
 
     def run(
         self, fn: Callable[[RemoteTransaction], T], isolation: str = SERIALIZABLE, retries: int = 10,
         ttl: float | None = None,
     ) -> T:
-        """Run ``fn(txn)`` and commit, retrying on ConflictError up to ``retries`` times (as embedded)."""
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise ValueError(f"retries must be a non-negative int, got {retries!r}")
-        backoff = 0.001
-        for attempt in range(retries + 1):
-            txn = self.begin(isolation, ttl)
-            try:
-                result = fn(txn)
-                if txn.state == "active":
-                    txn.commit()
-                return result
-            except ConflictError:
-                txn.rollback()
-                if attempt == retries:
-                    raise
-            except BaseException:
-                txn.rollback()
-                raise
-            time.sleep(random.uniform(0, backoff))
-            backoff = min(0.2, backoff * 2)
-        raise AssertionError("unreachable")  # the loop returns or raises
+        """Run ``fn(txn)`` and commit, retrying conflicts up to ``retries`` times (as embedded:
+        :func:`kvstore.retrying.run_with_retries`, backoff 1 ms to 200 ms)."""
+        return run_with_retries(lambda fresh: self.begin(isolation, ttl, fresh), fn, retries, 0.001, 0.2)
 
 
 def _get_value(http: _Http, path: str, query: dict[str, str] | None = None) -> bytes | None:

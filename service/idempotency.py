@@ -66,7 +66,8 @@ def recorded_seq(store: Store, idempotency_key: str, expected_fingerprint: str |
     return int(row[1])
 
 
-def _write_record(txn: Transaction, idempotency_key: str, request_fingerprint: str | None) -> None:
+def _write_record(txn: Transaction, idempotency_key: str, request_fingerprint: str | None) -> bool:
+    """Add the record to ``txn``; False (nothing added) if a duplicate's record is there already."""
     record = json.dumps({"fingerprint": request_fingerprint, "at_ms": int(time.time() * 1000)}).encode()
     key = _record_key(idempotency_key)
     # The key lock queues a concurrent duplicate of this request behind us; a
@@ -74,8 +75,9 @@ def _write_record(txn: Transaction, idempotency_key: str, request_fingerprint: s
     # it holds the lock, so a duplicate that committed first shows up here
     # (otherwise the record is in our write set and the commit conflicts).
     if txn.get_for_update(key) is not None:
-        raise ConflictError(f"Idempotency-Key {idempotency_key!r} was recorded by a concurrent duplicate")
+        return False
     txn.put(key, record, ttl=RECORD_TTL_S)
+    return True
 
 
 def commit_ops(
@@ -100,7 +102,13 @@ def commit_ops(
             return seq, True
         txn = store.begin(SNAPSHOT, fresh=attempt > 0)
         try:
-            _write_record(txn, idempotency_key, request_fingerprint)
+            if not _write_record(txn, idempotency_key, request_fingerprint):
+                # A duplicate recorded it; its commit may still be in flight
+                # (the key lock is handed over once a commit is queued).
+                # Committing our read-only view waits for it (ConflictError
+                # if it did not land); then recorded_seq above finds it.
+                txn.commit()
+                continue
             for kind, key, value, ttl in ops:
                 if kind == "put":
                     txn.put(key, value, ttl)  # type: ignore[arg-type]
@@ -124,7 +132,8 @@ def commit_transaction(store: Store, txn: Transaction, idempotency_key: str | No
         txn.rollback()
         return seq, True
     try:
-        _write_record(txn, idempotency_key, None)
+        if not _write_record(txn, idempotency_key, None):
+            raise ConflictError(f"Idempotency-Key {idempotency_key!r} was recorded by a concurrent duplicate")
         return txn.commit(), False
     except ConflictError:
         txn.rollback()  # a no-op after a failed commit

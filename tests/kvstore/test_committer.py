@@ -205,3 +205,18 @@ def test_inline_and_group_commits_under_concurrency_lose_nothing(threaded_db) ->
     assert len(set(seqs)) == len(seqs) == 8 * 30
     assert len([k for k, _ in threaded_db.scan(prefix=b"w")]) == 8 * 30
     assert threaded_db.get(b"counter") == b"60"
+
+
+def test_wait_settled_wakes_every_waiter_and_returns_at_once_after() -> None:
+    pending = _put(b"k")
+    assert pending.wait_settled(0.01) is False
+    woke: list[bool] = []
+    waiters = [threading.Thread(target=lambda: woke.append(pending.wait_settled(30))) for _ in range(3)]
+    for thread in waiters:
+        thread.start()
+    pending.finish()
+    for thread in waiters:
+        thread.join(30)
+    assert woke == [True, True, True]
+    assert pending.wait_settled(0) is True
+    pending.wait()  # the submitter's own wait is independent of the others

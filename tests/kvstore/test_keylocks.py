@@ -165,3 +165,20 @@ def _wait_until_waiting(locks: KeyLocks, owner: int) -> None:
                 return
         threading.Event().wait(0.001)
     raise AssertionError(f"owner {owner} never started waiting")
+
+
+def test_a_release_note_stays_for_later_holders_until_its_owner_forgets_it() -> None:
+    locks = KeyLocks()
+    locks.acquire(1, b"k", 1)
+    locks.acquire(1, b"j", 1)
+    note = object()
+    locks.release_all(1, note)
+    assert locks.handed_over(b"k") is note and locks.handed_over(b"j") is note
+    locks.acquire(2, b"k", 1)  # no wait: the note is still there for it
+    assert locks.handed_over(b"k") is note
+    newer = object()
+    locks.release_all(2, newer)
+    locks.forget({b"k", b"j"}, note)  # k was handed over again since: not removed
+    assert locks.handed_over(b"k") is newer and locks.handed_over(b"j") is None
+    locks.forget({b"k"}, newer)
+    assert locks.handed_over(b"k") is None and len(locks) == 0

@@ -8,6 +8,8 @@ import time
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kvstore
 from kvstore.errors import (
@@ -559,3 +561,45 @@ def test_a_lock_granted_after_expiry_is_released(db) -> None:
     thread.join(60)
     assert len(raised) == 1 and isinstance(raised[0], TransactionExpiredError)
     assert len(locks) == 0
+
+
+# -- read-your-writes in scans, against a model (hypothesis) ----------------------
+
+_KEYS = st.binary(min_size=1, max_size=2).filter(lambda k: k[0] < 0xFF)
+_OPS = st.lists(st.tuples(_KEYS, st.one_of(st.none(), st.binary(max_size=3))), max_size=12)
+
+
+def _apply(ops: list[tuple[bytes, bytes | None]], target, model: dict[bytes, bytes]) -> None:
+    """Puts (value) and deletes (None) on a store or transaction, and on the model."""
+    for key, value in ops:
+        if value is None:
+            target.delete(key)
+            model.pop(key, None)
+        else:
+            target.put(key, value)
+            model[key] = value
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    base=_OPS, local=_OPS, lo=st.one_of(st.none(), _KEYS), hi=st.one_of(st.none(), _KEYS),
+    reverse=st.booleans(), limit=st.one_of(st.none(), st.integers(0, 6)), later=_OPS,
+)
+def test_scans_merge_local_writes_like_a_model(base, local, lo, hi, reverse, limit, later) -> None:
+    """Committed rows, then a transaction's puts and deletes (some written
+    after a first scan): each scan equals the model's view in that range."""
+    with kvstore.open(MemoryStore(f"memory://{uuid.uuid4().hex}"), poll_interval_s=0) as db:
+        model: dict[bytes, bytes] = {}
+        _apply(base, db, model)
+        txn = db.begin()
+        for ops in (local, later):
+            _apply(ops, txn, model)
+            expected = sorted(
+                (k, v) for k, v in model.items() if (lo is None or k >= lo) and (hi is None or k < hi)
+            )
+            if reverse:
+                expected.reverse()
+            if limit is not None:
+                expected = expected[:limit]
+            assert list(txn.scan(start=lo, end=hi, reverse=reverse, limit=limit)) == expected
+        txn.rollback()
