@@ -19,7 +19,7 @@ $(PY):
 
 $(STAMP): $(PY) $(BUILD_INPUTS)
 	$(PY) -m pip install --quiet -e ".[test,bench,server,spark]"
-	$(PY) -c "import cython_ext._checksum, cython_ext._bloom, cython_ext._merge, cython_ext._pointget, cython_ext._lru, cython_ext._scan, cython_ext._memtable, cython_ext._rootrows, cython_ext._newfile"  # fail here if an extension did not compile
+	$(PY) -c "import cython_ext._checksum, cython_ext._bloom, cython_ext._merge, cython_ext._pointget, cython_ext._lru, cython_ext._scan, cython_ext._memtable, cython_ext._rootrows, cython_ext._newfile, cython_ext._rowbatch, cython_ext._writebatch"  # fail here if an extension did not compile
 	touch $(STAMP)
 
 install: $(STAMP)

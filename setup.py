@@ -17,6 +17,8 @@ extensions = [
     Extension("cython_ext._memtable", ["cython_ext/_memtable.pyx"], extra_compile_args=["-O3"]),
     Extension("cython_ext._rootrows", ["cython_ext/_rootrows.pyx"], extra_compile_args=["-O3"]),
     Extension("cython_ext._newfile", ["cython_ext/_newfile.pyx"], extra_compile_args=["-O3"]),
+    Extension("cython_ext._rowbatch", ["cython_ext/_rowbatch.pyx"], extra_compile_args=["-O3"]),
+    Extension("cython_ext._writebatch", ["cython_ext/_writebatch.pyx"], extra_compile_args=["-O3"]),
 ]
 
 setup(

@@ -13,7 +13,10 @@ best of ``--repeat``:
   with ``background_threads=False`` (the committer's work runs in the calling
   thread, flushes and compactions too), fsync off so the number is CPU, not disk;
 * ``commit path, threaded``: the default store (committer thread, background
-  flush/compaction, fsync on) as the W1 harness opens it; wall rows/s as well.
+  flush/compaction, fsync on) as the W1 harness opens it; wall rows/s as well;
+* ``flush``: ``Store.flush()`` of the ``N`` rows committed in ``N / B``
+  batches (no background maintenance, fsync off): the work the background
+  flush thread does during a bulk load, beside the committer.
 
 Numbers move with the machine's load; compare before/after runs made back
 to back, never absolute values across machines.
@@ -103,13 +106,28 @@ def bench_store(batches: list[list[tuple[bytes, bytes]]], repeat: int, base: str
     print(f"commit path ({name:16}) {total / best_cpu:12,.0f} rows/s CPU, {total / best_wall:12,.0f} rows/s wall")
 
 
+def bench_flush(batches: list[list[tuple[bytes, bytes]]], repeat: int, base: str) -> None:
+    total = sum(map(len, batches))
+    best = float("inf")
+    for attempt in range(repeat):
+        path = f"{base}/flush-{attempt}"
+        with kvstore.open(path, poll_interval_s=0, background_maintenance=False, fsync=False) as db:
+            for items in batches:
+                db.write(kvstore.WriteBatch().put_many(items))
+            started = time.process_time()
+            db.flush()
+            best = min(best, time.process_time() - started)
+        shutil.rmtree(path, ignore_errors=True)
+    print(f"flush               {total / best:12,.0f} rows/s CPU ({best * 1e6 / total:.2f} us per row)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", default=None, help="directory for the stores (default: a temp dir)")
-    parser.add_argument("--only", choices=("memtable", "inline", "threaded"), default=None)
+    parser.add_argument("--only", choices=("memtable", "inline", "threaded", "flush"), default=None)
     args = parser.parse_args()
     batches = _batches(args.rows, args.batch)
     base = tempfile.mkdtemp(prefix="bulk-bench-", dir=args.dir)
@@ -120,6 +138,8 @@ def main() -> None:
             bench_store(batches, args.repeat, base, threaded=False)
         if args.only in (None, "threaded"):
             bench_store(batches, args.repeat, base, threaded=True)
+        if args.only in (None, "flush"):
+            bench_flush(batches, args.repeat, base)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -16,6 +16,7 @@ than building its rows. Here one pass sizes the output, a second writes it.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.exc cimport PyErr_Clear, PyErr_Occurred
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
@@ -24,6 +25,11 @@ cdef enum:
     _DELETE = 2
 
 cdef uint64_t _U32_MAX = 0xFFFFFFFF
+
+# Declared without Cython's exception check: an int that does not fit int64
+# is not an error here but a reason to run the exact (Python) checks.
+cdef extern from "Python.h":
+    long long _as_i64 "PyLong_AsLongLong"(object) noexcept
 cdef int64_t _NO_EXPIRY = -1
 
 
@@ -43,12 +49,45 @@ cdef inline char* _put_i64(char* p, int64_t v):
     return p + 8
 
 
+cdef inline bint _plain_fields(object seq, object kind, object expire, int64_t first) noexcept:
+    """Whether the row's seq, kind and expiry are exact ints that fit format 2,
+    checked with C integers (the Python comparisons below cost ~0.4 us a row).
+    False means "not sure": the caller runs the exact checks."""
+    cdef long long s, k, e
+    if first < 0 or type(seq) is not int or type(kind) is not int:
+        return False
+    s = _as_i64(seq)
+    if s == -1 and PyErr_Occurred():
+        PyErr_Clear()
+        return False
+    if s < first or <uint64_t>(s - first) > _U32_MAX:
+        return False
+    k = _as_i64(kind)
+    if k != _PUT and k != _DELETE:
+        if k == -1 and PyErr_Occurred():
+            PyErr_Clear()
+        return False
+    if expire is not None:
+        if type(expire) is not int:
+            return False
+        e = _as_i64(expire)
+        if e == -1 and PyErr_Occurred():
+            PyErr_Clear()
+            return False
+    return True
+
+
 def encode_rows(list rows, first_seq):
     """``u32 N`` then the N rows; see ``kvstore.format.root.encode_rows_py``."""
     cdef Py_ssize_t n = len(rows), i, total = 4
     cdef object row, key, seq, kind, value, expire
+    cdef int64_t first = -1  # first_seq as a C integer; -1: not an int in 0..2**63-1
     if <uint64_t>n > _U32_MAX:
         raise ValueError(f"{n} rows do not fit a root file")
+    if type(first_seq) is int:
+        first = _as_i64(first_seq)
+        if first == -1 and PyErr_Occurred():
+            PyErr_Clear()
     # Pass 1: check every row and size the output.
     for i in range(n):
         row = rows[i]
@@ -61,6 +100,12 @@ def encode_rows(list rows, first_seq):
         expire = <object>PyTuple_GET_ITEM(row, 4)
         if type(key) is not bytes or (value is not None and type(value) is not bytes):
             raise ValueError(f"root row ({key!r}, {seq!r}) needs a bytes key and a bytes or None value")
+        if _plain_fields(seq, kind, expire, first) and PyBytes_GET_SIZE(key) <= <Py_ssize_t>_U32_MAX \
+                and (value is None or PyBytes_GET_SIZE(value) < <Py_ssize_t>_U32_MAX):
+            total += 4 + PyBytes_GET_SIZE(key) + 4 + 1 + 4 + 8
+            if value is not None:
+                total += PyBytes_GET_SIZE(value)
+            continue
         if not (kind == _PUT or kind == _DELETE) or seq < first_seq or seq - first_seq > _U32_MAX:
             raise ValueError(f"root row ({key!r}, {seq}) does not fit format 2")
         if expire is not None and not (-(2**63) <= expire < 2**63):
@@ -84,7 +129,12 @@ def encode_rows(list rows, first_seq):
         p = _put_u32(p, <uint32_t>size)
         memcpy(p, PyBytes_AS_STRING(key), size)
         p += size
-        p = _put_u32(p, <uint32_t>(<uint64_t>(<object>PyTuple_GET_ITEM(row, 1) - first_seq)))
+        seq = <object>PyTuple_GET_ITEM(row, 1)
+        if first >= 0 and type(seq) is int:
+            # Pass 1 put it in first..first + 2**32, so it fits int64: no Python int for the difference.
+            p = _put_u32(p, <uint32_t>(<uint64_t>(_as_i64(seq) - first)))
+        else:
+            p = _put_u32(p, <uint32_t>(<uint64_t>(seq - first_seq)))
         p[0] = <char>(<int>(<object>PyTuple_GET_ITEM(row, 2)))
         p += 1
         if value is None:

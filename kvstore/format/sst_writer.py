@@ -10,8 +10,9 @@ goes, then patches the tail CRC into its fixed-width slot.
 
 from __future__ import annotations
 
+import warnings
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import islice
 from typing import Final
 
@@ -46,6 +47,13 @@ RowsOrBatches = Iterable[Row | pa.RecordBatch]
 # keep the Python lists short-lived.
 _ROWS_PER_CHUNK: Final = 4096
 _META_BATCH: Final = rows_to_batch([])  # the meta block carries no rows, only custom metadata
+
+_rows_to_arrays: Callable[[list[Row]], tuple[pa.Array, ...] | None] | None
+try:
+    from cython_ext._rowbatch import rows_to_arrays as _rows_to_arrays  # type: ignore[no-redef]
+except ImportError as exc:  # a broken build
+    warnings.warn(f"lakekv: compiled row converter unavailable ({exc}); using the pure-Python twin", stacklevel=2)
+    _rows_to_arrays = None
 
 
 def write_sst(
@@ -123,7 +131,20 @@ def encode_sst(
 
 
 def _rows_to_batch(rows: list[Row], first_row: int) -> pa.RecordBatch:
-    """Convert row tuples to a ROW_SCHEMA batch, rejecting malformed rows by number."""
+    """Convert row tuples to a ROW_SCHEMA batch, rejecting malformed rows by number.
+
+    The compiled converter takes plain rows; anything else (and every error)
+    goes to the Python twin, which builds the same batch or names the bad row.
+    """
+    if _rows_to_arrays is not None:
+        arrays = _rows_to_arrays(rows)
+        if arrays is not None:
+            return pa.RecordBatch.from_arrays(list(arrays), schema=ROW_SCHEMA)
+    return _rows_to_batch_py(rows, first_row)
+
+
+def _rows_to_batch_py(rows: list[Row], first_row: int) -> pa.RecordBatch:
+    """The pure-Python twin of ``cython_ext._rowbatch.rows_to_arrays`` (the spec)."""
     if set(map(len, rows)) != {5}:
         bad = next(i for i, row in enumerate(rows) if len(row) != 5)
         raise TypeError(f"rows_or_batches: row {first_row + bad} has {len(rows[bad])} fields, expected 5")

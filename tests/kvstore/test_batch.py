@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from kvstore import batch as batch_module
+from kvstore.batch import put_pairs_py
 from kvstore.batch import MAX_SUMMARY_BYTES, MAX_TTL_S, WriteBatch, check_key, check_limit, check_summary, expiry_from_ttl, scan_bounds
 from kvstore.format.rows import DELETE, PUT
 
@@ -89,3 +93,69 @@ def test_put_fast_path_stores_what_the_checks_would(key, value, ttl) -> None:
         assert g[:2] == e[:2] and abs(g[2] - e[2]) < 5000
     else:
         assert got == expected
+
+
+# -- put_many and its compiled loop ---------------------------------------------
+
+_plain_or_not = st.one_of(
+    st.tuples(st.binary(min_size=1, max_size=6), st.binary(max_size=6)),  # plain: the compiled loop stores it
+    st.tuples(st.binary(max_size=3).map(bytearray), st.binary(max_size=3)),  # bytes-like or empty key: put() decides
+    st.tuples(st.binary(min_size=1, max_size=3), st.binary(max_size=3).map(bytearray)),
+    st.lists(st.binary(min_size=1, max_size=3), min_size=2, max_size=2),  # a list, not a tuple
+    st.tuples(st.binary(min_size=1, max_size=3)),  # one item
+    st.tuples(st.text(max_size=2), st.binary(max_size=2)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_plain_or_not, max_size=25))
+def test_compiled_put_pairs_and_its_twin_stop_at_the_same_item(items) -> None:
+    outcomes = []
+    for impl in (batch_module._put_pairs, put_pairs_py):
+        mutations: dict = {}
+        pairs = iter(items)
+        stops = []
+        while (item := impl(mutations, pairs, 4, 4)) is not None:
+            stops.append(item)
+        outcomes.append((mutations, stops))
+    assert outcomes[0] == outcomes[1]
+    assert batch_module._put_pairs is not put_pairs_py, "cython_ext._writebatch did not build (run make install)"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.binary(min_size=1, max_size=4), st.binary(max_size=4) | st.binary(max_size=4).map(bytearray)), max_size=40))
+def test_put_many_is_put_per_pair(pairs) -> None:
+    one_by_one = WriteBatch()
+    for key, value in pairs:
+        one_by_one.put(key, value)
+    assert WriteBatch().put_many(pairs).mutations == one_by_one.mutations
+    assert WriteBatch().put_many(iter(pairs)).mutations == one_by_one.mutations
+
+
+def test_put_many_keeps_order_and_later_pairs_win() -> None:
+    batch = WriteBatch().delete(b"a").put_many([(b"a", b"1"), (b"b", b"2"), (b"a", b"3")])
+    assert batch.mutations == {b"a": (PUT, b"3", None), b"b": (PUT, b"2", None)}
+
+
+@pytest.mark.parametrize(
+    ("pairs", "error", "match"),
+    [
+        (5, TypeError, "iterable of \\(key, value\\) pairs, not int"),
+        ([(b"a", b"1"), (b"b", b"2", b"3")], TypeError, "pairs, got"),
+        ([(b"a", b"1"), b"xyz"], TypeError, "pairs, got"),
+        ([(b"a", b"1"), (b"", b"2")], ValueError, "key must not be empty"),
+        ([(b"a", b"1"), ("s", b"2")], TypeError, "key must be bytes"),
+        ([(b"a", b"1"), (b"b", 2)], TypeError, "value must be bytes"),
+    ],
+)
+def test_put_many_rejects_bad_pairs_after_keeping_the_good_ones(pairs, error, match) -> None:
+    batch = WriteBatch()
+    with pytest.raises(error, match=match):
+        batch.put_many(pairs)
+    assert batch.mutations == ({} if pairs == 5 else {b"a": (PUT, b"1", None)})
+
+
+def test_put_many_applies_the_size_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batch_module, "MAX_VALUE_BYTES", 3)  # put() reads the same limit
+    with pytest.raises(ValueError, match="limit"):
+        WriteBatch().put_many([(b"k", b"1234")])

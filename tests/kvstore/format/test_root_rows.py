@@ -77,3 +77,33 @@ def test_encode_root_uses_the_picked_encoder(monkeypatch: pytest.MonkeyPatch) ->
     )
     assert decode_root(encode_root(root), 1).delta_rows() == [(b"k", 5, PUT, b"v", None)]
     assert calls == [1]
+
+
+class _Int(int):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("rows", "first_seq"),
+    [
+        ([(b"k", True, PUT, b"v", None)], 0),  # bool seq and kind take the exact checks
+        ([(b"k", 5, True, b"v", None)], 5),
+        ([(b"k", _Int(7), _Int(PUT), b"v", _Int(3))], 5),
+        ([(b"k", 2**63 + 5, PUT, b"v", None)], 2**63),  # first_seq beyond int64
+        ([(b"k", 2**64 + 5, DELETE, None, 2**63 - 1)], 2**64),
+        ([(b"k", 5, PUT, b"v", -(2**63))], 5),
+        ([(b"a", 1, PUT, b"v", None), (b"b", 2, PUT, b"v", 2**64)], 1),
+        ([(b"a", 1, PUT, b"v", None), (b"b", 2, 2**70, b"v", None)], 1),
+        ([(b"a", 1, PUT, b"v", None), (b"b", -(2**70), PUT, b"v", None)], 1),
+    ],
+)
+def test_compiled_and_python_agree_on_unusual_ints(rows, first_seq) -> None:
+    """The compiled encoder checks plain ints with C integers and everything
+    else with the twin's Python comparisons: both give the same bytes or error."""
+    outcomes = []
+    for encoder in (encode_rows, encode_rows_py):
+        try:
+            outcomes.append(encoder(rows, first_seq))
+        except ValueError as exc:
+            outcomes.append(str(exc))
+    assert outcomes[0] == outcomes[1]
