@@ -41,11 +41,12 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 import catalog
-from catalog.datafiles import DataFile, read_file
+from catalog.datafiles import DataFile, read_file_batches
 from catalog.errors import NoSuchTableError
 from catalog.spark.errors import annotated_conflicts
 from catalog.spark.filters import pruning_expression
 from catalog.spark.options import SourceOptions, parse_options
+from catalog.spark.readahead import read_ahead
 from catalog.spark.types import check_writable, spark_arrow_schema, spark_schema, to_spark_batches, to_table_batches
 from kvstore.objstore import open_store
 
@@ -207,13 +208,19 @@ class LakehouseReader(DataSourceReader):
         target = spark_arrow_schema(self._spark_schema)
         objects = open_store(self._options.lakehouse)
         try:
-            for entry in partition.files:
-                # Arrow's threads decode the columns of a file in parallel:
-                # measured faster than one thread per task, even at one task
-                # per core (the JVM side of the other task leaves cores idle).
-                # One batch per row group: slicing them smaller did not help.
-                data = read_file(objects, DataFile.from_json(entry), partition.table_schema)
-                yield from to_spark_batches(data, target)
+            # Each file is streamed in batches decoded on one thread: Spark
+            # already runs a task per core, and the JVM converts the batches
+            # it receives, so Arrow's own thread pool only added hand-off CPU
+            # (measured: 0.17 vs 0.12 CPU-s per 300k lineitem rows). The next
+            # batch is decoded while Spark takes the current one (readahead).
+            batches = (
+                batch
+                for entry in partition.files
+                for batch in to_spark_batches(
+                    read_file_batches(objects, DataFile.from_json(entry), partition.table_schema), target
+                )
+            )
+            yield from read_ahead(batches, thread_name="lakehouse-read")
         finally:
             objects.close()
 

@@ -8,8 +8,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from catalog.datafiles import DataFile, column_stats, decode_values, encode_value, partition_groups, read_file, write_files
-from catalog.schema import assign_field_ids
+from catalog.datafiles import (
+    DataFile,
+    column_stats,
+    decode_values,
+    encode_value,
+    partition_groups,
+    read_file,
+    read_file_batches,
+    write_files,
+)
+from catalog.schema import assign_field_ids, with_field_id
 from kvstore.objstore import MemoryStore
 
 TYPED_VALUES = [
@@ -71,3 +80,35 @@ def test_write_and_read_files_with_target_size() -> None:
     back = pa.concat_tables([read_file(objects, f, schema) for f in files])
     assert sorted(back.column("id").to_pylist()) == list(range(10_000))
     assert all(objects.head(f.path).size == f.size for f in files)
+
+
+def test_small_decimals_are_stored_as_integers_and_read_back_exactly() -> None:
+    """The Parquet layout Spark and Iceberg use: precision <= 9 INT32, <= 18 INT64, wider FIXED_LEN_BYTE_ARRAY."""
+    import pyarrow.parquet as pq
+
+    schema, _ = assign_field_ids(
+        pa.schema([("d9", pa.decimal128(9, 2)), ("d15", pa.decimal128(15, 2)), ("d20", pa.decimal128(20, 4))])
+    )
+    values = [decimal.Decimal("-1234567.89"), None, decimal.Decimal("0.01")]
+    wide = [decimal.Decimal("-1234567890123456.7891"), None, decimal.Decimal("0.0001")]
+    data = pa.table({"d9": values, "d15": values, "d20": wide}, schema=schema)
+    objects = MemoryStore()
+    (entry,) = write_files(objects, "data/t", data, schema, [])
+    parquet_schema = pq.ParquetFile(pa.BufferReader(objects.get(entry.path))).schema
+    assert [parquet_schema.column(i).physical_type for i in range(3)] == ["INT32", "INT64", "FIXED_LEN_BYTE_ARRAY"]
+    assert read_file(objects, entry, schema).equals(data)
+
+
+def test_read_file_batches_streams_the_same_rows_as_read_file() -> None:
+    schema, last_id = assign_field_ids(pa.schema([("id", pa.int64()), ("name", pa.string())]))
+    objects = MemoryStore()
+    data = pa.table({"id": list(range(10_000)), "name": [f"n{i}" for i in range(10_000)]}, schema=schema)
+    (entry,) = write_files(objects, "data/t", data, schema, [])
+    # A later schema: "name" renamed (same field id) and a column added: matched by id, not name.
+    renamed = pa.schema([schema.field("id"), schema.field("name").with_name("label"),
+                         with_field_id(pa.field("extra", pa.int32()), last_id + 1)])
+    batches = list(read_file_batches(objects, entry, renamed, batch_size=3000))
+    assert [b.num_rows for b in batches] == [3000, 3000, 3000, 1000]
+    assert pa.Table.from_batches(batches).equals(read_file(objects, entry, renamed))
+    assert batches[0].column("label").to_pylist()[:2] == ["n0", "n1"]
+    assert batches[0].column("extra").null_count == 3000
