@@ -15,6 +15,7 @@ Linux only (reads /proc).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import sys
@@ -25,16 +26,26 @@ from collections.abc import Callable
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 TICKS = os.sysconf("SC_CLK_TCK")
+log = logging.getLogger("spark_read_profile")
+
+
+def _proc_file(pid: int, name: str) -> bytes | None:
+    """``/proc/<pid>/<name>``, or None for a process that exited since /proc was listed
+    (its CPU went to its parent's reaped-children counters, which are counted)."""
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as f:
+            return f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        log.debug("process %d exited while /proc was read; not counted on its own", pid)
+        return None
 
 
 def _stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, CPU seconds of the process and its reaped children)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            raw = f.read()
-    except OSError:
+    """(parent pid, CPU seconds of the process and its reaped children), or None if it exited."""
+    raw = _proc_file(pid, "stat")
+    if raw is None:
         return None
-    fields = raw[raw.rindex(")") + 2 :].split()
+    fields = raw[raw.rindex(b")") + 2 :].split()
     # After the command: state ppid ...; utime stime cutime cstime are fields 14-17 (1-based).
     ppid = int(fields[1])
     utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
@@ -48,13 +59,8 @@ def _java_pid() -> int:
         if not name.isdigit():
             continue
         info = _stat(int(name))
-        if info and info[0] == me:
-            try:
-                with open(f"/proc/{name}/cmdline", "rb") as f:
-                    if b"java" in f.read():
-                        return int(name)
-            except OSError:
-                continue
+        if info and info[0] == me and b"java" in (_proc_file(int(name), "cmdline") or b""):
+            return int(name)
     raise RuntimeError("no java child process found")
 
 
