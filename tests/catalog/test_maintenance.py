@@ -51,7 +51,14 @@ def test_gc_deletes_removed_files_past_the_floor_and_orphans_after_grace(tmp_pat
         t = lake.create_table("s.o", ORDERS)
         t.append(orders([1, 2]))
         old_files = _data_paths(lake)
-        t.overwrite(orders([3]))
+        removed_at = t.overwrite(orders([3]))
+        # A zero window still trails the head by twice the storage clock's
+        # resolution plus the probe's round trip: wait until the floor has
+        # passed the overwrite (a liveness bound, not a timing assertion).
+        deadline = time.monotonic() + 30
+        while lake.store.retention_floor().version < removed_at:
+            assert time.monotonic() < deadline, "the retention floor never reached the overwrite"
+            time.sleep(0.05)
         orphan = f"{t.location}/orphan-from-a-dead-writer.parquet"
         lake.objects.put(orphan, b"not committed")
         young = lake.gc(grace_s=3600)  # the grace period protects orphans, not committed removals
