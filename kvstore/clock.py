@@ -15,8 +15,11 @@ probe's stamp is truncated too, so ``now()`` may run up to one resolution
 step *behind* the storage clock (and never ahead), and any object's stamp may
 be up to one step earlier than its real creation. :meth:`StorageClock.age`
 accounts for both, so an age it reports is never larger than the real one.
-:attr:`StorageClock.resolution` is 1.0 s whenever a probe came back with a
-whole-second stamp, else 1 ms (a conservative bound for sub-second clocks).
+:attr:`StorageClock.resolution` is 1.0 s once every probe of a measurement
+(:data:`_MAX_PROBES` of them) came back with a whole-second stamp, else 1 ms (a
+conservative bound for sub-second clocks). One whole-second stamp is not
+enough: a local file system stamps with a kernel tick of a few milliseconds,
+which lands on a whole second now and then.
 
 Thread-safety: every method may be called from many threads.
 """
@@ -97,7 +100,8 @@ class StorageClock:
         the last round trip look younger still.
         """
         offset = -float("inf")
-        whole_seconds = False
+        probes = whole_stamps = 0
+        known_whole = self._resolution == _WHOLE_SECONDS
         for _ in range(_MAX_PROBES):
             started = time.time()
             self._store.put(PROBE_PATH, b"lakekv storage clock probe\n")
@@ -107,9 +111,15 @@ class StorageClock:
             # make the offset smaller, so now() never runs ahead of the storage.
             finished = time.time()
             offset = max(offset, stamp - finished)
-            whole_seconds = whole_seconds or stamp == int(stamp)
-            if finished - started <= _TIGHT_ROUND_TRIP_S:
+            probes += 1
+            whole_stamps += stamp == int(stamp)
+            # A fine clock stamps a whole second whenever its tick lands on
+            # one (about 1 probe in 250 with a 4 ms kernel tick): believe a
+            # whole-second clock only when every probe, up to the last, agrees.
+            unconfirmed = whole_stamps == probes and not known_whole
+            if finished - started <= _TIGHT_ROUND_TRIP_S and not unconfirmed:
                 break
+        whole_seconds = whole_stamps == probes
         with self._lock:
             if whole_seconds:
                 self._resolution = _WHOLE_SECONDS

@@ -104,3 +104,45 @@ def test_a_probe_stalled_every_time_still_gives_a_safe_bound() -> None:
     offset = clock.measure()
     assert store.heads == 3  # gives up after three probes
     assert offset <= -0.05 + 0.01  # every probe was loose: a safe (never ahead) bound, not a tight one
+
+
+class OnceWholeStore(MemoryStore):
+    """A fine clock whose first ``whole`` stamps land exactly on a second, as
+    a local file system's coarse kernel tick now and then does."""
+
+    def __init__(self, whole: int) -> None:
+        super().__init__()
+        self.whole, self.heads = whole, 0
+
+    def head(self, path: str) -> ObjectMeta:
+        meta = super().head(path)
+        self.heads += 1
+        if self.heads <= self.whole:
+            return ObjectMeta(meta.path, meta.size, float(math.floor(meta.mtime)), meta.etag)
+        return meta
+
+
+def test_one_whole_second_stamp_from_a_fine_clock_keeps_millisecond_resolution() -> None:
+    store = OnceWholeStore(whole=2)
+    clock = StorageClock(store)
+    clock.measure()
+    assert clock.resolution == 0.001 and store.heads == 3  # probed until a stamp disagreed
+    assert clock.cutoff(0.0) > time.time() - 0.5  # a zero window does not trail by two seconds
+
+
+def test_a_whole_second_clock_is_confirmed_once_then_probed_once() -> None:
+    store = ShiftedClockStore(whole_seconds=True)
+    heads = 0
+    original_head = store.head
+
+    def counting_head(path: str) -> ObjectMeta:
+        nonlocal heads
+        heads += 1
+        return original_head(path)
+
+    store.head = counting_head  # type: ignore[method-assign]
+    clock = StorageClock(store)
+    clock.measure()
+    assert clock.resolution == 1.0 and heads == 3
+    clock.measure()
+    assert clock.resolution == 1.0 and heads == 4

@@ -105,14 +105,21 @@ def test_versions_without_rows_are_flushed_only_past_the_version_threshold() -> 
         assert db.get(b"k") == b"v"
 
 
+def _wait_for_window_to_pass_head(db: kvstore.Store, window: float) -> None:
+    """With a zero window, wait until the head itself is outside it."""
+    if window == 0:
+        wait_for(lambda: db.retention_floor().reason == "head")
+
+
 @pytest.mark.parametrize(("window", "expected_rows"), [(0.0, 1), (3600.0, 3)])
 def test_flush_drops_versions_superseded_below_the_floor(window: float, expected_rows: int) -> None:
     with kvstore.open(MemoryStore(), retention_window_s=window, **QUIET) as db:
         for value in (b"1", b"2", b"3"):
             db.put(b"k", value)
         # Retention counts a version as outside the window only once it is
-        # older than two steps of the storage clock's resolution (1 ms here).
-        time.sleep(0.01)
+        # older than two steps of the storage clock's resolution (1 ms here)
+        # plus the clock probe's round trip.
+        _wait_for_window_to_pass_head(db, window)
         result = db.flush()
         assert result is not None and result.sst is not None
         assert result.sst.row_count == expected_rows
@@ -138,7 +145,7 @@ def test_both_flush_sources_write_the_same_rows(rows_per_batch: int, window: flo
         assert (memtable.row_count >= flush._ROWS_PER_VERSION_SOURCE * memtable.version_count) == (rows_per_batch == 200)
         expected_live = dict(db.scan())
         all_rows = list(memtable.iter_rows())
-        time.sleep(0.01)  # the versions leave the retention window (see the test above)
+        _wait_for_window_to_pass_head(db, window)  # see the test above
         result = db.flush()
         assert result is not None and result.sst is not None
         info = result.sst
