@@ -1,8 +1,20 @@
 # cython: language_level=3
-"""The compact SST block (see _pointget.pyx), for other extensions that read
-its buffers in place (cython_ext._scan)."""
+"""The compact SST block (see _pointget.pyx) and the key comparison, for other
+extensions that read its buffers in place (cython_ext._scan)."""
 
 from libc.stdint cimport int32_t, int64_t, uint64_t, uint8_t
+from libc.string cimport memcmp
+
+
+cdef inline int _cmp(const uint8_t* a, Py_ssize_t alen, const uint8_t* b, Py_ssize_t blen) noexcept nogil:
+    """Byte-order comparison (what ``bytes`` comparison does): <0, 0, >0."""
+    cdef Py_ssize_t n = alen if alen < blen else blen
+    cdef int c = 0
+    if n > 0:
+        c = memcmp(a, b, n)
+    if c != 0:
+        return c
+    return (alen > blen) - (alen < blen)
 
 
 cdef class BlockView:

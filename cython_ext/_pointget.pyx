@@ -66,17 +66,6 @@ cdef int64_t _clock_ms() except? -1:
     return <int64_t>(time.time() * 1000)
 
 
-cdef inline int _cmp(const uint8_t* a, Py_ssize_t alen, const uint8_t* b, Py_ssize_t blen) noexcept nogil:
-    """Byte-order comparison (what ``bytes`` comparison does): <0, 0, >0."""
-    cdef Py_ssize_t n = alen if alen < blen else blen
-    cdef int c = 0
-    if n > 0:
-        c = memcmp(a, b, n)
-    if c != 0:
-        return c
-    return (alen > blen) - (alen < blen)
-
-
 cdef inline int _cmp_bytes(object a, const uint8_t* b, Py_ssize_t blen) noexcept:
     """Compare the ``bytes`` object ``a`` with ``b[:blen]``."""
     return _cmp(<const uint8_t*>PyBytes_AS_STRING(a), PyBytes_GET_SIZE(a), b, blen)

@@ -27,9 +27,9 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint64_t, uint8_t
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcpy
 
-from cython_ext._pointget cimport BlockView
+from cython_ext._pointget cimport BlockView, _cmp
 
 import pyarrow as pa
 
@@ -47,16 +47,6 @@ cdef struct _Cursor:
     Py_ssize_t next_segment
     const uint8_t* key
     Py_ssize_t key_len
-
-
-cdef inline int _cmp(const uint8_t* a, Py_ssize_t alen, const uint8_t* b, Py_ssize_t blen) noexcept nogil:
-    cdef Py_ssize_t n = alen if alen < blen else blen
-    cdef int c = 0
-    if n > 0:
-        c = memcmp(a, b, n)
-    if c != 0:
-        return c
-    return (alen > blen) - (alen < blen)
 
 
 cdef class _Out:

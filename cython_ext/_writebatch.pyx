@@ -1,9 +1,10 @@
 # cython: boundscheck=False, wraparound=False, initializedcheck=False
 """``WriteBatch.put_many``'s loop, in C.
 
-``put_pairs(mutations, pairs, max_key, max_value)`` stores each plain
+``put_pairs(mutations, pairs, put, max_key, max_value)`` stores each plain
 ``(key, value)`` pair of the iterator ``pairs`` as ``mutations[key] =
-(PUT, value, None)``, as ``WriteBatch.put`` does, until it meets an item that
+(put, value, None)``, as ``WriteBatch.put`` does (the caller passes the PUT
+kind: this module imports nothing of ``kvstore``, which imports it), until it meets an item that
 is not a 2-tuple of ``bytes`` within the size limits: it returns that item
 (consumed from ``pairs``) for the caller to validate, or None at the end.
 Pure-Python twin: ``kvstore.batch.put_pairs_py``.
@@ -17,13 +18,10 @@ from cpython.bytes cimport PyBytes_CheckExact, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_SetItem
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
-from kvstore.format.rows import PUT
 
-
-def put_pairs(dict mutations, pairs, Py_ssize_t max_key, Py_ssize_t max_value):
+def put_pairs(dict mutations, pairs, object put, Py_ssize_t max_key, Py_ssize_t max_value):
     """See the module docstring."""
     cdef object item, key, value
-    cdef object put = PUT
     cdef Py_ssize_t size
     for item in pairs:
         if not PyTuple_CheckExact(item) or PyTuple_GET_SIZE(item) != 2:

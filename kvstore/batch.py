@@ -135,8 +135,8 @@ def put_mutation(value: object, ttl: float | None = None) -> Mutation:
 DELETE_MUTATION: Final[Mutation] = (DELETE, None, None)
 
 
-def put_pairs_py(mutations: dict, pairs: Iterator[Any], max_key: int, max_value: int) -> Any:
-    """Store the plain ``(key, value)`` pairs of ``pairs`` as PUT mutations.
+def put_pairs_py(mutations: dict, pairs: Iterator[Any], put: int, max_key: int, max_value: int) -> Any:
+    """Store the plain ``(key, value)`` pairs of ``pairs`` as ``put`` (PUT) mutations.
 
     Stops at the first item that is not a 2-tuple of ``bytes`` with
     ``0 < len(key) <= max_key`` and ``len(value) <= max_value`` and returns it
@@ -149,11 +149,11 @@ def put_pairs_py(mutations: dict, pairs: Iterator[Any], max_key: int, max_value:
         key, value = item
         if type(key) is not bytes or type(value) is not bytes or not 0 < len(key) <= max_key or len(value) > max_value:
             return item
-        mutations[key] = (PUT, value, None)
+        mutations[key] = (put, value, None)
     return None
 
 
-_put_pairs: Callable[[dict, Iterator[Any], int, int], Any]
+_put_pairs: Callable[[dict, Iterator[Any], int, int, int], Any]
 try:
     from cython_ext._writebatch import put_pairs as _put_pairs  # type: ignore[no-redef]
 except ImportError as exc:  # a broken build
@@ -200,7 +200,7 @@ class WriteBatch:
             items = iter(pairs)
         except TypeError:
             raise TypeError(f"put_many takes an iterable of (key, value) pairs, not {type(pairs).__name__}") from None
-        while (item := _put_pairs(self._mutations, items, MAX_KEY_BYTES, MAX_VALUE_BYTES)) is not None:
+        while (item := _put_pairs(self._mutations, items, PUT, MAX_KEY_BYTES, MAX_VALUE_BYTES)) is not None:
             try:
                 key, value = item
             except (TypeError, ValueError):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -115,11 +118,19 @@ def test_compiled_put_pairs_and_its_twin_stop_at_the_same_item(items) -> None:
         mutations: dict = {}
         pairs = iter(items)
         stops = []
-        while (item := impl(mutations, pairs, 4, 4)) is not None:
+        while (item := impl(mutations, pairs, PUT, 4, 4)) is not None:
             stops.append(item)
         outcomes.append((mutations, stops))
     assert outcomes[0] == outcomes[1]
     assert batch_module._put_pairs is not put_pairs_py, "cython_ext._writebatch did not build (run make install)"
+
+
+def test_the_compiled_module_imports_first_without_a_cycle() -> None:
+    # It once imported kvstore, whose import of it then found it half made
+    # and fell back to the twin with a warning.
+    code = "import warnings; warnings.simplefilter('error'); import cython_ext._writebatch, kvstore; print(kvstore.batch._put_pairs.__module__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "cython_ext._writebatch"
 
 
 @settings(max_examples=200, deadline=None)
