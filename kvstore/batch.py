@@ -10,7 +10,7 @@ from typing import Any, Callable, Final, Iterable, Iterator
 
 from kvstore.format.rows import DELETE, PUT
 from kvstore.options import MAX_KEY_BYTES, MAX_VALUE_BYTES
-from kvstore.reader import prefix_bounds
+from kvstore.keyrange import prefix_bounds
 
 # key -> (kind, value, expire_at_ms); the last operation on a key wins.
 Mutation = tuple[int, "bytes | None", "int | None"]

@@ -132,22 +132,6 @@ def visible_value(row: Row | None, clock_ms: int | None = None) -> bytes | None:
     return row[3]
 
 
-def prefix_bounds(prefix: bytes) -> tuple[bytes, bytes | None]:
-    """``[start, end)`` covering exactly the keys that start with ``prefix``.
-
-    >>> prefix_bounds(b"ab")
-    (b'ab', b'ac')
-    >>> prefix_bounds(b"a\\xff")
-    (b'a\\xff', b'b')
-    >>> prefix_bounds(b"\\xff\\xff")
-    (b'\\xff\\xff', None)
-    """
-    stripped = prefix.rstrip(b"\xff")
-    if not stripped:
-        return prefix, None
-    return prefix, stripped[:-1] + bytes([stripped[-1] + 1])
-
-
 def scan_rows(
     layers: Layers,
     snapshot_seq: int,

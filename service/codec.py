@@ -20,7 +20,7 @@ from starlette.requests import Request
 
 from kvstore.batch import scan_bounds
 from kvstore.options import MAX_KEY_BYTES
-from kvstore.reader import prefix_bounds
+from kvstore.keyrange import prefix_bounds
 from kvstore.remote import MAX_REMOTE_KEY_BYTES
 from service.errors import ApiError
 

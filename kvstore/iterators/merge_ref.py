@@ -32,42 +32,13 @@ from itertools import groupby
 from operator import itemgetter
 
 from kvstore.format.rows import DELETE, EXPIRE_AT_MS, KIND, MAX_SEQ, SEQ, Row
+from kvstore.keyrange import merge_bounds
 
-__all__ = ["merge_rows", "merge_bounds"]
+__all__ = ["merge_rows"]
 
 _MODES = ("read", "compaction")
 _row_key = itemgetter(0)
 _row_seq = itemgetter(SEQ)
-
-
-def merge_bounds(start: bytes | None, end: bytes | None, prefix: bytes | None) -> tuple[bytes | None, bytes | None]:
-    """Fold ``start``, ``end`` and ``prefix`` into one half-open range ``[lo, hi)``.
-
-    The keys starting with ``prefix`` are exactly ``[prefix, successor)``, where
-    the successor strips trailing ``0xff`` bytes and increments the last byte
-    left; a prefix made only of ``0xff`` bytes has no upper bound.
-
-    Args:
-        start: Inclusive lower bound, or None.
-        end: Exclusive upper bound, or None.
-        prefix: Required key prefix, or None.
-
-    Returns:
-        ``(lo, hi)``; None means unbounded on that side.
-
-    >>> merge_bounds(b"a", None, b"ab\\xff")
-    (b'ab\\xff', b'ac')
-    >>> merge_bounds(None, b"b", b"\\xff")
-    (b'\\xff', b'b')
-    """
-    lo, hi = start, end
-    if prefix:
-        stripped = prefix.rstrip(b"\xff")
-        successor = stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else None
-        lo = prefix if lo is None else max(lo, prefix)
-        if successor is not None:
-            hi = successor if hi is None else min(hi, successor)
-    return lo, hi
 
 
 def _require_int(name: str, value: object, low: int, high: int) -> None:
