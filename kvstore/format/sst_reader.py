@@ -190,6 +190,13 @@ class SSTReader:
             b += 1  # the key's older versions continue in the next block
         return None
 
+    def _nothing_in(self, start: bytes | None, end: bytes | None, snapshot_seq: int) -> bool:
+        """Check a range's arguments; True when this file cannot hold a row of it."""
+        _check_key(start, "start", optional=True)
+        _check_key(end, "end", optional=True)
+        _check_seq(snapshot_seq)
+        return snapshot_seq < self._meta.info.min_seq or (start is not None and end is not None and start >= end)
+
     def iter(
         self, start: bytes | None = None, end: bytes | None = None, snapshot_seq: int = MAX_SEQ, reverse: bool = False
     ) -> Iterator[Row]:
@@ -204,12 +211,9 @@ class SSTReader:
             TypeError, ValueError: bad bounds or ``snapshot_seq`` (at call time).
             CorruptionError: while iterating, a block is corrupt.
         """
-        _check_key(start, "start", optional=True)
-        _check_key(end, "end", optional=True)
-        _check_seq(snapshot_seq)
         if not isinstance(reverse, bool):
             raise TypeError(f"reverse must be bool, not {type(reverse).__name__}")
-        if snapshot_seq < self._meta.info.min_seq or (start is not None and end is not None and start >= end):
+        if self._nothing_in(start, end, snapshot_seq):
             return iter(())
         if reverse:
             return self._iter_reverse(start, end, snapshot_seq)
@@ -224,10 +228,7 @@ class SSTReader:
             TypeError, ValueError: bad bounds or ``snapshot_seq`` (at call time).
             CorruptionError: while iterating, a block is corrupt.
         """
-        _check_key(start, "start", optional=True)
-        _check_key(end, "end", optional=True)
-        _check_seq(snapshot_seq)
-        if snapshot_seq < self._meta.info.min_seq or (start is not None and end is not None and start >= end):
+        if self._nothing_in(start, end, snapshot_seq):
             return iter(())
         return self._iter_batches(start, end, snapshot_seq)
 
@@ -244,10 +245,7 @@ class SSTReader:
             TypeError, ValueError: bad bounds or ``snapshot_seq`` (at call time).
             CorruptionError: while iterating, a block is corrupt.
         """
-        _check_key(start, "start", optional=True)
-        _check_key(end, "end", optional=True)
-        _check_seq(snapshot_seq)
-        if snapshot_seq < self._meta.info.min_seq or (start is not None and end is not None and start >= end):
+        if self._nothing_in(start, end, snapshot_seq):
             return iter(())
         return self._iter_segments(start, end)
 
