@@ -65,6 +65,8 @@ MAX_VERSION: Final = 2**32 - 1  # the file name has 32 bits
 _MAGIC: Final = b"LKVROOT2"
 _ARROW_MAGIC: Final = b"ARROW1"  # format 1 files start with it
 _META_KEY: Final = b"lakekv.root"  # format 1 only
+# One encoder for every root (json.dumps with options builds a new one per call).
+_HEADER_JSON: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 _U32: Final = struct.Struct("<I")
 # key length is written separately; then seq offset, kind, value length + 1
 _ROW_HEAD: Final = struct.Struct("<IBI")
@@ -198,7 +200,7 @@ def encode_root(root: RootFile, encoded_rows: bytes | None = None) -> bytes:
         # every root of the chain.
         if name != "parent" and value is not None and value != {} and value != []
     }
-    text = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
+    text = _HEADER_JSON.encode(header).encode()
     if encoded_rows is None:
         rows = root.rows if root.rows is not None else root.delta_rows()
         encoded_rows = encode_rows(rows if type(rows) is list else list(rows), root.first_seq)

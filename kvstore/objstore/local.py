@@ -35,6 +35,7 @@ except ImportError:  # not built: the Python twin does the same, slower beside b
 
 TEMP_DIR = ".tmp"
 """Name of the root's subdirectory holding in-flight temp files; never listed."""
+_TEMP_DIR_BYTES = TEMP_DIR.encode()
 
 # A delete prunes empty parent directories, so a concurrent writer may find its
 # freshly created parent gone before it links into it; it recreates the
@@ -87,6 +88,7 @@ class LocalStore:
             raise TypeError(f"root_dir must be a str or path, not {type(root_dir).__name__}")
         self.root = Path(root_dir).expanduser().resolve()
         self.url = self.root.as_uri()
+        self._root_bytes = os.fsencode(self.root)  # the commit path builds its names as bytes
         self.fsync = fsync
         self.conditional_create = conditional_create
         # Temp names from a generator seeded once from the OS (uuid4 asks the
@@ -167,34 +169,37 @@ class LocalStore:
             _unlink_quietly(temp)
 
     def put_if_absent(self, path: str, data: bytes) -> bool:
-        full = self._file(path)
+        _check_object_path(path)
         if not self.conditional_create:
             raise ObjectStoreError(
                 f"{self.url} was opened without conditional create; "
                 "wrap it in an LMDB commit store (objstore.lmdb_commit)"
             )
         if self.compiled_publish and _newfile is not None:
-            published = self._put_if_absent_compiled(path, full, data)
+            published = self._put_if_absent_compiled(path, data)
             if published is not None:
                 return published
-        return self._put_if_absent_py(path, full, data)
+        return self._put_if_absent_py(path, self._file(path), data)
 
-    def _put_if_absent_compiled(self, path: str, full: Path, data: bytes) -> bool | None:
+    def _put_if_absent_compiled(self, path: str, data: bytes) -> bool | None:
         """``cython_ext._newfile``'s one-call publish (see its docstring); None: use the Python path.
 
         The compiled call covers the usual case; a missing ``.tmp`` or parent
         directory (the first object under a new prefix) goes to the Python
-        path, which creates and fsyncs directories.
+        path, which creates and fsyncs directories. The names are built as
+        bytes, not ``Path`` objects: this runs once per commit, and pathlib
+        cost about 50 us of it.
         """
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"data for {path!r} must be bytes-like, not {type(data).__name__}")
         view = memoryview(data).cast("B")
         if not view.c_contiguous:
             return None
-        temp = self._temp_name()
-        step, err = _newfile.publish_new_file(
-            os.fsencode(temp), os.fsencode(full), os.fsencode(full.parent), view, self.fsync
-        )
+        relative = os.fsencode(path)  # put_if_absent validated it: "/"-separated, no "." or ".."
+        directory = relative.rpartition(b"/")[0]
+        parent = self._root_bytes + b"/" + directory if directory else self._root_bytes
+        temp = b"%s/%s/%x-%024x.tmp" % (self._root_bytes, _TEMP_DIR_BYTES, os.getpid(), self._names.getrandbits(96))
+        step, err = _newfile.publish_new_file(temp, self._root_bytes + b"/" + relative, parent, view, self.fsync)
         if step == 0:
             return True
         if step == _newfile.LINK and err == errno.EEXIST:
@@ -209,7 +214,7 @@ class LocalStore:
         }.get(step)
         if what is None:
             raise ObjectStoreError(
-                f"fsync of {full.parent} failed after writing {path!r}: {OSError(err, os.strerror(err))}"
+                f"fsync of {os.fsdecode(parent)} failed after writing {path!r}: {OSError(err, os.strerror(err))}"
             )
         raise ObjectStoreError(f"{what} {path!r} to {self.url} failed: {OSError(err, os.strerror(err))}")
 
@@ -243,9 +248,7 @@ class LocalStore:
     # -- helpers -------------------------------------------------------------
 
     def _file(self, path: str) -> Path:
-        validate_path(path)
-        if path.split("/", 1)[0] == TEMP_DIR:
-            raise ValueError(f"object path {path!r} is inside the reserved {TEMP_DIR}/ directory")
+        _check_object_path(path)
         return self.root.joinpath(*path.split("/"))
 
     def _write_temp(self, path: str, data: bytes) -> Path:
@@ -397,3 +400,10 @@ def _unlink_quietly(temp: Path) -> None:
         return
     except OSError as exc:
         raise ObjectStoreError(f"cannot remove temp file {temp}: {exc}") from exc
+
+
+def _check_object_path(path: str) -> None:
+    """Raise ValueError unless ``path`` is a valid object path outside the reserved temp directory."""
+    validate_path(path)
+    if path.split("/", 1)[0] == TEMP_DIR:
+        raise ValueError(f"object path {path!r} is inside the reserved {TEMP_DIR}/ directory")
