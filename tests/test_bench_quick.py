@@ -138,6 +138,15 @@ def test_quick_run_produces_every_workload_and_sane_numbers(tmp_path: Path) -> N
             assert 0 <= metrics["abort_rate"] < 1, where
         assert all(v == 0 for v in m.get("checks", {}).values()), (where, m["checks"])
 
+    # W2: lakekv and the new-file floor were measured taking turns, as many commits each.
+    turns = {
+        m["engine"]: m for m in measurements
+        if m["workload"] == "W2" and m["case"] == "1 writer" and m["engine"] in ("lakekv", "fs-floor")
+    }
+    assert set(turns) == {"lakekv", "fs-floor"}
+    assert turns["lakekv"]["metrics"]["n"] == turns["fs-floor"]["metrics"]["n"] == results["config"]["seq_commits"]
+    assert all("taking turns" in " ".join(m["notes"]) for m in turns.values())
+
     # Pessimistic engines never abort; all W1 rows landed and take disk space.
     for m in measurements:
         if m["workload"] == "W6" and m["engine"] in ("lmdb", "sqlite"):
