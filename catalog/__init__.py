@@ -21,6 +21,7 @@ from catalog.errors import (
     ReadOnlyError,
     RetryableConflictError,
     SchemaMismatchError,
+    StaleDataFileError,
     TableAlreadyExistsError,
     ViewAlreadyExistsError,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "ViewAlreadyExistsError",
     "NamespaceNotEmptyError",
     "SchemaMismatchError",
+    "StaleDataFileError",
     "ReadOnlyError",
     "RetryableConflictError",
     "IncompatibleConflictError",

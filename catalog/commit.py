@@ -30,9 +30,11 @@ from catalog.errors import (
     IncompatibleConflictError,
     RetryableConflictError,
     SchemaMismatchError,
+    StaleDataFileError,
 )
+from catalog.freshness import publish_deadline
 from catalog.ops import Context, Op, Retry
-from kvstore.errors import ConflictError
+from kvstore.errors import ConflictError, StaleOutputError
 from kvstore.store import Store
 from kvstore.txn import Transaction
 
@@ -114,11 +116,17 @@ def commit_ops(
         backoff = 0.002
         for attempt in range(max_rebases + 1):
             _respect_durable_locks(txn, w, ops)  # refuses before anything is sent: settled
+            _require_fresh_files(store, ctx, txn, ops)  # likewise
             try:
                 txn.set_summary({"ops": bounded(summaries)})
                 txn.commit()
                 version = txn.commit_version if txn.commit_version is not None else txn.version
                 return Outcome(version, summaries)
+            except StaleOutputError as exc:  # missed the deadline in the queue: not sent, settled
+                raise StaleDataFileError(
+                    f"{_names(ops)} could not be published before its data files got older than half the "
+                    f"GC grace period (gc_grace_s={store.options.gc_grace_s:g} s); write the data again and commit"
+                ) from exc
             except ConflictError as exc:
                 txn.rollback()
                 lost = exc
@@ -152,6 +160,17 @@ def commit_ops(
         # If it landed, its entries point at the new files: keep them (gc() removes them if not).
         if not unsettled:
             _cleanup(ctx, ops)
+        raise
+
+
+def _require_fresh_files(store: Store, ctx: Context, txn: Transaction, ops: Sequence[Op]) -> None:
+    """Refuse files GC may take, and make the commit publish before it could (see catalog.freshness)."""
+    try:
+        deadline = publish_deadline(store, ctx.objects, [f for op in ops for f in op.new_files()])
+        if deadline is not None:
+            txn.publish_by(deadline)
+    except BaseException:
+        txn.rollback()
         raise
 
 

@@ -129,3 +129,19 @@ class TransactionExpiredError(CatalogError, _KvTransactionExpiredError):
 
 class TransactionStateError(CatalogError):
     """Not allowed in the transaction's state: commit after abort, commit with an open child, unlock of a changed node, ..."""
+
+
+class StaleDataFileError(CatalogError):
+    """A commit or staged operation names a data file GC may take (see :mod:`catalog.freshness`).
+
+    The file is missing, or older than half the GC grace period, or the
+    commit could not be published before it got that old. Nothing was
+    committed; write the data again and commit the new files.
+
+    Attributes:
+        path: the data file's object path (None when the commit as a whole missed its deadline).
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path

@@ -150,9 +150,11 @@ class GCReport:
     floor_version: int = 0
 
 
-def _storage_now(lake: Lakehouse) -> float:
-    now = getattr(lake.store, "storage_now", None)
-    return float(now()) if callable(now) else time.time()
+def _orphan_cutoff(lake: Lakehouse, grace_s: float) -> float:
+    """Storage timestamps at or before this are certainly more than ``grace_s`` old
+    (the storage clock may lag one resolution step and stamps are truncated: two steps of margin)."""
+    store = lake.store
+    return store.storage_now() - grace_s - 2 * store.storage_clock_resolution
 
 
 def _scan_tables(reader: CatalogReader) -> Iterator[tuple[bytes, bytes]]:
@@ -165,6 +167,10 @@ def gc(lake: Lakehouse, dry_run: bool, grace_s: float | None, progress: bool) ->
         grace_s = float(lake.store.options.gc_grace_s)
     elif isinstance(grace_s, bool) or not isinstance(grace_s, (int, float)) or not grace_s >= 0:
         raise ValueError(f"grace_s must be a non-negative number, got {grace_s!r}")
+    # The clock is read BEFORE the references: a commit this gc does not see
+    # was checked after this instant against a file younger than half the
+    # grace (catalog.freshness), so the file cannot be past the cutoff.
+    cutoff = _orphan_cutoff(lake, grace_s)
     lake.refresh()
     floor = lake.store.retention_floor()
     report = GCReport(dry_run=dry_run, floor_version=floor.version)
@@ -188,7 +194,6 @@ def gc(lake: Lakehouse, dry_run: bool, grace_s: float | None, progress: bool) ->
     referenced = live_paths | {record["path"] for _, record in gone}
     for hook in GC_REFERENCE_HOOKS:
         referenced |= hook(lake)
-    cutoff = _storage_now(lake) - grace_s
     orphans: list[tuple[str, int]] = []
     for meta in lake.objects.list(DATA_PREFIX + "/"):
         if meta.path not in referenced and meta.mtime <= cutoff:

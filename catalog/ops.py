@@ -89,9 +89,14 @@ class Op(ABC):
     def object_name(self) -> str:
         """The namespace, table or view the op acts on (for messages and history)."""
 
-    def new_paths(self) -> list[str]:
-        """Data files this op created, to delete if it finally fails."""
+    def new_files(self) -> list[DataFile]:
+        """Data files this op makes referenced: written for it, checked by
+        :mod:`catalog.freshness` before it commits or is staged, deleted if it finally fails."""
         return []
+
+    def new_paths(self) -> list[str]:
+        """The object paths of :meth:`new_files`."""
+        return [f.path for f in self.new_files()]
 
     def to_record(self) -> dict[str, Any]:
         return {"kind": self.kind, **_encode_fields(self)}
@@ -318,8 +323,8 @@ class Append(Op):
     def object_name(self) -> str:
         return self.table
 
-    def new_paths(self) -> list[str]:
-        return [f.path for f in self.files]
+    def new_files(self) -> list[DataFile]:
+        return list(self.files)
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
         definition = _require_def(w, self.table_id, self.table)
@@ -435,8 +440,8 @@ class _Rewrite(Op):
     def object_name(self) -> str:
         return self.table
 
-    def new_paths(self) -> list[str]:
-        return [f.path for f in self.added]
+    def new_files(self) -> list[DataFile]:
+        return list(self.added)
 
     def plan(self, w: CatalogWriter, ctx: Context, definition: TableDef) -> None:
         """First application: choose the files to rewrite and write what remains of them."""
@@ -532,8 +537,8 @@ class Overwrite(_Rewrite):
     files_schema: pa.Schema | None = None
     read_files: list[str] | None = None
 
-    def new_paths(self) -> list[str]:
-        return [f.path for f in self.added] + [f.path for f in self.files]
+    def new_files(self) -> list[DataFile]:
+        return self.added + self.files
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
         definition = _require_def(w, self.table_id, self.table)

@@ -102,6 +102,10 @@ class PendingCommit:
     # Sets or removes one named checkpoint (kvstore.retention); like a tree
     # change it uses no seq, but it never conflicts.
     checkpoint_change: CheckpointChange | None = None
+    # time.monotonic() after which this commit must not be published (see
+    # Transaction.publish_by): like TreeChange.deadline, for a data commit
+    # that makes objects referenced which GC deletes past its grace. None: no limit.
+    deadline: float | None = None
     seq: int = 0
     version: int = -1
     error: BaseException | None = None
@@ -318,10 +322,14 @@ class Committer:
             p.finish(error)
 
     def _check_tree_changes(self, pending: list[PendingCommit]) -> list[PendingCommit]:
-        """Fail tree changes whose base tree is gone; at most one per group survives."""
+        """Fail commits past their deadline and tree changes whose base tree is gone
+        (at most one tree change per group survives)."""
         tree = self._state.tree_path
         kept = []
         for p in pending:
+            if p.deadline is not None and time.monotonic() > p.deadline:
+                p.finish(StaleOutputError("commit missed its publish deadline; GC may take the objects it references"))
+                continue
             change = p.tree_change
             if change is not None:
                 if change.deadline is not None and time.monotonic() > change.deadline:

@@ -101,6 +101,7 @@ class Transaction:
         # written) the snapshot can no longer move to the head (see get_for_update).
         self._has_read = False
         self._summary: dict[str, Any] | None = None
+        self._publish_deadline: float | None = None  # see publish_by
         self._state = "active"  # active | committed | aborted | failed | rolled back | expired
         # The version whose root file holds our writes, once committed with writes.
         self.commit_version: int | None = None
@@ -180,6 +181,25 @@ class Transaction:
         self._check_active()
         self._summary = check_summary(summary)
 
+    def publish_by(self, deadline: float) -> None:
+        """Refuse to publish this transaction's commit after ``deadline`` (``time.monotonic()``).
+
+        For a commit that makes objects referenced which GC would delete
+        once unreferenced past its grace period (the catalog's data files):
+        the committer checks the deadline right before the root file's PUT,
+        after any wait in its queue, and fails the commit with
+        :class:`~kvstore.errors.StaleOutputError` instead. Calling it again
+        keeps the earlier deadline.
+
+        Raises:
+            TypeError: ``deadline`` is not a number.
+            TransactionClosedError / TransactionExpiredError: the transaction is not active.
+        """
+        self._check_active()
+        if isinstance(deadline, bool) or not isinstance(deadline, (int, float)):
+            raise TypeError(f"deadline must be a time.monotonic() value, got {type(deadline).__name__}")
+        self._publish_deadline = float(deadline) if self._publish_deadline is None else min(self._publish_deadline, deadline)
+
     def commit(self) -> int:
         """Validate and make the writes durable; return the commit seq.
 
@@ -222,7 +242,7 @@ class Transaction:
                 # Other processes learn our write set from the root file: keys
                 # read with get_for_update conflict like written ones there too.
                 descriptor["lock_keys"] = sorted(key.hex() for key in locked_only)
-            pending = PendingCommit(dict(self._writes), descriptor, validation=validation)
+            pending = PendingCommit(dict(self._writes), descriptor, validation=validation, deadline=self._publish_deadline)
             on_queued = None
             if self._lock_keys:
                 handover = InFlight(self._ancestors + (pending,))

@@ -36,9 +36,12 @@ from catalog.durable.implicit import implicit_locks
 from catalog.durable.manager import DurableTransaction
 from catalog.durable.records import SNAPSHOT, TxnRecord
 from catalog.durable.work import Work
+from catalog.errors import StaleDataFileError
+from catalog.freshness import publish_deadline
 from catalog.ops import Op, from_record
 from catalog.session import CatalogSession
 from catalog.table import Table
+from kvstore.errors import StaleOutputError
 
 if TYPE_CHECKING:
     from catalog.durable.lake import DurableLake
@@ -81,14 +84,27 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
                 op.apply(view, self._durable.lake._ctx, rebase=False)  # type: ignore[arg-type]
             requests = implicit_locks(op)
             record = op.to_record()
+            lake = self._durable.lake
+            files = op.new_files()
 
             def stage(work: Work) -> None:
                 lifecycle.require_active(work, self.id)
                 for request in requests:
                     lifecycle.lock(work, self.id, *request, waitable=False, implicit=True)
                 lifecycle.stage_op(work, self.id, record)
+                # Staged files count as referenced (lake.gc's staged_paths), so
+                # the rule applies now, as it would to a commit (catalog.freshness).
+                deadline = publish_deadline(lake.store, lake.objects, files)
+                if deadline is not None:
+                    work.txn.publish_by(deadline)
 
-            self.manager.run(stage, keep_cleanup=False)
+            try:
+                self.manager.run(stage, keep_cleanup=False)
+            except StaleOutputError as exc:
+                raise StaleDataFileError(
+                    f"staging {op.kind} of {op.object_name!r} into durable transaction {self.id} could not be "
+                    "published before its data files got older than half the GC grace period; write the data again"
+                ) from exc
         except BaseException:
             _delete_files(self._durable.lake.objects, op.new_paths())
             raise

@@ -255,6 +255,9 @@ def test_unsettled_commit_keeps_its_data_files(prepared: Prepared, tmp_path: Pat
     shutil.copytree(prepared.root, root)
     faulty = FaultyStore(LocalStore(root, fsync=False), seed=0)
     with _open(faulty) as lake:
+        # The commit's freshness check reads the storage clock (a probe under
+        # "_"): measure it first, so the faults below hit only the root file.
+        lake.store.storage_now()
         faulty.fail_next("put_if_absent", when="after", path_prefix="_")
         for op in ("get", "head"):
             faulty.fail_next(op, path_prefix="_", count=1000)
