@@ -1,5 +1,6 @@
 """Compaction, data-file GC (safe by construction), export and history."""
 
+import os
 import time
 from pathlib import Path
 
@@ -12,6 +13,12 @@ from catalog_util import ORDERS, orders
 
 def _data_paths(lake: catalog.Lakehouse) -> set[str]:
     return {m.path for m in lake.objects.list("data/")}
+
+
+def _make_old(path: Path, seconds: float = 3600) -> None:
+    """Stamp a local file ``seconds`` in the past: what waiting out a grace period would do."""
+    then = time.time() - seconds
+    os.utime(path, (then, then))
 
 
 def test_compaction_keeps_rows_and_partitions(local_lake: catalog.Lakehouse) -> None:
@@ -63,7 +70,7 @@ def test_gc_deletes_removed_files_past_the_floor_and_orphans_after_grace(tmp_pat
         lake.objects.put(orphan, b"not committed")
         young = lake.gc(grace_s=3600)  # the grace period protects orphans, not committed removals
         assert set(young.removed_files) == old_files and young.orphan_files == [] and orphan in _data_paths(lake)
-        time.sleep(1.1)
+        _make_old(tmp_path / "l" / orphan)
         report = lake.gc(grace_s=0.5)
         assert report.removed_files == [] and report.orphan_files == [orphan]
         assert _data_paths(lake) == {f.path for f in t.files()}
@@ -71,7 +78,7 @@ def test_gc_deletes_removed_files_past_the_floor_and_orphans_after_grace(tmp_pat
         assert lake.gc(grace_s=0).removed_files == []  # the gone records were forgotten
         dry = catalog.open(lake.url, poll_interval_s=0)
         dry.objects.put(orphan, b"again")
-        time.sleep(1.1)
+        _make_old(tmp_path / "l" / orphan)
         assert dry.gc(dry_run=True, grace_s=0.5).orphan_files == [orphan] and orphan in _data_paths(dry)
         dry.close()
     finally:

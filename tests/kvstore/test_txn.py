@@ -356,7 +356,7 @@ def test_closing_after_expiry_does_not_release_twice(db) -> None:
     txn = db.begin(ttl=0.01)
     time.sleep(0.06)
     db._oracle.end(-1)  # any oracle call sweeps expired transactions
-    assert txn.state in ("expired", "active")
+    assert txn.state == "expired"  # the sweep ran past its deadline
     txn.rollback()
     del txn
     gc.collect()
