@@ -3,7 +3,9 @@
 Actions: ``ls [NS]``, ``show TABLE``, ``history [--table T] [--limit N]``,
 ``create-namespace NS [--parents]``, ``drop NAME [--cascade] [--purge]``
 (a table, view or namespace), ``compact TABLE [--target-mb N]``,
-``gc [--dry-run] [--grace S]``, ``export DEST [--version N]``; plus the
+``gc [--dry-run] [--grace S]``, ``export DEST [--version N]``, ``verify``
+(the store and every data file of every retained version; exit 1 if any
+is bad); plus the
 durable-transaction actions of :mod:`catalog.durable.cli` (``txs``,
 ``locks``, ``abort``). Long work (compact, gc, export) draws a progress bar
 on stderr. Exit codes as for every ``lakekv`` command: 0 ok, 1 the command
@@ -69,6 +71,9 @@ def add_lake_commands(commands: Any) -> None:
     export.add_argument("dest", metavar="DEST")
     export.add_argument("--version", type=_non_negative)
     export.set_defaults(handler=_missing_is_exit_1(_cmd_export))
+
+    verify = actions.add_parser("verify", help="check the store and every data file of every retained version")
+    verify.set_defaults(handler=_cmd_verify)
 
     try:
         from catalog.durable.cli import add_durable_actions
@@ -200,6 +205,22 @@ def _cmd_gc(args: argparse.Namespace) -> int:
         f"(floor version {report.floor_version})"
     )
     return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    with _open(args.url) as lake:
+        report = lake.verify()
+    for problem in report.store.problems:
+        print(f"store: {problem}")
+    for bad in report.problems:
+        print(f"data file {bad}")
+    print(
+        f"{'ok' if report.ok else 'PROBLEMS'}: versions {report.floor_version}..{report.head_version}, "
+        f"{report.files_checked} data files ({report.bytes_checked} bytes) checked, "
+        f"{report.unchecksummed} without a checksum (size and Parquet decode only), "
+        f"{len(report.problems) + len(report.store.problems)} problems"
+    )
+    return 0 if report.ok else 1
 
 
 def _cmd_export(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ classification catches the subclass.
 
 from __future__ import annotations
 
-from kvstore.errors import ConflictError, StoreError
+from kvstore.errors import ConflictError, CorruptionError, StoreError
 from kvstore.errors import TransactionExpiredError as _KvTransactionExpiredError
 
 
@@ -145,3 +145,19 @@ class StaleDataFileError(CatalogError):
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+class CorruptDataFileError(CatalogError, CorruptionError):
+    """A data file is not the file its catalog entry describes: wrong size or CRC32C, or undecodable.
+
+    A :class:`kvstore.CorruptionError` too. The message names the file and, where known, the table.
+
+    Attributes:
+        path: the data file's object path.
+        table: the table's name, when the reader knew it.
+    """
+
+    def __init__(self, message: str, *, path: str, table: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.table = table

@@ -188,6 +188,20 @@ class Lakehouse(CatalogSession):
 
         return export(self, dest_url, version, progress, **dest_options)
 
+    def verify(self) -> Any:
+        """Check the catalog's store and every data file of every retained version.
+
+        Returns a :class:`catalog.verify.LakeVerifyReport`: ``ok``, and one
+        problem per bad file (missing, wrong size, failed CRC32C,
+        undecodable), each naming the file and its table. Reads every
+        retained data file once.
+
+        Raises:
+            ObjectStoreError: the storage failed (a bad file is a problem in the report, not an error).
+        """
+        from catalog.verify import verify
+
+        return verify(self)
 
     # -- durable transactions and locks (catalog/durable/, YTsaurus model) ----------
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from catalog import keys
 from catalog.access import CatalogReader
-from catalog.datafiles import DataFile, read_file, write_files
+from catalog.datafiles import DataFile, read_body, read_file, write_files
 from catalog.ops import Compact
 from catalog.session import DATA_PREFIX
 
@@ -121,7 +121,7 @@ def compact_table(lake: Lakehouse, name: str, target_file_bytes: int, progress: 
     added: list[DataFile] = []
     done = 0
     for group in groups:
-        data = pa.concat_tables([read_file(lake.objects, f, table.schema) for f in group])
+        data = pa.concat_tables([read_file(lake.objects, f, table.schema, table=table.name) for f in group])
         added.extend(write_files(lake.objects, table.location, data, table.schema, table.partition_by, target_file_bytes))
         removed.extend(group)
         done += len(group)
@@ -251,7 +251,7 @@ def export(lake: Lakehouse, dest_url: str, version: int | None, progress: bool, 
 
     The catalog's store is exported at that version (every byte verified by
     lakekv's export), then every data file that version references is copied
-    and its size checked.
+    and its size and CRC32C checked (a corrupt source raises CorruptDataFileError).
     """
     from kvstore.objstore.factory import open_store
 
@@ -268,11 +268,7 @@ def export(lake: Lakehouse, dest_url: str, version: int | None, progress: bool, 
         with lake.at(version=version) as past, past._reading() as reader:
             entries = [DataFile.decode(v) for k, v in _scan_tables(reader) if b"/file/" in k]
         for i, entry in enumerate(entries, 1):
-            body = lake.objects.get(entry.path)
-            if len(body) != entry.size:
-                from catalog.errors import CatalogError
-
-                raise CatalogError(f"data file {entry.path} has {len(body)} bytes, its entry says {entry.size}")
+            body = read_body(lake.objects, entry)  # a corrupt source is refused, never copied
             dest.put(entry.path, body)
             report.data_files += 1
             report.data_bytes += len(body)

@@ -256,7 +256,10 @@ def _drop_table_keys(w: CatalogWriter, table_id: str, purge: bool) -> tuple[int,
 
 
 def _gone(f: DataFile, purge: bool = False) -> bytes:
-    return json.dumps({"path": f.path, "size": f.size, "purge": purge}, separators=(",", ":")).encode()
+    record: dict[str, Any] = {"path": f.path, "size": f.size, "purge": purge}
+    if f.crc32c is not None:  # lake.verify() checks removed files that retained versions still read
+        record["crc32c"] = f.crc32c
+    return json.dumps(record, separators=(",", ":")).encode()
 
 
 @dataclass
@@ -453,7 +456,7 @@ class _Rewrite(Op):
             self.removed = list(live)
             return
         for entry in prune(live, definition.schema, self.filter):
-            data = read_file(ctx.objects, entry, definition.schema)
+            data = read_file(ctx.objects, entry, definition.schema, table=self.table)
             hit = _matches(data, self.filter)
             hits = pc.sum(hit).as_py() or 0
             if hits == 0:

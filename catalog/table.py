@@ -269,7 +269,7 @@ class Scan:
         for entry in self.files():
             if remaining == 0:
                 return
-            data = read_file(objects, entry, schema)
+            data = read_file(objects, entry, schema, table=self.table.name)
             if self.filter is not None:
                 data = data.filter(self.filter)
             if self.columns is not None:

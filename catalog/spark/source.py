@@ -217,7 +217,10 @@ class LakehouseReader(DataSourceReader):
                 batch
                 for entry in partition.files
                 for batch in to_spark_batches(
-                    read_file_batches(objects, DataFile.from_json(entry), partition.table_schema), target
+                    read_file_batches(
+                        objects, DataFile.from_json(entry), partition.table_schema, table=self._options.table
+                    ),
+                    target,
                 )
             )
             yield from read_ahead(batches, thread_name="lakehouse-read")

@@ -1,0 +1,142 @@
+"""``lake.verify()``: the catalog's store and every data file any retained version reads.
+
+The files of every retained version (the retention floor up to the head) are
+the files live at the floor, plus those live at the head, plus those removed
+in between: a removal leaves a ``gone`` record (path, size, CRC32C) until GC
+has deleted the file, which it does only once the removal is at or below the
+floor. So three reads cover every retained version however many there are,
+and each file is checked once: it exists, has its entry's size and CRC32C
+(entries from before checksums: size, then a full Parquet decode with page
+checksums), and every problem is reported, not just the first.
+
+Files of a table dropped with ``purge=True`` are exempt from "missing": GC
+deletes them at once by design.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from catalog import keys
+from catalog.access import CatalogReader
+from catalog.datafiles import DataFile, check_body
+from catalog.errors import CorruptDataFileError
+from catalog.names import join
+from catalog.objects import TABLE
+
+if TYPE_CHECKING:
+    from catalog.lakehouse import Lakehouse
+    from kvstore.verify import VerifyReport
+
+
+@dataclass(frozen=True)
+class DataFileProblem:
+    """One bad data file: where it is, whose it is, what is wrong."""
+
+    path: str
+    table: str | None
+    problem: str
+
+    def __str__(self) -> str:
+        owner = "" if self.table is None else f" (table {self.table})"
+        return f"{self.path}{owner}: {self.problem}"
+
+
+@dataclass
+class LakeVerifyReport:
+    """The outcome of :meth:`catalog.Lakehouse.verify`.
+
+    Attributes:
+        store: the catalog store's own report (root files, trees, SSTs).
+        floor_version, head_version: the retained versions checked.
+        files_checked, bytes_checked: data files read and checked.
+        unchecksummed: files whose entries carry no CRC32C (written before
+            checksums): checked by size and a full Parquet decode instead.
+        problems: one per bad data file; empty when healthy.
+    """
+
+    store: VerifyReport
+    floor_version: int
+    head_version: int
+    files_checked: int = 0
+    bytes_checked: int = 0
+    unchecksummed: int = 0
+    problems: list[DataFileProblem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.store.ok and not self.problems
+
+
+def verify(lake: Lakehouse) -> LakeVerifyReport:
+    """See the module docstring."""
+    lake.refresh()
+    store_report = lake.store.verify()
+    floor = lake.store.retention_floor().version
+    head = lake.version
+    report = LakeVerifyReport(store=store_report, floor_version=floor, head_version=head)
+    wanted: dict[str, tuple[DataFile, str | None, bool]] = {}  # path -> (entry, table, purged)
+    for version in sorted({floor, head}):
+        with lake.store.at(version=version) as snapshot:
+            _collect(CatalogReader(snapshot), wanted)
+    for path in sorted(wanted):
+        entry, table, purged = wanted[path]
+        problem = _check(lake, entry, table, purged, report)
+        if problem is not None:
+            report.problems.append(DataFileProblem(path, table, problem))
+    return report
+
+
+def _collect(reader: CatalogReader, wanted: dict[str, tuple[DataFile, str | None, bool]]) -> None:
+    names = _table_names(reader)
+    for key, raw in reader.kv.scan(prefix=keys.TBL):
+        table_id = key[len(keys.TBL) :].split(b"/", 1)[0].decode()
+        table = names.get(table_id)
+        if b"/file/" in key:
+            entry = DataFile.decode(raw)
+            wanted.setdefault(entry.path, (entry, table, False))
+        elif b"/gone/" in key:
+            record: dict[str, Any] = json.loads(raw)
+            crc = record.get("crc32c")
+            removed = DataFile(
+                id=key.rsplit(b"/", 1)[1].decode(),
+                path=str(record["path"]),
+                size=int(record.get("size", 0)),
+                rows=0,
+                crc32c=None if crc is None else int(crc),
+            )
+            entry, owner, purged = wanted.get(removed.path, (removed, table, False))
+            wanted[removed.path] = (entry, owner or table, purged or bool(record.get("purge")))
+
+
+def _table_names(reader: CatalogReader) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for ns in [(), *reader.child_namespaces((), recursive=True)]:
+        for name, pointer in reader.objects(ns):
+            if pointer.kind == TABLE:
+                names[pointer.id] = join((*ns, name))
+    return names
+
+
+def _check(lake: Lakehouse, entry: DataFile, table: str | None, purged: bool, report: LakeVerifyReport) -> str | None:
+    try:
+        body = lake.objects.get(entry.path)
+    except FileNotFoundError:
+        return None if purged else "missing: a retained version references it"
+    report.files_checked += 1
+    report.bytes_checked += len(body)
+    try:
+        check_body(entry, body, table)
+        if entry.crc32c is None:
+            report.unchecksummed += 1
+            pq.read_table(pa.BufferReader(body), page_checksum_verification=True)
+    except CorruptDataFileError as exc:
+        return str(exc)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        return f"cannot be decoded as Parquet: {exc}"
+    return None
