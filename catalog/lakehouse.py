@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from catalog.arguments import checked
 from catalog.access import CatalogReader, CatalogWriter
 from catalog.commit import Context, Outcome, apply_one, commit_ops
 from catalog.datafiles import DEFAULT_TARGET_FILE_BYTES
@@ -86,6 +87,7 @@ class Lakehouse(CatalogSession):
         return f"Lakehouse({self.url!r}, version={self.version})"
 
     @staticmethod
+    @checked
     def open(url: object, create: bool = True, background: bool = True, **options: Any) -> Lakehouse:  # noqa: A003
         """``catalog.Lakehouse.open(url)`` is :func:`catalog.open` (DESIGN.md's spelling)."""
         return open(url, create=create, background=background, **options)
@@ -98,10 +100,12 @@ class Lakehouse(CatalogSession):
     def version(self) -> int:
         return self.store.version
 
+    @checked
     def refresh(self) -> int:
         """Catch up with versions other writers committed; returns the version."""
         return self.store.refresh()
 
+    @checked
     def close(self) -> None:
         self.store.close()  # closes the object store it opened
 
@@ -133,6 +137,7 @@ class Lakehouse(CatalogSession):
     # -- transactions, time travel, history --------------------------------------
 
     @contextmanager
+    @checked
     def transaction(self, isolation: str = "serializable") -> Iterator[LakeTransaction]:
         """A multi-table transaction: every change inside becomes ONE lakehouse version.
 
@@ -148,6 +153,7 @@ class Lakehouse(CatalogSession):
             raise
         tx.commit()
 
+    @checked
     def at(self, version: int | None = None, timestamp: float | None = None) -> PastLakehouse:
         """The lakehouse as of a version or a storage timestamp (read-only).
 
@@ -158,6 +164,7 @@ class Lakehouse(CatalogSession):
         snap = self.store.at(version=version, timestamp=timestamp)
         return PastLakehouse(self, snap)
 
+    @checked
     def history(self, limit: int | None = 20, table: str | None = None) -> list[HistoryEntry]:
         """Versions newest first with the catalog operations each committed.
 
@@ -170,11 +177,13 @@ class Lakehouse(CatalogSession):
 
     # -- maintenance -------------------------------------------------------------
 
+    @checked
     def compact_table(self, name: str, target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, progress: bool = False) -> Any:
         from catalog.maintenance import compact_table
 
         return compact_table(self, name, target_file_bytes, progress)
 
+    @checked
     def gc(self, dry_run: bool = False, grace_s: float | None = None, progress: bool = False) -> Any:
         from catalog.maintenance import gc
 
@@ -183,11 +192,13 @@ class Lakehouse(CatalogSession):
         report.orphan_files.extend(staged)
         return report
 
+    @checked
     def export(self, dest_url: str, version: int | None = None, progress: bool = False, **dest_options: Any) -> Any:
         from catalog.maintenance import export
 
         return export(self, dest_url, version, progress, **dest_options)
 
+    @checked
     def verify(self) -> Any:
         """Check the catalog's store and every data file of every retained version.
 
@@ -214,18 +225,22 @@ class Lakehouse(CatalogSession):
             self._durable = DurableLake(self)
         return self._durable
 
+    @checked
     def begin(self, timeout: float | None = None, parent: Any = None, title: str | None = None) -> Any:
         """Start a durable transaction (long-running, pinged, nestable, with locks); see catalog.durable."""
         return self.durable.begin(timeout=timeout, parent=parent, title=title)
 
+    @checked
     def attach(self, txid: str) -> Any:
         """The durable transaction ``txid``, begun by any process."""
         return self.durable.attach(txid)
 
+    @checked
     def transactions(self, include_finished: bool = False) -> list[Any]:
         """Durable transaction records (like YTsaurus ``//sys/transactions``)."""
         return self.durable.transactions(include_finished)  # type: ignore[no-any-return]
 
+    @checked
     def locks(self, node: str) -> list[Any]:
         """The locks on a node, in queue order (like YTsaurus ``//sys/locks``)."""
         return self.durable.locks(node)  # type: ignore[no-any-return]
@@ -257,6 +272,7 @@ class PastLakehouse(CatalogSession):
     def _check_writable(self) -> None:
         raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a past version)")
 
+    @checked
     def close(self) -> None:
         self._snap.close()
 
@@ -330,6 +346,7 @@ class LakeTransaction(CatalogSession):
     def operations(self) -> list[Op]:
         return list(self._ops)
 
+    @checked
     def commit(self) -> int:
         """Commit every change as one lakehouse version; returns it."""
         self._check_active()
@@ -351,6 +368,7 @@ class LakeTransaction(CatalogSession):
         self.version = outcome.version
         return outcome.version
 
+    @checked
     def rollback(self) -> None:
         """Discard every change (files written for them are deleted)."""
         if self.state != "active":

@@ -20,6 +20,7 @@ the full expression is still applied to the rows read.
 from __future__ import annotations
 
 import ctypes
+import re
 import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Final, Sequence
@@ -241,6 +242,32 @@ def columns_of(pred: Pred) -> set[str]:
     if isinstance(pred, Not):
         return columns_of(pred.child)
     return set()
+
+
+def check_expression(expr: pc.Expression, schema: pa.Schema, what: str = "filter") -> None:
+    """Refuse an expression that cannot apply to rows of ``schema``, naming the column.
+
+    Both pruning (which would keep every file) and the row filter must see the
+    same expression, so it is bound to the schema once, here: an unknown
+    column is a ``ValueError`` and a comparison of a column with a value of
+    another type a ``TypeError``, each naming the column, instead of
+    pyarrow's errors from deep inside a scan (or none at all when pruning).
+    """
+    try:
+        schema.empty_table().filter(expr)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        missing = _UNKNOWN_FIELD.findall(str(exc))
+        if missing:
+            raise ValueError(
+                f"{what} names column {missing[0]!r}, which is not a column (columns: {', '.join(schema.names)})"
+            ) from None
+        used = sorted(columns_of(from_expression(expr)))
+        typed = ", ".join(f"{name!r} ({schema.field(name).type})" for name in used if name in schema.names)
+        about = f" on column {typed}" if typed else ""
+        raise TypeError(f"{what} does not fit the column types{about}: {exc}") from None
+
+
+_UNKNOWN_FIELD: Final = re.compile(r"No match for FieldRef\.Name\(([^)]*)\)")
 
 
 # -- pruning ---------------------------------------------------------------

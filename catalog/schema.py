@@ -42,6 +42,16 @@ def _check_type(name: str, t: pa.DataType) -> None:
         raise ValueError(f"column {name!r}: type {t} is not supported by the catalog (use the plain value type)")
 
 
+def check_column_name(name: object, what: str = "column name") -> str:
+    """The one rule for column names (create_table, add_column, rename_column):
+    a non-empty str of at most 255 characters, no control characters."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what}: a column name must be a str, not {type(name).__name__}")
+    if not name or len(name) > 255 or any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in name):
+        raise ValueError(f"{what}: column name {name[:60]!r} must be 1-255 characters without control characters")
+    return name
+
+
 def assign_field_ids(schema: object) -> tuple[pa.Schema, int]:
     """A new table's schema with ids 1..n; returns it and the last id used."""
     if not isinstance(schema, pa.Schema):
@@ -50,8 +60,7 @@ def assign_field_ids(schema: object) -> tuple[pa.Schema, int]:
         raise ValueError("schema must have at least one column")
     names = [f.name for f in schema]
     for f in schema:
-        if not f.name or any(ord(c) < 0x20 for c in f.name):
-            raise ValueError(f"column name {f.name!r} must be non-empty without control characters")
+        check_column_name(f.name)
         if names.count(f.name) > 1:
             raise ValueError(f"column {f.name!r} appears twice in the schema")
         _check_type(f.name, f.type)
@@ -105,6 +114,9 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     :class:`SchemaMismatchError` naming the column and both types.
     """
     present = set(data.column_names)
+    if len(present) != data.num_columns:
+        twice = next(n for n in data.column_names if data.column_names.count(n) > 1)
+        raise SchemaMismatchError(f"column {twice!r} appears {data.column_names.count(twice)} times in the data")
     wanted = {f.name for f in schema}
     extra = [n for n in data.column_names if n not in wanted]
     if extra:

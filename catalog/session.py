@@ -21,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from catalog.arguments import checked
 from catalog import keys, names
 from catalog.access import CatalogReader
 from catalog.errors import NoSuchTableError, NoSuchViewError
@@ -37,7 +38,7 @@ from catalog.ops import (
     RenameTable,
     UpdateNamespaceProperties,
 )
-from catalog.schema import assign_field_ids, field_id
+from catalog.schema import assign_field_ids, check_column_name, field_id
 from catalog.table import Table
 from kvstore.objstore.base import ObjectStore
 
@@ -97,12 +98,14 @@ class CatalogSession(ABC):
 
     # -- namespaces ----------------------------------------------------------
 
+    @checked
     def create_namespace(self, namespace: str, properties: dict[str, str] | None = None, parents: bool = False) -> Any:
         """Create a namespace (its parents must exist unless ``parents=True``)."""
         ns = names.parse_namespace(namespace)
         props = keys.check_properties(properties)
         return self._submit_checked(CreateNamespace(ns=ns, properties=props, parents=bool(parents)))
 
+    @checked
     def list_namespaces(self, parent: str | None = None, recursive: bool = False) -> list[str]:
         """Namespaces directly under ``parent`` (top level for None), sorted."""
         ns = names.parse_namespace(parent) if parent is not None else ()
@@ -111,17 +114,20 @@ class CatalogSession(ABC):
                 r.require_namespace(ns)
             return [names.join(c) for c in r.child_namespaces(ns, recursive=recursive)]
 
+    @checked
     def namespace_exists(self, namespace: str) -> bool:
         ns = names.parse_namespace(namespace)
         with self._reading() as r:
             return r.namespace(ns) is not None
 
+    @checked
     def namespace_properties(self, namespace: str) -> dict[str, str]:
         ns = names.parse_namespace(namespace)
         with self._reading() as r:
             r.require_namespace(ns)
             return r.namespace_properties(ns)
 
+    @checked
     def update_namespace_properties(
         self, namespace: str, updates: dict[str, str] | None = None, removals: list[str] | None = None
     ) -> Any:
@@ -131,6 +137,7 @@ class CatalogSession(ABC):
         rems = [keys.check_property_name(r, "removals") for r in (removals or [])]
         return self._submit_checked(UpdateNamespaceProperties(ns=ns, updates=ups, removals=rems))
 
+    @checked
     def drop_namespace(self, namespace: str, cascade: bool = False) -> Any:
         """Drop a namespace; ``NamespaceNotEmptyError`` if it holds anything, unless ``cascade``."""
         ns = names.parse_namespace(namespace)
@@ -138,6 +145,7 @@ class CatalogSession(ABC):
 
     # -- tables ----------------------------------------------------------------
 
+    @checked
     def create_table(
         self,
         name: str,
@@ -164,6 +172,8 @@ class CatalogSession(ABC):
                 raise ValueError("native tables live under the lakehouse: location/metadata_location are for iceberg")
             with_ids, last = assign_field_ids(schema)
             partition_ids = []
+            if partition_by and len(set(partition_by)) != len(partition_by):
+                raise ValueError(f"partition_by names a column twice: {partition_by}")
             for col in partition_by or []:
                 if not isinstance(col, str) or col not in with_ids.names:
                     raise ValueError(f"partition_by: no column {col!r} in the schema ({', '.join(with_ids.names)})")
@@ -202,6 +212,7 @@ class CatalogSession(ABC):
         self._submit_checked(CreateTable(ns=ns, name=short, definition=definition, properties=props))
         return Table(self, ns, short, definition, props)
 
+    @checked
     def load_table(self, name: str) -> Table:
         """The table as of this session's view (``NoSuchTableError`` if absent)."""
         ns, short = names.split_table_name(name)
@@ -210,6 +221,7 @@ class CatalogSession(ABC):
             props = r.table_properties(pointer.id)
         return Table(self, ns, short, definition, props)
 
+    @checked
     def table_exists(self, name: str) -> bool:
         try:
             self.load_table(name)
@@ -217,6 +229,7 @@ class CatalogSession(ABC):
             return False
         return True
 
+    @checked
     def list_tables(self, namespace: str) -> list[str]:
         """Full names of the tables directly in ``namespace``, sorted."""
         return self._list_objects(namespace, TABLE)
@@ -227,18 +240,21 @@ class CatalogSession(ABC):
             r.require_namespace(ns)
             return [names.join((*ns, n)) for n, p in r.objects(ns) if p.kind == kind]
 
+    @checked
     def rename_table(self, old: str, new: str) -> Any:
         """Rename (or move to another existing namespace) a table; its data stays where it is."""
         ns, short = names.split_table_name(old)
         new_ns, new_short = names.split_table_name(new)
         return self._submit_checked(RenameTable(ns=ns, name=short, new_ns=new_ns, new_name=new_short))
 
+    @checked
     def drop_table(self, name: str, purge: bool = False) -> Any:
         """Drop a table. Its files stay readable by time travel until retention passes,
         then ``gc()`` deletes them; ``purge=True`` lets ``gc()`` delete them at once."""
         ns, short = names.split_table_name(name)
         return self._submit_checked(DropTable(ns=ns, name=short, purge=bool(purge)))
 
+    @checked
     def commit_metadata_location(self, name: str, new_location: str, expected_location: str | None) -> Any:
         """Compare-and-set an Iceberg table's metadata pointer (``RetryableConflictError`` if it moved)."""
         if not isinstance(new_location, str) or not new_location:
@@ -250,6 +266,7 @@ class CatalogSession(ABC):
 
     # -- views -----------------------------------------------------------------
 
+    @checked
     def create_view(
         self,
         name: str,
@@ -263,6 +280,7 @@ class CatalogSession(ABC):
         record = _view_record(sql, dialect, properties, schema, metadata)
         return self._submit_checked(CreateView(ns=ns, name=short, view=record, view_id=uuid.uuid4().hex))
 
+    @checked
     def replace_view(
         self,
         name: str,
@@ -285,6 +303,7 @@ class CatalogSession(ABC):
         record.version = None  # type: ignore[assignment]
         return self._submit_checked(CreateView(ns=ns, name=short, view=record, view_id="", replace=True))
 
+    @checked
     def load_view(self, name: str) -> View:
         ns, short = names.split_table_name(name, "view")
         with self._reading() as r:
@@ -292,6 +311,7 @@ class CatalogSession(ABC):
         assert pointer.view is not None
         return View(names.join((*ns, short)), pointer.view)
 
+    @checked
     def view_exists(self, name: str) -> bool:
         try:
             self.load_view(name)
@@ -299,9 +319,11 @@ class CatalogSession(ABC):
             return False
         return True
 
+    @checked
     def list_views(self, namespace: str) -> list[str]:
         return self._list_objects(namespace, VIEW)
 
+    @checked
     def drop_view(self, name: str) -> Any:
         ns, short = names.split_table_name(name, "view")
         return self._submit_checked(DropView(ns=ns, name=short))
@@ -316,6 +338,11 @@ def _check_str(value: object, what: str) -> str:
 def _check_schema(schema: object) -> pa.Schema | None:
     if schema is not None and not isinstance(schema, pa.Schema):
         raise TypeError(f"schema must be a pyarrow.Schema, not {type(schema).__name__}")
+    if schema is not None:
+        for f in schema:
+            check_column_name(f.name, "view schema")
+            if schema.names.count(f.name) > 1:
+                raise ValueError(f"view schema: column {f.name!r} appears twice")
     return schema
 
 

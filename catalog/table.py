@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from catalog.arguments import checked
 from catalog.datafiles import DataFile, read_file, write_files
 from catalog.names import Namespace, join
 from catalog.objects import TableDef
 from catalog.ops import Append, Delete, Overwrite, UpdateProperties, UpdateSchema, _matches, prune
-from catalog.schema import SchemaChange, conform
+from catalog.predicates import check_expression
+from catalog.schema import SchemaChange, check_column_name, conform
 
 if TYPE_CHECKING:
     from catalog.session import CatalogSession
@@ -113,6 +115,7 @@ class Table:
         table = to_table(data)
         return conform(table, self.schema)
 
+    @checked
     def write_files(self, data: object) -> list[DataFile]:
         """Write ``data`` as Parquet files under the table's location; commit nothing."""
         self._session._check_writable()
@@ -121,6 +124,7 @@ class Table:
             self._session._objects, self.location, table, self.schema, self.partition_by, self._session._target_file_bytes
         )
 
+    @checked
     def append(self, data: object) -> int | None:
         """Add rows in one commit; returns the new lakehouse version (None inside a transaction).
 
@@ -132,6 +136,7 @@ class Table:
         files = self.write_files(data)
         return self.commit_files(files, mode="append")
 
+    @checked
     def commit_files(
         self,
         added: list[DataFile],
@@ -159,7 +164,7 @@ class Table:
             not isinstance(read_files, (list, tuple)) or not all(isinstance(f, DataFile) for f in read_files)
         ):
             raise TypeError("read_files must be a list of DataFile (e.g. table.files() of the version read)")
-        expr = _check_filter(filter)
+        expr = self._filter(filter)
         if mode == "append":
             if expr is not None:
                 raise ValueError("filter only goes with mode='overwrite'")
@@ -179,6 +184,7 @@ class Table:
             raise ValueError(f"mode must be 'append' or 'overwrite', not {mode!r}")
         return self._session._submit(op)
 
+    @checked
     def overwrite(self, data: object, filter: object = None) -> int | None:  # noqa: A002 - the API's word
         """Replace every row (or only the rows matching ``filter``) with ``data``, in one commit.
 
@@ -186,7 +192,7 @@ class Table:
         so the table afterwards holds exactly the old rows not matching plus
         ``data``.
         """
-        expr = _check_filter(filter)
+        expr = self._filter(filter)
         table = self._conformed(data)
         if expr is not None and table.num_rows:
             hit = _matches(table, expr)
@@ -198,15 +204,17 @@ class Table:
         )
         return self.commit_files(files, mode="overwrite", filter=expr)
 
+    @checked
     def delete(self, filter: object) -> int | None:  # noqa: A002
         """Delete the rows matching ``filter``: files holding any are rewritten without them."""
         self._session._check_writable()
         self._require_native()
-        expr = _check_filter(filter)
+        expr = self._filter(filter)
         if expr is None:
             raise ValueError("delete needs a filter (to remove every row, overwrite with an empty table)")
         return self._session._submit(Delete(table=self.name, table_id=self.id, filter=expr))
 
+    @checked
     def update_properties(self, updates: dict[str, str] | None = None, removals: list[str] | None = None) -> int | None:
         from catalog.keys import check_properties, check_property_name
 
@@ -214,6 +222,14 @@ class Table:
         rems = [check_property_name(r, "removals") for r in (removals or [])]
         return self._session._submit(UpdateProperties(table=self.name, table_id=self.id, updates=ups, removals=rems))
 
+    def _filter(self, expr: object) -> pc.Expression | None:
+        """``expr`` as a filter on this table's rows: checked for type, columns and their types."""
+        checked_expr = _check_filter(expr)
+        if checked_expr is not None:
+            check_expression(checked_expr, self.schema, f"filter on table {self.name!r}")
+        return checked_expr
+
+    @checked
     def update_schema(self) -> UpdateSchemaBuilder:
         """Start a schema change: ``.add_column(...).rename_column(...).commit()``."""
         self._require_native()
@@ -221,20 +237,22 @@ class Table:
 
     # -- reads -------------------------------------------------------------------
 
+    @checked
     def files(self, filter: object = None) -> list[DataFile]:  # noqa: A002
         """The live data files a scan with ``filter`` would read (pruned by statistics)."""
         self._require_native()
-        expr = _check_filter(filter)
+        expr = self._filter(filter)
         with self._session._reading() as r:
             if r.recorded is not None:
                 r.table_def(self.id)  # in a transaction, reading the data depends on the table still being there
             live = r.live_files(self.id)
         return prune(live, self.schema, expr)
 
+    @checked
     def scan(self, filter: object = None, columns: list[str] | None = None, limit: int | None = None) -> Scan:  # noqa: A002
         """A scan of this table's rows as of the session's version."""
         self._require_native()
-        expr = _check_filter(filter)
+        expr = self._filter(filter)
         if columns is not None:
             if not isinstance(columns, (list, tuple)) or not all(isinstance(c, str) for c in columns):
                 raise TypeError("columns must be a list of column names")
@@ -256,11 +274,13 @@ class Scan:
         self.limit = limit
         self._files: list[DataFile] | None = None
 
+    @checked
     def files(self) -> list[DataFile]:
         if self._files is None:
             self._files = self.table.files(self.filter)
         return self._files
 
+    @checked
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         schema = self.table.schema
         out_schema = pa.schema([schema.field(c) for c in self.columns]) if self.columns is not None else schema
@@ -281,11 +301,13 @@ class Scan:
                 if batch.num_rows:
                     yield batch.cast(out_schema) if batch.schema != out_schema else batch
 
+    @checked
     def to_arrow(self) -> pa.Table:
         schema = self.table.schema
         out_schema = pa.schema([schema.field(c) for c in self.columns]) if self.columns is not None else schema
         return pa.Table.from_batches(list(self.to_batches()), schema=out_schema)
 
+    @checked
     def count(self) -> int:
         return sum(b.num_rows for b in self.to_batches())
 
@@ -297,30 +319,33 @@ class UpdateSchemaBuilder:
         self._table = table
         self._change = SchemaChange()
 
+    @checked
     def add_column(self, name: str, type: pa.DataType, nullable: bool = True) -> UpdateSchemaBuilder:  # noqa: A002
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"add_column: name must be a non-empty str, got {name!r}")
+        check_column_name(name, "add_column")
         if not isinstance(type, pa.DataType):
             raise TypeError(f"add_column: type must be a pyarrow.DataType, not {type!r}")
         self._change.steps.append(("add", (name, type, bool(nullable))))
         return self
 
+    @checked
     def rename_column(self, old: str, new: str) -> UpdateSchemaBuilder:
-        if not isinstance(new, str) or not new or any(ord(c) < 0x20 for c in new):
-            raise ValueError(f"rename_column: new name must be a non-empty str without control characters, got {new!r}")
+        check_column_name(new, "rename_column")
         self._change.steps.append(("rename", (old, new)))
         return self
 
+    @checked
     def drop_column(self, name: str) -> UpdateSchemaBuilder:
         self._change.steps.append(("drop", (name,)))
         return self
 
+    @checked
     def widen(self, name: str, type: pa.DataType) -> UpdateSchemaBuilder:  # noqa: A002
         if not isinstance(type, pa.DataType):
             raise TypeError(f"widen: type must be a pyarrow.DataType, not {type!r}")
         self._change.steps.append(("widen", (name, type)))
         return self
 
+    @checked
     def commit(self) -> int | None:
         t = self._table
         # Fail early, with the caller's stack, on a change that cannot apply.

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import kvstore
 
+from catalog.arguments import checked
 from catalog.durable import checks, keys, lifecycle, locks
 from catalog.durable.errors import LockConflictError, TransactionExpiredError
 from catalog.durable.records import ACQUIRED, ACTIVE, EXPIRED, PENDING, DurableConfig, LockRecord, TxnRecord
@@ -71,16 +72,19 @@ class TransactionManager:
         self.poll_max_s = _check_seconds(poll_max_s, "poll_max_s")
         self.apply_ops = apply_ops
 
+    @checked
     def run(self, operation: Callable[[Work], Any], keep_cleanup: bool = True) -> Any:
         """Run ``operation`` in one serializable lakekv transaction (see :func:`.work.run`)."""
         return run(self.store, operation, self.clock, keep_cleanup=keep_cleanup)
 
     # -- configuration -------------------------------------------------------------
 
+    @checked
     def config(self) -> DurableConfig:
         """The store-wide limits every process applies."""
         return self.run(lambda work: work.config)  # type: ignore[no-any-return]
 
+    @checked
     def configure(
         self,
         *,
@@ -106,12 +110,14 @@ class TransactionManager:
 
         return self.run(change)  # type: ignore[no-any-return]
 
+    @checked
     def check(self) -> list[str]:
         """Violations of the stored invariants (see :func:`.checks.check_all`); empty when sound."""
         return self.run(checks.check_all)  # type: ignore[no-any-return]
 
     # -- transactions ----------------------------------------------------------------
 
+    @checked
     def begin(
         self, timeout: float | None = None, parent: DurableTransaction | str | None = None, title: str | None = None
     ) -> DurableTransaction:
@@ -136,6 +142,7 @@ class TransactionManager:
         record: TxnRecord = self.run(lambda work: lifecycle.begin(work, parent_id, timeout, title))
         return DurableTransaction(self, record.id)
 
+    @checked
     def attach(self, txid: str) -> DurableTransaction:
         """A handle on an existing transaction (from any process).
 
@@ -146,10 +153,12 @@ class TransactionManager:
         self.run(lambda work: work.require(txid))
         return DurableTransaction(self, txid)
 
+    @checked
     def abort(self, txid: str) -> None:
         """Abort a transaction by id (and its descendants); see :meth:`DurableTransaction.abort`."""
         self.run(lambda work: lifecycle.abort(work, keys.check_txid(txid)))
 
+    @checked
     def transactions(self, include_finished: bool = False) -> list[TxnRecord]:
         """Transaction records (like ``//sys/transactions``), oldest first; ``state`` already reflects expiry."""
 
@@ -167,6 +176,7 @@ class TransactionManager:
 
         return self.run(read)  # type: ignore[no-any-return]
 
+    @checked
     def locks(self, node: str) -> list[LockRecord]:
         """The locks on ``node`` in queue order (like ``//sys/locks``), after clearing expired holders."""
         keys.check_name(node, "node")
@@ -188,6 +198,7 @@ class DurableTransaction:
     def __repr__(self) -> str:
         return f"DurableTransaction({self.id!r})"
 
+    @checked
     def record(self) -> TxnRecord:
         """The stored record, with ``state`` reflecting expiry."""
 
@@ -206,6 +217,7 @@ class DurableTransaction:
     def parent(self) -> str | None:
         return self.record().parent
 
+    @checked
     def ping(self, ancestors: bool = False) -> None:
         """Restart the timeout; with ``ancestors=True`` also every ancestor's (pinging a child alone does not keep its parent alive).
 
@@ -215,6 +227,7 @@ class DurableTransaction:
         """
         self.manager.run(lambda work: lifecycle.ping(work, self.id, bool(ancestors)))
 
+    @checked
     def commit(self) -> None:
         """Commit: into the parent (locks and staged operations move up) or, if topmost, into the store as one version.
 
@@ -224,6 +237,7 @@ class DurableTransaction:
         """
         self.manager.run(lambda work: lifecycle.commit(work, self.id, self.manager.apply_ops))
 
+    @checked
     def abort(self) -> None:
         """Abort it and every descendant, releasing their locks. A no-op if already aborted or expired.
 
@@ -232,6 +246,7 @@ class DurableTransaction:
         """
         self.manager.abort(self.id)
 
+    @checked
     def lock(
         self,
         node: str,
@@ -256,6 +271,7 @@ class DurableTransaction:
         )
         return Lock(self.manager, record)
 
+    @checked
     def unlock(self, node: str) -> None:
         """Remove this transaction's explicit locks on ``node`` (acquired and pending).
 
@@ -265,6 +281,7 @@ class DurableTransaction:
         keys.check_name(node, "node")
         self.manager.run(lambda work: lifecycle.unlock(work, self.id, node))
 
+    @checked
     def locks(self) -> list[LockRecord]:
         """This transaction's own locks (not its ancestors' or children's)."""
         return self.manager.run(lambda work: locks.txn_locks(work, self.id))  # type: ignore[no-any-return]
@@ -286,6 +303,7 @@ class Lock:
     def __repr__(self) -> str:
         return f"Lock({self.node!r}, {self.mode!r}, id={self.id!r})"
 
+    @checked
     def record(self) -> LockRecord | None:
         """The current record, or None once the lock is gone (released, unlocked, merged or dropped)."""
         return self.manager.run(lambda work: lifecycle.lock_status(work, self.node, self.seq, self.id))  # type: ignore[no-any-return]
@@ -303,6 +321,7 @@ class Lock:
         record = self.record()
         return "released" if record is None else record.state
 
+    @checked
     def wait(self, timeout: float | None = None) -> Lock:
         """Block until the lock is acquired; return self.
 

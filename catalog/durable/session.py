@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from catalog.arguments import checked
 from catalog import names
 from catalog.access import CatalogReader, CatalogWriter
 from catalog.durable import keys, lifecycle, locks
@@ -112,6 +113,7 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
 
     # -- reads that respect snapshot locks -----------------------------------------
 
+    @checked
     def load_table(self, name: str) -> Table:
         """The table as this transaction sees it (frozen at its snapshot lock's version, if it holds one)."""
         version = self._snapshot_version(name)
@@ -134,6 +136,7 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
 
         return self.manager.run(find)  # type: ignore[no-any-return]
 
+    @checked
     def update_properties(self, name: str, updates: dict[str, str] | None = None, removals: list[str] | None = None) -> None:
         """Set and remove properties of table ``name`` in this transaction."""
         self.load_table(name).update_properties(updates, removals)

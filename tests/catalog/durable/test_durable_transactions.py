@@ -34,7 +34,7 @@ def test_simple(manager: TransactionManager) -> None:
 def test_begin_arguments(manager: TransactionManager) -> None:
     with pytest.raises(ValueError, match="timeout"):
         manager.begin(timeout=0)
-    with pytest.raises(ValueError, match="timeout"):
+    with pytest.raises(TypeError, match="timeout must be a finite number or None, not bool"):
         manager.begin(timeout=True)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="title"):
         manager.begin(title=5)  # type: ignore[arg-type]
