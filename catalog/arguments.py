@@ -34,6 +34,8 @@ import types
 import typing
 from typing import Any, Callable, TypeVar
 
+from catalog.errors import ArgumentTypeError
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 Check = Callable[[Any], bool]
@@ -167,7 +169,7 @@ def checked(func: F) -> F:
             else:
                 continue  # the default: the method's own, trusted
             if not check(value):
-                raise TypeError(f"{qualname}(): {name} must be {_a(expected)}, not {_describe(value)}")
+                raise ArgumentTypeError(f"{qualname}(): {name} must be {_a(expected)}, not {_describe(value)}")
         return func(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

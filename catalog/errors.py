@@ -19,6 +19,14 @@ class CatalogError(StoreError):
     """Root of all catalog errors."""
 
 
+class ArgumentTypeError(TypeError):
+    """A public method got an argument of the wrong type (see :mod:`catalog.arguments`).
+
+    A plain ``TypeError`` to callers; the service answers it with 400, while
+    any other ``TypeError`` reaching it is a bug (500).
+    """
+
+
 class NoSuchObjectError(CatalogError, LookupError):
     """A namespace, table or view does not exist (at the version read)."""
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from typing import AsyncIterator
 
 import anyio.to_thread
@@ -43,15 +44,32 @@ from service.metrics import Metrics, MetricsAndAccessLog
 from service.security import BearerAuth, BodyLimit
 from service.txn_registry import TxnRegistry
 
+_log = logging.getLogger("lakekv.serve")
+
 # How often expired interactive transactions are swept in the background.
 _SWEEP_EVERY_S = 5.0
 
 
 async def _handle_error(request: Request, exc: Exception) -> Response:
     error = to_api_error(exc)
-    if error is None:  # not ours to translate: let the server's 500 handler log it
+    if error is None:  # not ours to translate: a bug, answered by _internal_error
         raise exc
     return error_response(error)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """A bug: 500 with a request id that is in the log line with the traceback too."""
+    request_id = uuid.uuid4().hex[:16]
+    _log.error("internal error, request id %s: %s %s", request_id, request.method, request.url.path, exc_info=exc)
+    body = {
+        "error": {
+            "message": f"internal server error (request id {request_id}; the server log has the details)",
+            "type": "InternalServerError",
+            "code": 500,
+            "request_id": request_id,
+        }
+    }
+    return JSONResponse(body, status_code=500, headers={"X-Request-Id": request_id})
 
 
 async def healthz(request: Request) -> JSONResponse:
@@ -109,7 +127,10 @@ def create_app(config: ServerConfig) -> Starlette:
         Middleware(BodyLimit, max_bytes=config.max_body_bytes),
         Middleware(BearerAuth, token=config.token),
     ]
-    handlers = {ApiError: _handle_error, StoreError: _handle_error, ValueError: _handle_error, TypeError: _handle_error}
+    handlers = {
+        ApiError: _handle_error, StoreError: _handle_error, ValueError: _handle_error, TypeError: _handle_error,
+        Exception: _internal_error,
+    }
     app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers, lifespan=lifespan)  # type: ignore[arg-type]
     app.state.metrics = metrics
     return app

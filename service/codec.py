@@ -112,18 +112,20 @@ async def read_json(request: Request) -> dict[str, Any]:
         data = json.loads(body) if body else {}
     except ValueError:
         raise ApiError(400, "ValueError", "request body is not valid JSON") from None
+    except RecursionError:  # e.g. 100k nested "[": deeper than any request of ours
+        raise ApiError(400, "ValueError", "request body is nested too deeply") from None
     if not isinstance(data, dict):
         raise ApiError(400, "ValueError", "request body must be a JSON object")
     return data
 
 
-def query_bool(request: Request, name: str) -> bool:
+def query_bool(request: Request, name: str, error_type: str = "ValueError") -> bool:
     text = request.query_params.get(name, "false").lower()
     if text in ("1", "true", "yes"):
         return True
     if text in ("0", "false", "no", ""):
         return False
-    raise ApiError(400, "ValueError", f"query parameter {name} must be true or false, got {text!r}")
+    raise ApiError(400, error_type, f"query parameter {name} must be true or false, got {text!r}")
 
 
 def query_number(request: Request, name: str, kind: type, default: Any = None) -> Any:

@@ -37,12 +37,12 @@ from typing import Any, Callable, Final, TypeVar
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
 
 import catalog
 from catalog.errors import LockConflictError, TransactionStateError
 from kvstore.errors import TransactionExpiredError
 from service.codec import query_bool, read_json
+from service.routing import route
 from service.errors import ApiError
 
 T = TypeVar("T")
@@ -184,14 +184,14 @@ async def node_locks(request: Request) -> JSONResponse:
 
 BASE = "/kv/v1/durable"
 ROUTES = [
-    Route(BASE + "/txns", begin, methods=["POST"]),
-    Route(BASE + "/txns", list_transactions, methods=["GET"]),
-    Route(BASE + "/txns/{txid}", get_transaction, methods=["GET"]),
-    Route(BASE + "/txns/{txid}/ping", ping, methods=["POST"]),
-    Route(BASE + "/txns/{txid}/commit", commit, methods=["POST"]),
-    Route(BASE + "/txns/{txid}/abort", abort, methods=["POST"]),
-    Route(BASE + "/txns/{txid}/locks", lock, methods=["POST"]),
-    Route(BASE + "/txns/{txid}/locks", txn_locks, methods=["GET"]),
-    Route(BASE + "/txns/{txid}/locks", unlock, methods=["DELETE"]),
-    Route(BASE + "/locks", node_locks, methods=["GET"]),
+    route(BASE + "/txns", begin, "POST"),
+    route(BASE + "/txns", list_transactions, "GET", params=('include_finished',)),
+    route(BASE + "/txns/{txid}", get_transaction, "GET"),
+    route(BASE + "/txns/{txid}/ping", ping, "POST"),
+    route(BASE + "/txns/{txid}/commit", commit, "POST"),
+    route(BASE + "/txns/{txid}/abort", abort, "POST"),
+    route(BASE + "/txns/{txid}/locks", lock, "POST"),
+    route(BASE + "/txns/{txid}/locks", txn_locks, "GET"),
+    route(BASE + "/txns/{txid}/locks", unlock, "DELETE", params=('node',)),
+    route(BASE + "/locks", node_locks, "GET", params=('node',)),
 ]

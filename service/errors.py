@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
+from catalog.errors import ArgumentTypeError
+
 from kvstore.errors import (
     CommitError,
     ConflictError,
@@ -50,7 +52,9 @@ _STATUS_BY_EXCEPTION: tuple[tuple[type[BaseException], int], ...] = (
     (CorruptionError, 500),
     (StoreError, 500),
     (ValueError, 400),
-    (TypeError, 400),
+    # A wrong argument type a public catalog method refused. Any other
+    # TypeError is a bug in the server: a 500 with a request id, never a 4xx.
+    (ArgumentTypeError, 400),
 )
 
 

@@ -58,6 +58,8 @@ def recorded_seq(store: Store, idempotency_key: str, expected_fingerprint: str |
     if row is None or value is None or row[2] != PUT:
         return None
     stored = json.loads(value).get("fingerprint")
+    # Records from before transaction commits had fingerprints carry None:
+    # they replay for any request, as they did.
     if expected_fingerprint is not None and stored is not None and stored != expected_fingerprint:
         raise ApiError(
             422, "IdempotencyKeyReusedError",
@@ -123,23 +125,39 @@ def commit_ops(
     raise ConflictError(f"commit with Idempotency-Key {idempotency_key!r} kept conflicting; retry it")
 
 
-def commit_transaction(store: Store, txn: Transaction, idempotency_key: str | None) -> tuple[int, bool]:
-    """Commit an interactive transaction, at most once per key; return ``(seq, replayed)``."""
+def transaction_fingerprint(writes_digest: bytes) -> str:
+    """A transaction commit's fingerprint: the keys it writes. A retry (the same
+    transaction, or the client's re-run of it after a lost answer, which may
+    write other values) matches; a PUT, or a transaction that writes other
+    keys, with the same Idempotency-Key does not, and is refused with 422
+    instead of being dropped as a replay."""
+    return fingerprint("commit transaction", writes_digest)
+
+
+def commit_transaction(
+    store: Store, txn: Transaction, idempotency_key: str | None, writes_digest: bytes
+) -> tuple[int, bool]:
+    """Commit an interactive transaction, at most once per key; return ``(seq, replayed)``.
+
+    Raises:
+        ApiError: 422 if the key was already used by a different request (the transaction stays open).
+    """
     if idempotency_key is None:
         return txn.commit(), False
-    seq = recorded_seq(store, idempotency_key, None)
+    request_fingerprint = transaction_fingerprint(writes_digest)
+    seq = recorded_seq(store, idempotency_key, request_fingerprint)
     if seq is not None:
         txn.rollback()
         return seq, True
     try:
-        if not _write_record(txn, idempotency_key, None):
+        if not _write_record(txn, idempotency_key, request_fingerprint):
             raise ConflictError(f"Idempotency-Key {idempotency_key!r} was recorded by a concurrent duplicate")
         return txn.commit(), False
     except ConflictError:
         txn.rollback()  # a no-op after a failed commit
         # Lost to a duplicate of this very request? Then it did commit once.
         store.refresh()
-        seq = recorded_seq(store, idempotency_key, None)
+        seq = recorded_seq(store, idempotency_key, request_fingerprint)
         if seq is not None:
             return seq, True
         raise
@@ -147,5 +165,6 @@ def commit_transaction(store: Store, txn: Transaction, idempotency_key: str | No
 
 def commit_recorded_only(store: Store, idempotency_key: str | None) -> int | None:
     """For a commit of a transaction the server no longer knows (e.g. after a
-    restart): the recorded seq if that commit happened, else None."""
+    restart): the recorded seq if that commit happened, else None. Its writes
+    are gone with it, so there is nothing to compare the record with."""
     return None if idempotency_key is None else recorded_seq(store, idempotency_key, None)

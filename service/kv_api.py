@@ -34,7 +34,6 @@ from typing import Any, Callable, Iterator
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from kvstore import SERIALIZABLE, ConflictError, Store
 from service import idempotency
@@ -54,6 +53,7 @@ from service.codec import (
     ttl_value,
 )
 from service.config import ServerConfig
+from service.routing import route
 from service.errors import ApiError
 from service.metrics import Metrics
 from service.security import check_idempotency_key, check_txn_id
@@ -249,6 +249,7 @@ async def txn_put(request: Request) -> JSONResponse:
     def write() -> None:
         with txns.use(txn_id) as txn:
             txn.put(key, value, ttl)
+            txns.note_write(txn_id, key)
 
     await run_in_threadpool(write)
     return JSONResponse({})
@@ -261,6 +262,7 @@ async def txn_delete(request: Request) -> JSONResponse:
     def write() -> None:
         with txns.use(txn_id) as txn:
             txn.delete(key)
+            txns.note_write(txn_id, key)
 
     await run_in_threadpool(write)
     return JSONResponse({})
@@ -288,8 +290,10 @@ async def txn_commit(request: Request) -> JSONResponse:
 
     def commit() -> tuple[int, bool]:
         try:
+            digest = state.txns.writes_fingerprint(txn_id)
             with state.txns.use(txn_id) as txn:
-                return idempotency.commit_transaction(state.store, txn, idem_key)
+                assert digest is not None, "use() found the transaction"
+                return idempotency.commit_transaction(state.store, txn, idem_key, digest)
         except ApiError as exc:
             # A retry of a commit whose answer was lost: the transaction is
             # gone (finished, or the server restarted), but the record says
@@ -316,18 +320,18 @@ async def txn_rollback(request: Request) -> JSONResponse:
 
 
 ROUTES = [
-    Route("/kv/v1/info", info, methods=["GET"]),
-    Route("/kv/v1/refresh", refresh, methods=["POST"]),
-    Route("/kv/v1/keys/{key}", get_key, methods=["GET"]),
-    Route("/kv/v1/keys/{key}", put_key, methods=["PUT"]),
-    Route("/kv/v1/keys/{key}", delete_key, methods=["DELETE"]),
-    Route("/kv/v1/scan", scan, methods=["GET"]),
-    Route("/kv/v1/batch", batch, methods=["POST"]),
-    Route("/kv/v1/txns", begin, methods=["POST"]),
-    Route("/kv/v1/txns/{txn_id}/keys/{key}", txn_get, methods=["GET"]),
-    Route("/kv/v1/txns/{txn_id}/keys/{key}", txn_put, methods=["PUT"]),
-    Route("/kv/v1/txns/{txn_id}/keys/{key}", txn_delete, methods=["DELETE"]),
-    Route("/kv/v1/txns/{txn_id}/scan", txn_scan, methods=["GET"]),
-    Route("/kv/v1/txns/{txn_id}/commit", txn_commit, methods=["POST"]),
-    Route("/kv/v1/txns/{txn_id}/rollback", txn_rollback, methods=["POST"]),
+    route("/kv/v1/info", info, "GET"),
+    route("/kv/v1/refresh", refresh, "POST"),
+    route("/kv/v1/keys/{key}", get_key, "GET"),
+    route("/kv/v1/keys/{key}", put_key, "PUT", params=('ttl',)),
+    route("/kv/v1/keys/{key}", delete_key, "DELETE"),
+    route("/kv/v1/scan", scan, "GET", params=('start', 'end', 'prefix', 'cursor', 'reverse', 'page_size', 'limit')),
+    route("/kv/v1/batch", batch, "POST"),
+    route("/kv/v1/txns", begin, "POST"),
+    route("/kv/v1/txns/{txn_id}/keys/{key}", txn_get, "GET", params=('for_update',)),
+    route("/kv/v1/txns/{txn_id}/keys/{key}", txn_put, "PUT", params=('ttl',)),
+    route("/kv/v1/txns/{txn_id}/keys/{key}", txn_delete, "DELETE"),
+    route("/kv/v1/txns/{txn_id}/scan", txn_scan, "GET", params=('start', 'end', 'prefix', 'cursor', 'reverse', 'page_size', 'limit')),
+    route("/kv/v1/txns/{txn_id}/commit", txn_commit, "POST"),
+    route("/kv/v1/txns/{txn_id}/rollback", txn_rollback, "POST"),
 ]

@@ -11,6 +11,7 @@ Thread-safety: every method may be called from any worker thread.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import threading
 import time
@@ -33,6 +34,9 @@ class _Open:
     txn: Transaction
     deadline: float  # time.monotonic() when its TTL runs out
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # The keys it writes: what its commit's Idempotency-Key record is
+    # fingerprinted with (service.idempotency).
+    writes: set[bytes] = field(default_factory=set)
 
 
 class TxnRegistry:
@@ -94,6 +98,31 @@ class TxnRegistry:
             finally:
                 if entry.txn.state != "active":
                     self._retire(txn_id, entry.txn.state)
+
+    def note_write(self, txn_id: str, key: bytes) -> None:
+        """Remember that the transaction writes (puts or deletes) ``key``, for its commit's fingerprint."""
+        with self._lock:
+            entry = self._open.get(txn_id)
+            if entry is not None:
+                entry.writes.add(key)
+
+    def writes_fingerprint(self, txn_id: str) -> bytes | None:
+        """A digest of the keys the transaction writes (None for an unknown id).
+
+        Keys, not values: a client that re-runs a read-modify-write
+        transaction after a lost answer writes other values to the same keys,
+        and must be recognised as the same request; a transaction that writes
+        other keys under the same Idempotency-Key is a different one.
+        """
+        with self._lock:
+            entry = self._open.get(txn_id)
+            if entry is None:
+                return None
+            keys = sorted(entry.writes)
+        h = hashlib.sha256()
+        for key in keys:
+            h.update(len(key).to_bytes(4, "big") + key)
+        return h.digest()
 
     def _retire(self, txn_id: str, state: str) -> None:
         with self._lock:

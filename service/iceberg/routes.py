@@ -9,18 +9,19 @@ the protocol's error types and codes (:func:`iceberg_error`). Lists page with
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Final, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 import catalog
 from catalog import errors as catalog_errors
-from kvstore.errors import ConflictError
-from service.codec import read_json
+from kvstore.errors import ConflictError, StoreError
+from service.codec import query_bool, read_json
+from service.routing import route
 from service.errors import ApiError
 from service.iceberg import tables, views
 from service.iceberg.names import (
@@ -35,6 +36,8 @@ from service.iceberg.warehouse import Warehouse
 from service.metrics import Metrics
 
 T = TypeVar("T")
+
+_log = logging.getLogger("lakekv.serve")
 
 DEFAULT_PAGE_SIZE: Final = 1000
 MAX_PAGE_SIZE: Final = 10_000
@@ -153,6 +156,8 @@ _ENDPOINTS: Final = [
 
 
 async def get_config(request: Request) -> JSONResponse:
+    # ?warehouse= names the warehouse a client asks about (DuckDB sends its
+    # catalog's name): this server has one, so every name gets its config.
     _state(request)  # 503 when the Iceberg API is disabled
     return JSONResponse({"defaults": {}, "overrides": {}, "endpoints": _ENDPOINTS})
 
@@ -206,8 +211,20 @@ async def update_namespace_properties(request: Request) -> JSONResponse:
     overlap = set(updates) & set(removals)
     if overlap:
         raise ApiError(422, "UnprocessableEntityException", f"keys both updated and removed: {sorted(overlap)}")
-    summary = await _run(lambda: lake.update_namespace_properties(namespace, updates=updates, removals=removals))
-    return JSONResponse({k: list(summary[k]) for k in ("updated", "removed", "missing")})
+
+    def update() -> dict[str, list[str]]:
+        # One serializable transaction: the answer (which removals existed)
+        # is exactly what this commit did, whatever commits concurrently.
+        with lake.transaction() as tx:
+            before = tx.namespace_properties(namespace)
+            tx.update_namespace_properties(namespace, updates=updates, removals=removals)
+        return {
+            "updated": sorted(updates),
+            "removed": sorted(k for k in removals if k in before),
+            "missing": sorted(k for k in removals if k not in before),
+        }
+
+    return JSONResponse(await _run(update))
 
 
 # -- tables --------------------------------------------------------------------
@@ -253,7 +270,18 @@ async def table_exists(request: Request) -> Response:
 
 async def commit_table(request: Request) -> JSONResponse:
     name, state = _table(request), _state(request)
-    commit = tables.parse_commit(await request.body())
+    body = await read_json(request)
+    # The REST spec makes the identifier optional here (the path names the
+    # table); one that names another table is refused, never applied here.
+    if body.get("identifier") is None:
+        body["identifier"] = identifier_to_json(name)
+    elif identifier_from_json(body["identifier"], "identifier") != name:
+        raise ApiError(
+            400, "BadRequestException",
+            f"the body's identifier {identifier_from_json(body['identifier'], 'identifier')!r} is not "
+            f"the table of the path {name!r}",
+        )
+    commit = tables.parse_commit(body)
     try:
         current = await _run(tables.commit_table, state.lake, state.warehouse, name, commit)
     except ApiError as exc:
@@ -269,24 +297,57 @@ async def commit_table(request: Request) -> JSONResponse:
 
 async def drop_table(request: Request) -> Response:
     name, state = _table(request), _state(request)
-    purge = request.query_params.get("purgeRequested", "false").lower() == "true"
+    purge = query_bool(request, "purgeRequested", "BadRequestException")
     await _run(_drop_table, state, name, purge)
     return Response(status_code=204)
 
 
 def _drop_table(state: _Enabled, name: str, purge: bool) -> None:
     table = state.lake.load_table(name)
-    location = table.location if table.format == tables.ICEBERG else None
+    locations: list[str] = []
+    if purge and table.format == tables.ICEBERG:
+        # Checked before anything is dropped: a location from before
+        # confinement that escapes the warehouse, or overlaps another table's
+        # or the store, refuses the purge (drop without purge still works).
+        others = tables.other_locations(state.lake, name)
+        current = tables.load_current(state.lake, state.warehouse, name).metadata.location
+        locations = sorted({state.warehouse.check_table_location(loc, others, "table location")
+                            for loc in (table.location, current) if loc})
     # A native table's files are the catalog's to purge (its gc knows them);
     # an Iceberg table's files are known only to its metadata: purged here.
-    state.lake.drop_table(name, purge=purge and location is None)
-    if purge and location:
+    state.lake.drop_table(name, purge=purge and table.format != tables.ICEBERG)
+    for location in locations:
         # Files leave only after the pointer is gone; older lakehouse
         # versions that still name this table can no longer read it.
-        import pyarrow.fs as pafs
+        _purge_location(state, location)
 
-        filesystem, path = pafs.FileSystem.from_uri(state.warehouse.check(location, "table location"))
+
+def _store_intact(lake: catalog.Lakehouse) -> bool:
+    """Whether the store's identity object and its newest root file are still there."""
+    from kvstore.format.names import IDENTITY_PATH
+
+    try:
+        lake.store.objects.head(IDENTITY_PATH)
+        lake.refresh()
+    except (FileNotFoundError, StoreError):
+        return False
+    return True
+
+
+def _purge_location(state: _Enabled, location: str) -> None:
+    """Delete everything under one confined table location; a failure that damaged the store stops the server's writes."""
+    import pyarrow.fs as pafs
+
+    filesystem, path = pafs.FileSystem.from_uri(location)
+    try:
         filesystem.delete_dir(path)
+    except FileNotFoundError:
+        return  # nothing was ever written there
+    except BaseException:
+        if not _store_intact(state.lake):
+            _log.critical("a purge of %s failed and the store is damaged: closing it, no more writes", location)
+            state.lake.close()
+        raise
 
 
 async def rename_table(request: Request) -> Response:
@@ -385,27 +446,27 @@ NS = "/v1/namespaces/{namespace}"
 # HEAD routes come before GET ones: Starlette also answers HEAD from a GET
 # route, which for a table would read its metadata just to send no body.
 ROUTES = [
-    Route("/v1/config", get_config, methods=["GET"]),
-    Route("/v1/namespaces", list_namespaces, methods=["GET"]),
-    Route("/v1/namespaces", create_namespace, methods=["POST"]),
-    Route(NS, namespace_exists, methods=["HEAD"]),
-    Route(NS, load_namespace, methods=["GET"]),
-    Route(NS, drop_namespace, methods=["DELETE"]),
-    Route(NS + "/properties", update_namespace_properties, methods=["POST"]),
-    Route(NS + "/tables", list_tables, methods=["GET"]),
-    Route(NS + "/tables", create_table, methods=["POST"]),
-    Route(NS + "/register", register_table, methods=["POST"]),
-    Route(NS + "/tables/{table}", table_exists, methods=["HEAD"]),
-    Route(NS + "/tables/{table}", load_table, methods=["GET"]),
-    Route(NS + "/tables/{table}", commit_table, methods=["POST"]),
-    Route(NS + "/tables/{table}", drop_table, methods=["DELETE"]),
-    Route("/v1/tables/rename", rename_table, methods=["POST"]),
-    Route("/v1/transactions/commit", commit_transaction, methods=["POST"]),
-    Route(NS + "/views", list_views, methods=["GET"]),
-    Route(NS + "/views", create_view, methods=["POST"]),
-    Route(NS + "/views/{view}", view_exists, methods=["HEAD"]),
-    Route(NS + "/views/{view}", load_view, methods=["GET"]),
-    Route(NS + "/views/{view}", replace_view, methods=["POST"]),
-    Route(NS + "/views/{view}", drop_view, methods=["DELETE"]),
-    Route("/v1/views/rename", rename_view, methods=["POST"]),
+    route("/v1/config", get_config, "GET", params=("warehouse",), error_type="BadRequestException"),
+    route("/v1/namespaces", list_namespaces, "GET", params=('parent', 'pageToken', 'pageSize'), error_type="BadRequestException"),
+    route("/v1/namespaces", create_namespace, "POST", error_type="BadRequestException"),
+    route(NS, namespace_exists, "HEAD", error_type="BadRequestException"),
+    route(NS, load_namespace, "GET", error_type="BadRequestException"),
+    route(NS, drop_namespace, "DELETE", error_type="BadRequestException"),
+    route(NS + "/properties", update_namespace_properties, "POST", error_type="BadRequestException"),
+    route(NS + "/tables", list_tables, "GET", params=('pageToken', 'pageSize'), error_type="BadRequestException"),
+    route(NS + "/tables", create_table, "POST", error_type="BadRequestException"),
+    route(NS + "/register", register_table, "POST", error_type="BadRequestException"),
+    route(NS + "/tables/{table}", table_exists, "HEAD", error_type="BadRequestException"),
+    route(NS + "/tables/{table}", load_table, "GET", params=('snapshots',), error_type="BadRequestException"),
+    route(NS + "/tables/{table}", commit_table, "POST", error_type="BadRequestException"),
+    route(NS + "/tables/{table}", drop_table, "DELETE", params=('purgeRequested',), error_type="BadRequestException"),
+    route("/v1/tables/rename", rename_table, "POST", error_type="BadRequestException"),
+    route("/v1/transactions/commit", commit_transaction, "POST", error_type="BadRequestException"),
+    route(NS + "/views", list_views, "GET", params=('pageToken', 'pageSize'), error_type="BadRequestException"),
+    route(NS + "/views", create_view, "POST", error_type="BadRequestException"),
+    route(NS + "/views/{view}", view_exists, "HEAD", error_type="BadRequestException"),
+    route(NS + "/views/{view}", load_view, "GET", error_type="BadRequestException"),
+    route(NS + "/views/{view}", replace_view, "POST", error_type="BadRequestException"),
+    route(NS + "/views/{view}", drop_view, "DELETE", error_type="BadRequestException"),
+    route("/v1/views/rename", rename_view, "POST", error_type="BadRequestException"),
 ]

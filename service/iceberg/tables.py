@@ -129,6 +129,19 @@ def _apply(warehouse: Warehouse, base: Current | None, request: CommitTableReque
     return metadata
 
 
+def other_locations(lake: Any, name: str) -> dict[str, str]:
+    """Every Iceberg table's location but ``name``'s, by table name (a location must not overlap any)."""
+    out: dict[str, str] = {}
+    for namespace in lake.list_namespaces(recursive=True):
+        for full in lake.list_tables(namespace):
+            if full == name:
+                continue
+            table = lake.load_table(full)
+            if table.format == ICEBERG and table.location:
+                out[full] = table.location
+    return out
+
+
 def stage_commit(lake: Any, warehouse: Warehouse, name: str, request: CommitTableRequest) -> tuple[Current, str | None]:
     """Steps 1-5 for one table against ``lake`` (a Lakehouse or an open transaction).
 
@@ -142,6 +155,8 @@ def stage_commit(lake: Any, warehouse: Warehouse, name: str, request: CommitTabl
             raise
         base = None
     metadata = _apply(warehouse, base, request)
+    if base is None or metadata.location != base.metadata.location:
+        warehouse.check_table_location(metadata.location, other_locations(lake, name), "table location")
     previous = base.metadata_location if base else None
     new_location = warehouse.next_metadata_location(metadata, previous)
     warehouse.write_metadata(metadata, new_location)
@@ -215,7 +230,8 @@ def create_table(
     if lake.table_exists(name) or lake.view_exists(name):
         raise ApiError(409, "AlreadyExistsException", f"table {name} already exists")
     location = (
-        warehouse.check(request.location, "location") if request.location
+        warehouse.check_table_location(request.location, other_locations(lake, name), "location")
+        if request.location
         else warehouse.default_table_location(namespace, request.name)
     )
     try:
@@ -229,6 +245,9 @@ def create_table(
     except ValueError as exc:
         raise ApiError(400, "BadRequestException", f"invalid table definition: {exc}") from None
     if request.stage_create:
+        # Nothing is written until the client commits, but its writer puts
+        # data files under the location first (DuckDB's CTAS): it must exist.
+        warehouse.prepare_location(location)
         return None, metadata
     metadata_location = warehouse.next_metadata_location(metadata, None)
     warehouse.write_metadata(metadata, metadata_location)
@@ -253,7 +272,7 @@ def register_table(
         metadata = warehouse.read_metadata(location)
     except (OSError, ValueError) as exc:
         raise ApiError(400, "BadRequestException", f"cannot read metadata at {location}: {exc}") from None
-    warehouse.check(metadata.location, "table location")
+    warehouse.check_table_location(metadata.location, other_locations(lake, name), "table location")
     if body.get("overwrite") and lake.table_exists(name):
         current = load_current(lake, warehouse, name)
         lake.commit_metadata_location(name, location, current.metadata_location)

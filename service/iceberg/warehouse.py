@@ -15,7 +15,6 @@ Metadata files never change once written, so parsed ones are cached by location.
 from __future__ import annotations
 
 import os
-import posixpath
 import threading
 import urllib.parse
 import uuid
@@ -44,20 +43,68 @@ def to_uri(location: str) -> str:
     return location.rstrip("/")
 
 
-def _normalized(uri: str) -> tuple[str, str, str]:
-    parts = urllib.parse.urlsplit(uri)
-    path = posixpath.normpath(parts.path or "/")
-    return parts.scheme, parts.netloc, path
+# Schemes that name the same storage as the key: pyiceberg's and pyarrow's
+# file IO open s3a:// and s3n:// as s3://.
+_SCHEMES: Final = {"file": "file", "s3": "s3", "s3a": "s3", "s3n": "s3"}
+_FORBIDDEN: Final = frozenset("\\?#")
+
+
+def normalize(location: object, what: str = "location") -> str:
+    """``location`` as the one URI the filesystem that uses it will open, or ApiError 400.
+
+    What a client sends is decoded the way the file IO decodes it (one round
+    of percent-decoding, scheme case, ``s3a``/``s3n`` as ``s3``, ``localhost``
+    as no host, ``.`` and empty segments dropped), and refused when it is
+    ambiguous: a ``..`` segment, a ``%`` left after decoding (double
+    encoding), a backslash, query or fragment, or a control character.
+
+    >>> normalize("FILE:///wh//ns/./t/")
+    'file:///wh/ns/t'
+    >>> normalize("s3a://Bucket/wh/%74")
+    's3://bucket/wh/t'
+    """
+    if not isinstance(location, str) or not location:
+        raise ApiError(400, "BadRequestException", f"{what} must be a non-empty string")
+    bad = next((c for c in location if c in _FORBIDDEN or ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if bad is not None:
+        raise ApiError(400, "BadRequestException", f"{what} {location!r} contains the character {bad!r}")
+    parts = urllib.parse.urlsplit(to_uri(location))
+    scheme = _SCHEMES.get(parts.scheme.lower())
+    if scheme is None:
+        raise ApiError(400, "BadRequestException", f"{what} {location!r}: scheme {parts.scheme!r} is not file or s3")
+    netloc = parts.netloc.lower()
+    if scheme == "file" and netloc in ("", "localhost"):
+        netloc = ""
+    elif scheme == "file" or not netloc or "@" in netloc or ":" in netloc:
+        raise ApiError(400, "BadRequestException", f"{what} {location!r}: host {parts.netloc!r} is not allowed")
+    path = urllib.parse.unquote(parts.path)
+    bad = next((c for c in path if c in _FORBIDDEN or c == "%" or ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if bad is not None:
+        raise ApiError(
+            400, "BadRequestException", f"{what} {location!r} decodes to a path with the character {bad!r}"
+        )
+    segments = [s for s in path.split("/") if s not in ("", ".")]
+    if ".." in segments:
+        raise ApiError(400, "BadRequestException", f"{what} {location!r} has a '..' segment: it could lead outside the warehouse")
+    return f"{scheme}://{netloc}/" + "/".join(segments)
+
+
+def _under(path: str, root: str) -> bool:
+    """Whether URI ``path`` is ``root`` or below it (both normalized)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 class Warehouse:
     """The root location of Iceberg tables served by this server."""
 
-    def __init__(self, root: str) -> None:
-        self.root = to_uri(root)
-        self._scheme, self._netloc, self._path = _normalized(self.root)
-        if not self._scheme:
-            raise ValueError(f"warehouse must be an absolute path or a URI, got {root!r}")
+    def __init__(self, root: str, store_url: str | None = None) -> None:
+        try:
+            self.root = normalize(root, "warehouse")
+            # The lakehouse store: no table location may equal or contain it.
+            self.store = normalize(to_uri(os.path.abspath(store_url)) if store_url and "://" not in store_url
+                                   else store_url, "store") if store_url else None
+        except ApiError as exc:
+            raise ValueError(exc.message) from None
         self._cache: OrderedDict[str, TableMetadata] = OrderedDict()
         self._cache_lock = threading.Lock()
 
@@ -65,29 +112,57 @@ class Warehouse:
     def for_lakehouse(cls, lakehouse_url: str, explicit: str | None) -> Warehouse:
         """``explicit`` if given, else ``<lakehouse>/iceberg`` for a local or s3 lakehouse."""
         if explicit:
-            return cls(explicit)
+            return cls(explicit, lakehouse_url)
         if "://" not in lakehouse_url or lakehouse_url.startswith("file://"):
             path = lakehouse_url.removeprefix("file://")
-            return cls(os.path.abspath(path) + "/iceberg")
+            return cls(os.path.abspath(path) + "/iceberg", lakehouse_url)
         if lakehouse_url.startswith("s3://"):
-            return cls(lakehouse_url.rstrip("/") + "/iceberg")
+            return cls(lakehouse_url.rstrip("/") + "/iceberg", lakehouse_url)
         raise ValueError(
             f"no default warehouse for {lakehouse_url!r}: Iceberg clients must reach table files, "
             "so pass --warehouse (a shared path or an s3:// URI)"
         )
 
-    def check(self, location: str, what: str) -> str:
-        """Return ``location`` as a URI if it lies inside the warehouse, else raise ApiError 400."""
-        if not isinstance(location, str) or not location:
-            raise ApiError(400, "BadRequestException", f"{what} must be a non-empty string")
-        uri = to_uri(location)
-        scheme, netloc, path = _normalized(uri)
-        inside = (scheme, netloc) == (self._scheme, self._netloc) and (
-            path == self._path or path.startswith(self._path.rstrip("/") + "/")
-        )
-        if not inside or ".." in uri.split("/"):
-            raise ApiError(400, "BadRequestException", f"{what} {location!r} is outside the warehouse {self.root!r}")
+    def check(self, location: object, what: str) -> str:
+        """``location`` normalized (see :func:`normalize`) if it lies strictly inside the warehouse, else ApiError 400."""
+        uri = normalize(location, what)
+        if uri == self.root or not _under(uri, self.root):
+            raise ApiError(
+                400, "BadRequestException",
+                f"{what} {location!r} is outside the warehouse {self.root!r} (it must lie strictly inside it)",
+            )
         return uri
+
+    def check_table_location(self, location: object, others: dict[str, str], what: str) -> str:
+        """A table's location: strictly inside the warehouse, apart from every other table's, not the store's.
+
+        ``others`` maps the other tables' names to their locations; a location
+        equal to, inside or containing one of them is refused (purging one
+        table must never delete another's files), and so is one equal to or
+        containing the lakehouse store.
+        """
+        uri = self.check(location, what)
+        for other, theirs in sorted(others.items()):
+            try:
+                theirs = normalize(theirs)
+            except ApiError:
+                continue  # a location from before confinement: its own purge is refused, it cannot hold ours
+            if _under(uri, theirs) or _under(theirs, uri):
+                raise ApiError(
+                    400, "BadRequestException", f"{what} {location!r} overlaps the location of table {other} ({theirs})"
+                )
+        if self.store is not None and _under(self.store, uri):
+            raise ApiError(400, "BadRequestException", f"{what} {location!r} contains the lakehouse store {self.store}")
+        return uri
+
+    def prepare_location(self, location: str) -> None:
+        """Create a local table location's ``data`` and ``metadata`` directories: a staged
+        create writes no file there, but its writer puts data files and manifests there
+        before it commits (local file IO does not create parent directories)."""
+        uri = self.check(location, "table location")
+        if uri.startswith("file://"):
+            for sub in ("data", "metadata"):
+                os.makedirs(os.path.join(uri.removeprefix("file://"), sub), exist_ok=True)
 
     def default_table_location(self, namespace: str, name: str) -> str:
         """A fresh location per table: a dropped and re-created name never shares files."""

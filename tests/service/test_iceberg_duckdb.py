@@ -98,3 +98,13 @@ def test_rolled_back_transaction_changes_nothing(lake_server: ServerProcess) -> 
     with embedded(lake_server) as lake:
         assert lake.version == before
     con.close()
+
+
+def test_create_table_as_select(lake_server: ServerProcess) -> None:
+    # DuckDB stages the create, writes data files under the new location, then
+    # commits: the staged create must leave the location ready for them.
+    con = connect(lake_server)
+    con.execute("CREATE SCHEMA lake.ctas")
+    con.execute("CREATE TABLE lake.ctas.squares AS SELECT i AS n, i * i AS sq FROM range(1, 11) t(i)")
+    assert con.execute("SELECT count(*), sum(sq) FROM lake.ctas.squares").fetchone() == (10, 385)
+    con.close()
