@@ -10,6 +10,8 @@ committers, overwrites, compaction and gc with a real grace of a second.
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Iterator
+from contextlib import contextmanager
 import random
 import time
 from pathlib import Path
@@ -21,6 +23,7 @@ import pytest
 import catalog
 import kvstore
 from catalog import StaleDataFileError
+from catalog.datafiles import DataFile
 from catalog.errors import CatalogConflictError
 from catalog_util import ORDERS, orders
 from kvstore.objstore import MemoryStore
@@ -83,52 +86,46 @@ def test_a_file_gc_took_is_refused_at_commit_and_the_table_still_scans() -> None
     writer.close()
 
 
-def test_a_file_older_than_half_the_grace_is_refused_even_before_gc_runs() -> None:
+@contextmanager
+def files_aged(age_s: float, rows: int = 1) -> Iterator[tuple[catalog.Lakehouse, list[DataFile]]]:
+    """Files written to table s.o by one handle, then ``age_s`` older on the storage's
+    clock; yields another handle (another process's, as far as the files know) and them."""
     clock = AheadClock()
     inner = MemoryStore(clock=clock)
     writer = _lake(inner)
     writer.create_namespace("s")
-    files = writer.create_table("s.o", ORDERS).write_files(orders([1]))
-    clock.later(GRACE_S / 2 + 1)
-    other = _lake(inner, create=False)  # another process's handle commits the files
-    version = other.version
-    with pytest.raises(StaleDataFileError, match="past half the GC grace period.*Write the data again"):
-        other.load_table("s.o").commit_files(files)
-    assert other.refresh() == version  # nothing committed
-    assert other.load_table("s.o").files() == []
-    other.close()
-    writer.close()
+    files = writer.create_table("s.o", ORDERS).write_files(orders(list(range(rows))))
+    clock.later(age_s)
+    other = _lake(inner, create=False)  # measures the storage clock afresh
+    try:
+        yield other, files
+    finally:
+        other.close()
+        writer.close()
+
+
+def test_a_file_older_than_half_the_grace_is_refused_even_before_gc_runs() -> None:
+    with files_aged(GRACE_S / 2 + 1) as (other, files):
+        version = other.version
+        with pytest.raises(StaleDataFileError, match="past half the GC grace period.*Write the data again"):
+            other.load_table("s.o").commit_files(files)
+        assert other.refresh() == version  # nothing committed
+        assert other.load_table("s.o").files() == []
 
 
 def test_a_young_file_from_another_handle_commits() -> None:
-    clock = AheadClock()
-    inner = MemoryStore(clock=clock)
-    writer = _lake(inner)
-    writer.create_namespace("s")
-    files = writer.create_table("s.o", ORDERS).write_files(orders([1, 2]))
-    clock.later(GRACE_S / 2 - 10)  # old, but younger than half the grace
-    other = _lake(inner, create=False)
-    other.load_table("s.o").commit_files(files)
-    assert other.load_table("s.o").scan().count() == 2
-    other.close()
-    writer.close()
+    with files_aged(GRACE_S / 2 - 10, rows=2) as (other, files):  # old, but younger than half the grace
+        other.load_table("s.o").commit_files(files)
+        assert other.load_table("s.o").scan().count() == 2
 
 
 def test_staging_an_old_file_into_a_durable_transaction_is_refused() -> None:
-    clock = AheadClock()
-    inner = MemoryStore(clock=clock)
-    writer = _lake(inner)
-    writer.create_namespace("s")
-    files = writer.create_table("s.o", ORDERS).write_files(orders([1]))
-    clock.later(GRACE_S / 2 + 1)
-    other = _lake(inner, create=False)
-    txn = other.begin()
-    with pytest.raises(StaleDataFileError, match="past half the GC grace period"):
-        txn.load_table("s.o").commit_files(files)
-    txn.commit()
-    assert other.load_table("s.o").files() == []
-    other.close()
-    writer.close()
+    with files_aged(GRACE_S / 2 + 1) as (other, files):
+        txn = other.begin()
+        with pytest.raises(StaleDataFileError, match="past half the GC grace period"):
+            txn.load_table("s.o").commit_files(files)
+        txn.commit()
+        assert other.load_table("s.o").files() == []
 
 
 def _staging_peer(url: str, ready: Any, done: Any) -> None:
