@@ -32,6 +32,10 @@ option                  when   meaning
                                rows the data never saw
 ======================  =====  ==============================================
 
+Any other option is an error naming it, never ignored: ``replaceWhere``,
+``partitionOverwriteMode`` and the like used to be dropped silently and the
+whole table replaced. A read option on a write (or the reverse) is an error too.
+
 ``pruneFiles`` is off by default because of PySpark 4.3 itself. Its JVM side
 keeps ONE read plan per relation (``PythonDataSourceV2.readInfo``: the
 pickled reader that ``read()`` runs on *and* the partitions): a query with
@@ -56,7 +60,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["SourceOptions", "parse_options"]
+__all__ = ["SourceOptions", "check_known", "parse_options"]
 
 # 128 MiB of Parquet per Spark partition is Spark's own default split size
 # (spark.sql.files.maxPartitionBytes), so a read is split like a Parquet read.
@@ -172,13 +176,56 @@ def _version(raw: str | None, key: str) -> int | None:
     return version
 
 
-def parse_options(options: Mapping[str, str]) -> SourceOptions:
-    """Validate Spark's option map.
+_COMMON: Final = frozenset({"lakehouse", "path", "table"})
+_READ: Final = frozenset({"versionasof", "timestampasof", "partitionbytes", "prunefiles"})
+_WRITE: Final = frozenset({"createifmissing", "partitionby", "targetfilebytes", "transaction", "readversion"})
+# Options other sources honour that would make a write here do something
+# else than the user asked (replace the whole table): named with the way out.
+_NOT_HONOURED: Final = {
+    "replacewhere": "an overwrite here replaces the whole table; to replace only matching rows use "
+    "lake.load_table(name).overwrite(data, filter=...) (or commit_files(..., filter=...))",
+    "partitionoverwritemode": "an overwrite here replaces the whole table, never only the partitions the "
+    "data holds; use Table.overwrite(data, filter=<the partitions>) from Python",
+    "overwriteschema": "the table's schema changes only through Table.update_schema()",
+    "mergeschema": "the table's schema changes only through Table.update_schema()",
+}
+
+
+def check_known(options: Mapping[str, str], purpose: str) -> None:
+    """Refuse any option this source does not honour for ``purpose`` (``"read"`` or ``"write"``).
+
+    An ignored option is silent data loss (``replaceWhere`` used to replace the
+    whole table), so every unknown key is an error naming it.
 
     Raises:
-        ValueError: a required option is missing or a value is malformed
-            (the message names the option).
+        ValueError: naming the first option not honoured, and what to do instead where there is a way.
     """
+    allowed = _COMMON | (_READ if purpose == "read" else _WRITE)
+    for key in sorted(options, key=str.lower):
+        lower = key.lower()
+        if lower in allowed:
+            continue
+        if lower in _NOT_HONOURED:
+            raise ValueError(f"option {key} is not supported by the lakehouse source: {_NOT_HONOURED[lower]}")
+        other = "write" if purpose == "read" else "read"
+        if lower in (_WRITE if purpose == "read" else _READ):
+            raise ValueError(f"option {key} is a {other} option; it does nothing for a {purpose}")
+        raise ValueError(
+            f"option {key} is not an option of the lakehouse source (it would be ignored); "
+            f"{purpose} options: {', '.join(sorted(_COMMON | (_READ if purpose == 'read' else _WRITE)))}"
+        )
+
+
+def parse_options(options: Mapping[str, str], purpose: str | None = None) -> SourceOptions:
+    """Validate Spark's option map; with ``purpose`` (``"read"``/``"write"``), refuse every
+    option that purpose does not honour (see :func:`check_known`).
+
+    Raises:
+        ValueError: a required option is missing, a value is malformed, or an
+            option is not honoured (the message names the option).
+    """
+    if purpose is not None:
+        check_known(options, purpose)
     lakehouse = _get(options, "lakehouse")
     if not lakehouse:
         raise ValueError('option lakehouse is required: .option("lakehouse", "<lakehouse URL>")')

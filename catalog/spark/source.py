@@ -352,17 +352,15 @@ class LakehouseDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> StructType:
-        options = parse_options(self.options)
+        options = parse_options(self.options, "read")
         with reading_session(options) as session:
             return spark_schema(_native_table(session, options.table).schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return LakehouseReader(parse_options(self.options), schema)
+        return LakehouseReader(parse_options(self.options, "read"), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> LakehouseWriter:
-        options = parse_options(self.options)
-        if options.version_as_of is not None or options.timestamp_as_of is not None:
-            raise ValueError("versionAsOf/timestampAsOf are read options: a past version cannot be written")
+        options = parse_options(self.options, "write")  # refuses read options and unknown ones
         if options.read_version is not None and not overwrite:
             raise ValueError('option readVersion only applies to .mode("overwrite"): an append replaces nothing')
         return _prepare_write(options, schema, overwrite)

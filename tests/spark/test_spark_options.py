@@ -62,3 +62,28 @@ def test_timestamps() -> None:
     assert parse_timestamp("0") == 0.0
     assert parse_timestamp("1970-01-01T00:00:10") == 10.0
     assert parse_timestamp("1970-01-01T01:00:10+01:00") == 10.0
+
+
+@pytest.mark.parametrize(
+    ("purpose", "key", "message"),
+    [
+        ("write", "replaceWhere", "replaces the whole table"),
+        ("write", "partitionOverwriteMode", "never only the partitions"),
+        ("write", "mergeSchema", "update_schema"),
+        ("write", "compression", "not an option of the lakehouse source"),
+        ("write", "versionAsOf", "is a read option"),
+        ("read", "createIfMissing", "is a write option"),
+        ("read", "pushDownFilters", "not an option of the lakehouse source"),
+    ],
+)
+def test_an_option_not_honoured_is_an_error_naming_it(purpose: str, key: str, message: str) -> None:
+    # These used to be ignored: replaceWhere / partitionOverwriteMode replaced the whole table.
+    with pytest.raises(ValueError, match=f"option {key} .*{message}"):
+        parse_options({"lakehouse": "/l", "path": "a.t", key: "x"}, purpose)
+
+
+def test_every_documented_option_is_accepted_for_its_purpose() -> None:
+    common = {"LakeHouse": "/l", "PATH": "a.t"}
+    parse_options({**common, "versionAsOf": "1", "partitionBytes": "10", "pruneFiles": "true"}, "read")
+    parse_options({**common, "createIfMissing": "true", "partitionBy": "a", "targetFileBytes": "9",
+                   "transaction": "t", "readVersion": "2"}, "write")

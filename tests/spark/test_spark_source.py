@@ -12,6 +12,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
@@ -276,3 +277,22 @@ def test_transaction_option_makes_writes_to_two_tables_visible_together(spark: S
         assert lake.load_table("m.a").scan().count() == 2 and lake.load_table("m.b").scan().count() == 2
         newest = lake.history(limit=1)[0]
         assert {op["object"] for op in newest.operations} >= {"m.a", "m.b"}
+
+
+def test_an_ignored_write_option_never_replaces_the_table(spark: SparkSession, lake_url: str) -> None:
+    # Before: replaceWhere and partitionOverwriteMode were dropped on the way
+    # and the overwrite replaced every region with the one written.
+    with catalog.open(lake_url) as lake:
+        lake.create_namespace("geo")
+        rows = [(i, region) for i, region in enumerate(["us", "apac", "eu"] * 3)]
+        df = spark.createDataFrame(rows, "id bigint, region string")
+        df.write.format("lakehouse").option("lakehouse", lake_url).option("createIfMissing", "true").mode(
+            "append"
+        ).save("geo.sales")
+        eu_only = spark.createDataFrame([(100, "eu")], "id bigint, region string")
+        for key, value in (("replaceWhere", "region = 'eu'"), ("partitionOverwriteMode", "dynamic")):
+            writer = eu_only.write.format("lakehouse").option("lakehouse", lake_url).option(key, value)
+            with pytest.raises(PySparkException, match=f"(?i)option {key} is not supported"):
+                writer.mode("overwrite").save("geo.sales")
+        lake.refresh()
+        assert lake.load_table("geo.sales").scan().count() == 9
