@@ -38,7 +38,7 @@ def with_field_id(f: pa.Field, fid: int) -> pa.Field:
 
 
 def _check_type(name: str, t: pa.DataType) -> None:
-    if pa.types.is_dictionary(t) or pa.types.is_null(t) or pa.types.is_union(t) or pa.types.is_map(t):
+    if pa.types.is_dictionary(t) or pa.types.is_null(t) or pa.types.is_union(t):
         raise ValueError(f"column {name!r}: type {t} is not supported by the catalog (use the plain value type)")
 
 

@@ -86,3 +86,19 @@ def test_impossible_changes(steps: list, message: str) -> None:
     s, last = assign_field_ids(pa.schema([("a", pa.int32()), ("b", pa.string()), ("p", pa.string())]))
     with pytest.raises(ValueError, match=message):
         SchemaChange(steps).apply(s, last, [3])
+
+
+def test_top_level_map_columns_are_tables_columns_without_statistics() -> None:
+    import catalog
+
+    schema = pa.schema([("id", pa.int64()), ("tags", pa.map_(pa.string(), pa.int64()))])
+    with catalog.open("memory://schema-maps", poll_interval_s=0) as lake:
+        lake.create_namespace("m")
+        t = lake.create_table("m.t", schema)
+        t.append(pa.table({"id": [1, 2], "tags": [[("a", 1)], None]}, schema=schema))
+        assert t.scan().to_arrow().column("tags").to_pylist() == [[("a", 1)], None]
+        (entry,) = t.files()
+        tags_id = str(field_id(t.schema.field("tags")))
+        assert entry.stats[tags_id][:2] == [None, None]  # no min/max for a map
+        with pytest.raises(ValueError, match="cannot be a partition column"):
+            lake.create_table("m.p", schema, partition_by=["tags"])
