@@ -188,9 +188,16 @@ class UpdateNamespaceProperties(Op):
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
         w.require_namespace(self.ns)
-        return _update_props(
+        result = _update_props(
             w, self.kind, join(self.ns), lambda k: keys.namespace_property(self.ns, k), self.updates, self.removals
         )
+        self._outcome = result  # the last application's (after a rebase: the one that committed)
+        return result
+
+    def last_outcome(self) -> dict[str, list[str]]:
+        """``updated``/``removed``/``missing`` as the last application found them."""
+        outcome: dict[str, Any] = getattr(self, "_outcome", None) or {}
+        return {key: list(outcome.get(key, [])) for key in ("updated", "removed", "missing")}
 
 
 def _update_props(w: CatalogWriter, kind: str, obj: str, key_of: Any, updates: dict, removals: list) -> dict[str, Any]:

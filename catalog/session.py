@@ -131,11 +131,19 @@ class CatalogSession(ABC):
     def update_namespace_properties(
         self, namespace: str, updates: dict[str, str] | None = None, removals: list[str] | None = None
     ) -> Any:
-        """Set and remove properties; returns ``{"updated", "removed", "missing"}`` (and the version)."""
+        """Set and remove properties.
+
+        Returns ``{"updated", "removed", "missing", "version"}``: the keys set,
+        the removals that existed and those that did not, as the commit found
+        them (after any rebase), and the new lakehouse version (None inside a
+        transaction).
+        """
         ns = names.parse_namespace(namespace)
         ups = keys.check_properties(updates, "updates")
         rems = [keys.check_property_name(r, "removals") for r in (removals or [])]
-        return self._submit_checked(UpdateNamespaceProperties(ns=ns, updates=ups, removals=rems))
+        op = UpdateNamespaceProperties(ns=ns, updates=ups, removals=rems)
+        version = self._submit_checked(op)
+        return {**op.last_outcome(), "version": version}
 
     @checked
     def drop_namespace(self, namespace: str, cascade: bool = False) -> Any:

@@ -211,20 +211,8 @@ async def update_namespace_properties(request: Request) -> JSONResponse:
     overlap = set(updates) & set(removals)
     if overlap:
         raise ApiError(422, "UnprocessableEntityException", f"keys both updated and removed: {sorted(overlap)}")
-
-    def update() -> dict[str, list[str]]:
-        # One serializable transaction: the answer (which removals existed)
-        # is exactly what this commit did, whatever commits concurrently.
-        with lake.transaction() as tx:
-            before = tx.namespace_properties(namespace)
-            tx.update_namespace_properties(namespace, updates=updates, removals=removals)
-        return {
-            "updated": sorted(updates),
-            "removed": sorted(k for k in removals if k in before),
-            "missing": sorted(k for k in removals if k not in before),
-        }
-
-    return JSONResponse(await _run(update))
+    summary = await _run(lambda: lake.update_namespace_properties(namespace, updates=updates, removals=removals))
+    return JSONResponse({k: sorted(summary[k]) for k in ("updated", "removed", "missing")})
 
 
 # -- tables --------------------------------------------------------------------

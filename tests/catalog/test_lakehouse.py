@@ -266,3 +266,13 @@ def test_transaction_append_rebases_over_a_property_change(tmp_path) -> None:
                 tx.load_table("s.o").append(orders([2]))
                 other.refresh()
                 other.load_table("s.o").append(orders([3]))  # ... that a concurrent append changes
+
+
+def test_update_namespace_properties_answers_what_the_commit_did(lake: catalog.Lakehouse) -> None:
+    lake.create_namespace("answers", {"a": "1", "b": "2"})
+    result = lake.update_namespace_properties("answers", updates={"c": "3"}, removals=["a", "zz"])
+    assert result == {"updated": ["c"], "removed": ["a"], "missing": ["zz"], "version": lake.version}
+    with lake.transaction() as tx:
+        staged = tx.update_namespace_properties("answers", removals=["b"])
+    assert staged == {"updated": [], "removed": ["b"], "missing": [], "version": None}
+    assert lake.namespace_properties("answers") == {"c": "3"}
