@@ -7,6 +7,15 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.lakekv-installed
 BUILD_INPUTS := pyproject.toml setup.py $(wildcard cython_ext/*.pyx cython_ext/*.pxd)
+# The Spark catalog plugin: Java sources compiled with the machine's javac
+# against the jars inside the installed pyspark wheel (no Maven, no network).
+JVM_DIR     := catalog/spark/jvm
+JVM_SOURCES := $(shell find $(JVM_DIR)/src -name '*.java')
+JVM_TESTS   := $(shell find $(JVM_DIR)/test -name '*.java')
+JAR         := $(JVM_DIR)/lakekv-spark.jar
+TEST_JAR    := $(JVM_DIR)/lakekv-spark-tests.jar
+SPARK_JARS   = $(shell $(PY) -c "import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), 'jars'))")
+JAVAC       ?= javac
 
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
@@ -22,23 +31,32 @@ $(STAMP): $(PY) $(BUILD_INPUTS)
 	$(PY) -c "import cython_ext._checksum, cython_ext._bloom, cython_ext._merge, cython_ext._pointget, cython_ext._lru, cython_ext._scan, cython_ext._memtable, cython_ext._rootrows, cython_ext._newfile, cython_ext._rowbatch, cython_ext._writebatch"  # fail here if an extension did not compile
 	touch $(STAMP)
 
-install: $(STAMP)
+$(JAR) $(TEST_JAR): $(STAMP) $(JVM_SOURCES) $(JVM_TESTS)
+	@command -v $(JAVAC) >/dev/null 2>&1 || { echo "javac not found: the Spark catalog plugin needs a JDK 17 (Debian: apt install openjdk-17-jdk-headless)" >&2; exit 1; }
+	rm -rf $(JVM_DIR)/build && mkdir -p $(JVM_DIR)/build/classes $(JVM_DIR)/build/test-classes
+	$(JAVAC) --release 17 -Xlint:-options -nowarn -d $(JVM_DIR)/build/classes -cp "$(SPARK_JARS)/*" $(JVM_SOURCES)
+	jar --create --file $(JAR) -C $(JVM_DIR)/build/classes .
+	$(JAVAC) --release 17 -nowarn -d $(JVM_DIR)/build/test-classes -cp "$(JAR):$(SPARK_JARS)/*" $(JVM_TESTS)
+	jar --create --file $(TEST_JAR) -C $(JVM_DIR)/build/test-classes .
+	rm -rf $(JVM_DIR)/build
+
+install: $(STAMP) $(JAR)
 
 # The end-to-end job: check the storage under ./data/lakehouse (the doctor
 # works in a scratch prefix it deletes), then the PySpark pipeline on it
 # (catalog/spark/pipeline.py). Re-runnable: it replaces its own namespace.
-run: $(STAMP)
+run: install
 	mkdir -p ./data/lakehouse
 	$(VENV)/bin/lakekv doctor ./data/lakehouse --rounds 5 --samples 50
 	$(PY) -m catalog.spark.pipeline ./data/lakehouse
 
-test: $(STAMP)
+test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The full side-by-side run against the peers (under 15 minutes on 2 cores);
 # writes benchmarks/results/bench.{json,md,png}.
-bench: $(STAMP)
+bench: install
 	$(PY) benchmarks/bench.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info cython_ext/*.c cython_ext/*.so
+	rm -rf $(VENV) build *.egg-info cython_ext/*.c cython_ext/*.so $(JAR) $(TEST_JAR)

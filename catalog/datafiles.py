@@ -116,6 +116,11 @@ class DataFile:
     # CRC32C of the whole file, checked on every read, verify and export.
     # None: an entry written before checksums, checked by size only.
     crc32c: int | None = None
+    # The Parquet schema carries each top-level column's field id (its
+    # PARQUET:field_id), so readers other than ours (Spark's Parquet reader
+    # in the catalog plugin) can match columns by id. False: written before
+    # that; only the Arrow schema stored in the file has the ids.
+    parquet_field_ids: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -128,6 +133,8 @@ class DataFile:
         }
         if self.crc32c is not None:
             out["crc32c"] = self.crc32c
+        if self.parquet_field_ids:
+            out["parquet_field_ids"] = True
         return out
 
     def encode(self) -> bytes:
@@ -147,6 +154,7 @@ class DataFile:
                 partition=dict(d.get("partition") or {}),
                 stats=dict(d.get("stats") or {}),
                 crc32c=None if d.get("crc32c") is None else int(d["crc32c"]),
+                parquet_field_ids=d.get("parquet_field_ids") is True,
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise ValueError(f"malformed data file entry {str(d)[:200]}: {exc!r}") from None
@@ -245,7 +253,7 @@ def _write_one(
     fid = new_file_id()
     path = f"{location}/{fid}.parquet"
     sink = io.BytesIO()
-    pq.write_table(chunk, sink, **PARQUET_WRITE_OPTIONS)
+    pq.write_table(with_parquet_field_ids(chunk, ids), sink, **PARQUET_WRITE_OPTIONS)
     body = sink.getvalue()
     checksum = crc32c(body)
     objects.put(path, body)
@@ -258,7 +266,22 @@ def _write_one(
         partition={ids[k]: encode_value(v) for k, v in partition.items()},
         stats=stats,
         crc32c=checksum,
+        parquet_field_ids=True,
     )
+
+
+# pyarrow writes this field metadata as the Parquet schema's field_id.
+PARQUET_FIELD_ID: Final = b"PARQUET:field_id"
+
+
+def with_parquet_field_ids(chunk: pa.Table, ids: dict[str, str]) -> pa.Table:
+    """``chunk`` with each top-level column's catalog field id also set as its Parquet field id."""
+    fields = []
+    for f in chunk.schema:
+        metadata = dict(f.metadata or {})
+        metadata[PARQUET_FIELD_ID] = ids[f.name].encode()
+        fields.append(f.with_metadata(metadata))
+    return pa.Table.from_arrays(chunk.columns, schema=pa.schema(fields, metadata=chunk.schema.metadata))
 
 
 # -- reading: every byte checked -----------------------------------------------------

@@ -13,7 +13,12 @@ import os
 import sys
 import tempfile
 
+from collections.abc import Mapping
+from typing import Any
+
 from pyspark.sql import SparkSession
+
+from catalog.spark.plugin import JAR, configure, jar_path
 
 __all__ = ["local_spark", "prepare_environment"]
 
@@ -25,14 +30,25 @@ def prepare_environment() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
-def local_spark(master: str = "local[2]", app_name: str = "lakekv", warehouse_dir: str | None = None) -> SparkSession:
-    """A SparkSession on this machine with the settings the lakehouse source wants.
+def local_spark(
+    master: str = "local[2]",
+    app_name: str = "lakekv",
+    warehouse_dir: str | None = None,
+    catalogs: Mapping[str, object] | None = None,
+    **catalog_options: Any,
+) -> SparkSession:
+    """A SparkSession on this machine with the settings the lakehouse wants.
 
     Args:
         master: ``local[N]``; each application is its own JVM.
         app_name: shown in Spark's logs.
         warehouse_dir: where Spark puts its own (non-lakehouse) tables; a
             temporary directory by default, so nothing lands in the cwd.
+        catalogs: lakehouse catalogs to set up, name -> URL or Lakehouse
+            (``{"lake": url}`` gives ``lake.ns.table`` in SQL); see
+            :func:`catalog.spark.plugin.configure`.
+        **catalog_options: catalog options given to every catalog (e.g. S3
+            ``endpoint_url``/``key``/``secret``).
     """
     prepare_environment()
     warehouse = warehouse_dir or tempfile.mkdtemp(prefix="lakekv-spark-warehouse-")
@@ -49,6 +65,13 @@ def local_spark(master: str = "local[2]", app_name: str = "lakekv", warehouse_di
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.session.timeZone", "UTC")
     )
+    if catalogs:
+        for name, url in catalogs.items():
+            builder = configure(builder, name, url, **catalog_options)
+    elif JAR.is_file():
+        # The plugin loaded even with no catalog yet, so catalogs can be
+        # added later with spark.conf.set (they are created on first use).
+        builder = builder.config("spark.jars", jar_path()).config("spark.sql.parquet.fieldId.read.enabled", "true")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     from catalog.spark.source import LakehouseDataSource

@@ -30,6 +30,12 @@ option                  when   meaning
                                raises RetryableConflictError if the table got
                                files after that version instead of replacing
                                rows the data never saw
+``storage.<name>``      both   a store option (``storage.endpoint_url``,
+                               ``storage.key``, ``storage.secret``,
+                               ``storage.token``, ``storage.region``, ...):
+                               reaches the driver and every task, so S3 needs
+                               no ``AWS_*`` variables; the Spark catalog plugin
+                               passes its storage options this way
 ======================  =====  ==============================================
 
 Any other option is an error naming it, never ignored: ``replaceWhere``,
@@ -87,6 +93,12 @@ class SourceOptions:
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
     transaction: str | None = None
     read_version: int | None = None
+    storage: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        """The ``storage.*`` options, for ``catalog.open`` / ``open_store``."""
+        return dict(self.storage)
 
 
 def _get(options: Mapping[str, str], key: str) -> str | None:
@@ -177,6 +189,7 @@ def _version(raw: str | None, key: str) -> int | None:
 
 
 _COMMON: Final = frozenset({"lakehouse", "path", "table"})
+STORAGE_PREFIX: Final = "storage."
 _READ: Final = frozenset({"versionasof", "timestampasof", "partitionbytes", "prunefiles"})
 _WRITE: Final = frozenset({"createifmissing", "partitionby", "targetfilebytes", "transaction", "readversion"})
 # Options other sources honour that would make a write here do something
@@ -203,7 +216,7 @@ def check_known(options: Mapping[str, str], purpose: str) -> None:
     allowed = _COMMON | (_READ if purpose == "read" else _WRITE)
     for key in sorted(options, key=str.lower):
         lower = key.lower()
-        if lower in allowed:
+        if lower in allowed or (lower.startswith(STORAGE_PREFIX) and len(lower) > len(STORAGE_PREFIX)):
             continue
         if lower in _NOT_HONOURED:
             raise ValueError(f"option {key} is not supported by the lakehouse source: {_NOT_HONOURED[lower]}")
@@ -249,4 +262,9 @@ def parse_options(options: Mapping[str, str], purpose: str | None = None) -> Sou
         target_file_bytes=_positive_int(options, "targetFileBytes", DEFAULT_TARGET_FILE_BYTES),
         transaction=(_get(options, "transaction") or "").strip() or None,
         read_version=_version(_get(options, "readVersion"), "readVersion"),
+        # Store options are lower-case words (endpoint_url, key, ...), and
+        # Spark lower-cases option keys anyway; open_store names a bad one.
+        storage=tuple(
+            sorted((k.lower()[len(STORAGE_PREFIX):], v) for k, v in options.items() if k.lower().startswith(STORAGE_PREFIX))
+        ),
     )

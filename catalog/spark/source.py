@@ -58,17 +58,20 @@ FORMAT_NAME = "lakehouse"
 MIN_SPLIT_BYTES: Final = 4 << 20
 
 
-def open_lakehouse(url: str) -> catalog.Lakehouse:
-    """A short-lived lakehouse handle for a Spark worker: no follower, no maintenance threads."""
+def open_lakehouse(url: str, storage: dict[str, str] | None = None) -> catalog.Lakehouse:
+    """A short-lived lakehouse handle for a Spark worker: no follower, no maintenance threads.
+
+    ``storage``: store options (option ``storage.<name>``), e.g. S3 endpoint and keys.
+    """
     # Equivalent to catalog.open(url, background=False): spelled out because
     # that shortcut does not yet reach the store options on every backend.
-    return catalog.open(url, create=False, poll_interval_s=0, background_maintenance=False)
+    return catalog.open(url, create=False, poll_interval_s=0, background_maintenance=False, **(storage or {}))
 
 
 @contextmanager
 def reading_session(options: SourceOptions) -> Iterator[Any]:
     """The lakehouse, or the past version the options ask for, open for one planning step."""
-    with open_lakehouse(options.lakehouse) as lake:
+    with open_lakehouse(options.lakehouse, options.storage_options) as lake:
         if options.version_as_of is not None:
             with lake.at(version=options.version_as_of) as past:
                 yield past
@@ -206,7 +209,7 @@ class LakehouseReader(DataSourceReader):
         if not isinstance(partition, FilesPartition):
             return  # Spark's stand-in partition for a plan with no files
         target = spark_arrow_schema(self._spark_schema)
-        objects = open_store(self._options.lakehouse)
+        objects = open_store(self._options.lakehouse, **self._options.storage_options)
         try:
             # Each file is streamed in batches decoded on one thread: Spark
             # already runs a task per core, and the JVM converts the batches
@@ -260,7 +263,7 @@ class LakehouseWriter(DataSourceArrowWriter):
         written: list[DataFile] = []
         pending: list[pa.RecordBatch] = []
         pending_bytes = 0
-        with open_lakehouse(self._options.lakehouse) as lake:
+        with open_lakehouse(self._options.lakehouse, self._options.storage_options) as lake:
             table = self._load(lake)
             try:
                 # Hand the catalog about one target file of rows at a time, so
@@ -287,7 +290,7 @@ class LakehouseWriter(DataSourceArrowWriter):
         mode = "overwrite" if self._overwrite else "append"
         if mode == "append" and not files:
             return  # nothing to add: no empty version in the history
-        with annotated_conflicts(), open_lakehouse(self._options.lakehouse) as lake:
+        with annotated_conflicts(), open_lakehouse(self._options.lakehouse, self._options.storage_options) as lake:
             read_files = None if self._options.read_version is None else self._files_read(lake, self._options.read_version)
             self._load(lake).commit_files(files, mode=mode, read_files=read_files)
 
@@ -305,7 +308,7 @@ class LakehouseWriter(DataSourceArrowWriter):
         paths = [entry["path"] for message in messages if isinstance(message, WrittenFiles) for entry in message.files]
         if not paths:
             return
-        objects = open_store(self._options.lakehouse)
+        objects = open_store(self._options.lakehouse, **self._options.storage_options)
         try:
             _delete_files(objects, paths)
         finally:
@@ -319,7 +322,7 @@ def _delete_files(objects: Any, paths: list[str]) -> None:
 
 def _prepare_write(options: SourceOptions, schema: StructType, overwrite: bool) -> LakehouseWriter:
     """Check (and with createIfMissing, create) the target table at planning time."""
-    with annotated_conflicts(), open_lakehouse(options.lakehouse) as lake:
+    with annotated_conflicts(), open_lakehouse(options.lakehouse, options.storage_options) as lake:
         session = writing_session(lake, options)
         try:
             table = _native_table(session, options.table)

@@ -41,3 +41,30 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
 def lake_url(tmp_path: Path) -> str:
     """URL of a fresh, empty lakehouse directory."""
     return str(tmp_path / "lake")
+
+
+@pytest.fixture(scope="session")
+def lake_catalog(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The URL of ONE lakehouse served to ``spark`` as catalog ``lake`` (each test uses its own namespace).
+
+    One catalog for the run: each catalog starts one control-plane Python
+    process that lives as long as the JVM.
+    """
+    import sys
+
+    from catalog.spark.plugin import catalog_conf
+
+    url = str(tmp_path_factory.mktemp("catalog") / "lake")
+    for key, value in catalog_conf("lake", url, python=sys.executable).items():
+        spark.conf.set(key, value)
+    return url
+
+
+@pytest.fixture
+def ns(request: pytest.FixtureRequest, lake_catalog: str, spark: SparkSession) -> str:
+    """A fresh namespace ``lake.<test name>`` in the shared catalog."""
+    import re
+
+    name = re.sub(r"[^a-z0-9_]", "_", request.node.name.lower())[:60]
+    spark.sql(f"CREATE NAMESPACE lake.{name}")
+    return f"lake.{name}"

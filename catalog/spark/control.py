@@ -1,0 +1,665 @@
+"""The control plane of the Spark catalog plugin: the JVM asks, the Python catalog answers.
+
+``io.lakekv.spark.LakehouseCatalog`` (the Java plugin in ``catalog/spark/jvm``)
+knows nothing about keys, versions or statistics. For names, schemas, scan
+plans and commits it sends one JSON request and reads one JSON answer:
+
+    {"op": "load_table", "args": {"name": ["sales", "orders"]}}
+    {"ok": true, "result": {"id": "...", "version": 12, "schema": {...}, ...}}
+    {"ok": false, "error": {"type": "catalog.errors.NoSuchTableError", "kind": "no_such_table", ...}}
+
+The same requests travel two ways:
+
+* **No server** (the default): the plugin starts ``python -m
+  catalog.spark`` (``catalog/spark/__main__.py``) once per catalog and exchanges one line of JSON per
+  request over the child's stdin/stdout. The first request, ``open``, carries
+  the lakehouse URL and storage options (so a secret never appears on a
+  command line). The child exits when its stdin closes, i.e. with the JVM.
+* **Shared server**: ``lakekv serve`` answers the same bodies on
+  ``POST /lakekv/v1/spark-control`` (catalog option ``uri``, plus ``token``).
+
+One long-lived :class:`ControlPlane` keeps one lakehouse handle open, so a
+table load costs a refresh and a read, not a Python start. Every read
+refreshes first: a query sees the latest committed version at its planning.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import json
+import pickle
+import sys
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import IO, Any, Final
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    EqualNullSafe,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    StringStartsWith,
+)
+from pyspark.sql.types import StructType
+
+import catalog
+from catalog import errors
+from catalog.spark.errors import annotated_conflicts
+from catalog.spark.filters import pruning_expression
+from catalog.spark.types import spark_arrow_schema, spark_schema
+
+__all__ = ["ControlPlane", "ProtocolError", "serve_stdio", "PROTOCOL_VERSION"]
+
+PROTOCOL_VERSION: Final = 1
+# Spark's Parquet reader matches columns by this StructField metadata key
+# (with spark.sql.parquet.fieldId.read.enabled).
+SPARK_FIELD_ID_KEY: Final = "parquet.field.id"
+# Table properties the plugin shows in DESCRIBE; never stored.
+SHOWN_PROPERTIES: Final = ("provider", "location", "lakekv.version", "lakekv.table-id")
+# Spark's reserved table properties (TableCatalog.PROP_*) and what we do with them.
+_IGNORED_RESERVED: Final = frozenset({"owner", "is_managed_location"})
+_REFUSED_RESERVED: Final = {
+    "location": "native lakehouse tables live under the lakehouse; LOCATION is not supported",
+    "external": "EXTERNAL tables are not supported: every lakehouse table is managed",
+}
+_PROVIDERS: Final = frozenset({"lakehouse", "parquet"})
+_OPTION_PREFIX: Final = "option."
+
+
+class ProtocolError(ValueError):
+    """A request the control plane cannot understand: unknown op, missing or mistyped argument."""
+
+
+# -- errors back to the JVM -----------------------------------------------------------
+
+# The JVM turns these kinds into Spark's own analysis exceptions; anything
+# else becomes a LakehouseCatalogException carrying the Python class line.
+_KINDS: Final[tuple[tuple[type[BaseException], str], ...]] = (
+    (errors.NoSuchNamespaceError, "no_such_namespace"),
+    (errors.NoSuchTableError, "no_such_table"),
+    (errors.NoSuchViewError, "no_such_view"),
+    (errors.NamespaceAlreadyExistsError, "namespace_exists"),
+    (errors.TableAlreadyExistsError, "table_exists"),
+    (errors.ViewAlreadyExistsError, "view_exists"),
+    (errors.NamespaceNotEmptyError, "namespace_not_empty"),
+    (ProtocolError, "bad_request"),
+    (TypeError, "invalid_argument"),
+    (ValueError, "invalid_argument"),
+)
+
+
+def error_answer(exc: BaseException) -> dict[str, Any]:
+    """The ``{"ok": false}`` answer for ``exc``: its class, kind and the traceback line Python would print."""
+    cls = type(exc)
+    qualified = f"{cls.__module__}.{cls.__qualname__}"
+    kind = next((k for t, k in _KINDS if isinstance(exc, t)), "catalog" if isinstance(exc, errors.CatalogError) else "internal")
+    # "module.Class: message" then its notes: the text catalog.spark.errors
+    # (conflict_from) parses back into the catalog's exception in PySpark.
+    text = "".join(traceback.format_exception_only(exc)).rstrip("\n")
+    return {"ok": False, "error": {"type": qualified, "kind": kind, "message": str(exc), "text": text}}
+
+
+# -- values the JVM sends -------------------------------------------------------------
+
+
+def _parts(args: Mapping[str, Any], key: str) -> list[str]:
+    value = args.get(key)
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise ProtocolError(f"argument {key!r} must be a list of names, got {value!r}")
+    return value
+
+
+def _name(args: Mapping[str, Any], key: str = "name") -> str:
+    parts = _parts(args, key)
+    if len(parts) < 2:
+        raise ValueError(f"a table or view name needs a namespace: {'.'.join(parts)!r}")
+    return ".".join(parts)
+
+
+def _namespace(args: Mapping[str, Any], key: str = "namespace") -> str:
+    parts = _parts(args, key)
+    if not parts:
+        raise ValueError("the root namespace cannot be used here; name a namespace")
+    return ".".join(parts)
+
+
+def _dict_of_str(args: Mapping[str, Any], key: str) -> dict[str, str]:
+    value = args.get(key) or {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ProtocolError(f"argument {key!r} must be an object of strings")
+    return value
+
+
+def literal(encoded: Any) -> Any:
+    """A filter literal from its JSON form (see ``Filters.java``).
+
+    >>> literal({"decimal": "1.50"})
+    Decimal('1.50')
+    >>> literal({"date": "2024-02-29"})
+    datetime.date(2024, 2, 29)
+    >>> literal({"timestamp_us": 0})
+    datetime.datetime(1970, 1, 1, 0, 0, tzinfo=datetime.timezone.utc)
+    """
+    if encoded is None or isinstance(encoded, (bool, int, float, str)):
+        return encoded
+    if isinstance(encoded, dict) and len(encoded) == 1:
+        (kind, value), = encoded.items()
+        if kind == "decimal":
+            return decimal.Decimal(value)
+        if kind == "date":
+            return dt.date.fromisoformat(value)
+        if kind == "timestamp_us":
+            return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=int(value))
+        if kind == "timestamp_ntz":
+            return dt.datetime.fromisoformat(value)
+    raise ProtocolError(f"unknown filter literal {encoded!r}")
+
+
+_FILTERS: Final[dict[str, Callable[..., Filter]]] = {
+    "EqualTo": EqualTo,
+    "EqualNullSafe": EqualNullSafe,
+    "GreaterThan": GreaterThan,
+    "GreaterThanOrEqual": GreaterThanOrEqual,
+    "LessThan": LessThan,
+    "LessThanOrEqual": LessThanOrEqual,
+    "StringStartsWith": StringStartsWith,
+}
+
+
+def spark_filters(encoded: object) -> list[Filter]:
+    """The pushed filters of a scan request as PySpark filter objects (so one translation serves both paths)."""
+    if not isinstance(encoded, list):
+        raise ProtocolError("argument 'filters' must be a list")
+    result: list[Filter] = []
+    for item in encoded:
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+            raise ProtocolError(f"bad filter {item!r}")
+        attribute = tuple(_parts(item, "attribute"))
+        kind = item["type"]
+        if kind == "IsNull":
+            result.append(IsNull(attribute))
+        elif kind == "IsNotNull":
+            result.append(IsNotNull(attribute))
+        elif kind == "In":
+            values = item.get("values")
+            if not isinstance(values, list):
+                raise ProtocolError(f"filter In needs 'values': {item!r}")
+            result.append(In(attribute, tuple(literal(v) for v in values)))
+        elif kind in _FILTERS:
+            result.append(_FILTERS[kind](attribute, literal(item.get("value"))))
+        else:
+            raise ProtocolError(f"unknown filter type {kind!r}")
+    return result
+
+
+# -- schemas ---------------------------------------------------------------------------
+
+
+def spark_schema_json(schema: pa.Schema) -> dict[str, Any]:
+    """A table's schema as Spark's JSON ``StructType``, each top-level field carrying its field id."""
+    struct = spark_schema(schema).jsonValue()
+    for field, arrow_field in zip(struct["fields"], schema):
+        metadata = dict(field.get("metadata") or {})
+        metadata[SPARK_FIELD_ID_KEY] = catalog.schema.field_id(arrow_field)
+        field["metadata"] = metadata
+    return struct
+
+
+def arrow_schema(spark_json: object) -> pa.Schema:
+    """The Arrow schema a table created from Spark's JSON ``StructType`` gets."""
+    if not isinstance(spark_json, dict):
+        raise ProtocolError("a schema must be Spark's JSON StructType")
+    struct = StructType.fromJson(spark_json)
+    return spark_arrow_schema(struct)
+
+
+def arrow_type(spark_type_json: object, what: str) -> pa.DataType:
+    """One Spark JSON data type as the Arrow type a table column gets."""
+    schema = arrow_schema({"type": "struct", "fields": [{"name": what, "type": spark_type_json, "nullable": True, "metadata": {}}]})
+    return schema.field(0).type
+
+
+def _jvm_readable(schema: pa.Schema) -> bool:
+    """Whether Spark's own Parquet reader reads every column of ``schema`` as the catalog does.
+
+    Nanosecond timestamps are the exception: Spark's reader refuses them
+    (they come from tables written by Python; Spark writes microseconds).
+    """
+
+    def ok(t: pa.DataType) -> bool:
+        if pa.types.is_timestamp(t):
+            return t.unit != "ns"
+        if pa.types.is_struct(t):
+            return all(ok(t.field(i).type) for i in range(t.num_fields))
+        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            return ok(t.value_type)
+        if pa.types.is_map(t):
+            return ok(t.key_type) and ok(t.item_type)
+        return True
+
+    return all(ok(f.type) for f in schema)
+
+
+# -- the control plane -----------------------------------------------------------------
+
+
+class ControlPlane:
+    """Answers the plugin's requests against one lakehouse (see the module docstring).
+
+    Args:
+        lake: an open lakehouse; the control plane does not close it.
+        data_root: the Hadoop URL of the store root (``file:/...``) when the
+            JVM may read data files itself; None sends reads through the
+            Python source.
+    """
+
+    def __init__(self, lake: catalog.Lakehouse, data_root: str | None) -> None:
+        self._lake = lake
+        self._data_root = data_root
+        self._ops: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+            name[len("op_"):]: getattr(self, name) for name in dir(self) if name.startswith("op_")
+        }
+
+    def handle(self, request: object) -> dict[str, Any]:
+        """One request in, one answer out; never raises for a bad request or a refused operation."""
+        try:
+            if not isinstance(request, dict) or not isinstance(request.get("op"), str):
+                raise ProtocolError('a request is {"op": name, "args": {...}}')
+            op = self._ops.get(request["op"])
+            if op is None:
+                raise ProtocolError(f"unknown op {request['op']!r}; known: {', '.join(sorted(self._ops))}")
+            args = request.get("args") or {}
+            if not isinstance(args, dict):
+                raise ProtocolError("args must be an object")
+            with annotated_conflicts():
+                return {"ok": True, "result": op(args)}
+        except Exception as exc:  # every failure is an answer: the JVM raises it as a Spark exception
+            return error_answer(exc)
+
+    # -- helpers --
+
+    @contextmanager
+    def _session(self, args: Mapping[str, Any]) -> Iterator[Any]:
+        """The lakehouse at ``args["version"]`` (pinned), at ``timestamp_ms``, or latest; inside ``txn`` if given."""
+        txn = args.get("txn")
+        if txn is not None:
+            if not isinstance(txn, str):
+                raise ProtocolError("argument 'txn' must be a transaction id")
+            yield self._lake.attach(txn)
+            return
+        version, timestamp_ms = args.get("version"), args.get("timestamp_ms")
+        if version is not None:
+            if not isinstance(version, int) or isinstance(version, bool):
+                raise ProtocolError("argument 'version' must be an int")
+            with self._lake.at(version=version) as past:
+                yield past
+        elif timestamp_ms is not None:
+            if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool):
+                raise ProtocolError("argument 'timestamp_ms' must be an int")
+            with self._lake.at(timestamp=timestamp_ms / 1000) as past:
+                yield past
+        else:
+            self._lake.refresh()
+            yield self._lake
+
+    def _describe(self, session: Any, table: catalog.Table, version: int) -> dict[str, Any]:
+        if table.format != "parquet":
+            raise ValueError(
+                f"table {table.name!r} is an {table.format} table: read it through the Iceberg REST service"
+            )
+        properties = dict(table.properties)
+        properties.update(
+            {
+                "provider": "lakehouse",
+                "location": f"{self._lake.url.split('?', 1)[0].rstrip('/')}/{table.location}",
+                "lakekv.version": str(version),
+                "lakekv.table-id": table.id,
+            }
+        )
+        return {
+            "id": table.id,
+            "name": table.name.split("."),
+            "version": version,
+            "schema": spark_schema_json(table.schema),
+            "partitioning": list(table.partition_by),
+            "properties": properties,
+            "data_root": self._data_root if _jvm_readable(table.schema) else None,
+        }
+
+    def _version_of(self, session: Any) -> int:
+        return int(session.version)
+
+    # -- ops: each takes the request's args and returns a JSON-able result --
+
+    def op_hello(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        return {"protocol": PROTOCOL_VERSION, "version": self._lake.refresh()}
+
+    def op_list_namespaces(self, args: Mapping[str, Any]) -> list[list[str]]:
+        parent = args.get("parent") or []
+        with self._session({}) as lake:
+            names = lake.list_namespaces(".".join(_parts({"p": parent}, "p")) or None)
+        return [name.split(".") for name in names]
+
+    def op_load_namespace(self, args: Mapping[str, Any]) -> dict[str, str]:
+        with self._session({}) as lake:
+            return dict(lake.namespace_properties(_namespace(args)))
+
+    def op_create_namespace(self, args: Mapping[str, Any]) -> None:
+        self._lake.create_namespace(_namespace(args), _dict_of_str(args, "properties") or None)
+
+    def op_alter_namespace(self, args: Mapping[str, Any]) -> None:
+        removals = args.get("remove") or []
+        if not isinstance(removals, list) or not all(isinstance(k, str) for k in removals):
+            raise ProtocolError("argument 'remove' must be a list of property names")
+        self._lake.update_namespace_properties(_namespace(args), _dict_of_str(args, "set") or None, removals or None)
+
+    def op_drop_namespace(self, args: Mapping[str, Any]) -> bool:
+        namespace = _namespace(args)
+        with self._session({}) as lake:
+            if not lake.namespace_exists(namespace):
+                return False
+            if args.get("cascade"):
+                for view in lake.list_views(namespace):
+                    lake.drop_view(view)
+                for table in lake.list_tables(namespace):
+                    lake.drop_table(table)
+                for child in lake.list_namespaces(namespace):
+                    self.op_drop_namespace({"namespace": child.split("."), "cascade": True})
+        self._lake.drop_namespace(namespace)
+        return True
+
+    def op_list_tables(self, args: Mapping[str, Any]) -> list[list[str]]:
+        with self._session({}) as lake:
+            return [name.split(".") for name in lake.list_tables(_namespace(args))]
+
+    def op_load_table(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        with self._session(args) as session:
+            table = session.load_table(_name(args))
+            return self._describe(session, table, self._version_of(session) if args.get("txn") is None else -1)
+
+    def op_load_relation(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """A table (``{"table": ...}``) or a view (``{"view": ...}``) by name: one request for Spark's resolver."""
+        try:
+            return {"table": self.op_load_table(args)}
+        except errors.NoSuchTableError:
+            return {"view": self.op_load_view(args)}
+
+    def op_create_table(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        name = _name(args)
+        schema = arrow_schema(args.get("schema"))
+        partitioning = _parts(args, "partitioning") if args.get("partitioning") else []
+        properties = self._table_properties(_dict_of_str(args, "properties"))
+        with self._session({"txn": args.get("txn")} if args.get("txn") else {}) as session:
+            if args.get("replace") and session.table_exists(name):
+                session.drop_table(name)
+            table = session.create_table(name, schema, partition_by=partitioning or None, properties=properties or None)
+            version = -1 if args.get("txn") else self._lake.refresh()
+            return self._describe(session, table, version)
+
+    @staticmethod
+    def _table_properties(given: dict[str, str]) -> dict[str, str]:
+        """The properties a new table stores: Spark's reserved ones checked, shown ones refused."""
+        kept: dict[str, str] = {}
+        for key, value in given.items():
+            if key in _REFUSED_RESERVED:
+                raise ValueError(_REFUSED_RESERVED[key])
+            if key == "provider":
+                if value.lower() not in _PROVIDERS:
+                    raise ValueError(f"USING {value}: lakehouse tables are stored as Parquet (USING lakehouse or parquet)")
+                continue
+            if key.startswith(_OPTION_PREFIX):
+                raise ValueError(f"table option {key[len(_OPTION_PREFIX):]!r} (OPTIONS) is not supported by the lakehouse catalog")
+            if key in _IGNORED_RESERVED or key in SHOWN_PROPERTIES:
+                if key in SHOWN_PROPERTIES:
+                    raise ValueError(f"table property {key!r} is set by the catalog and cannot be given")
+                continue
+            kept[key] = value
+        return kept
+
+    def op_alter_table(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        name = _name(args)
+        changes = args.get("changes")
+        if not isinstance(changes, list) or not changes:
+            raise ProtocolError("argument 'changes' must be a non-empty list")
+        self._lake.refresh()
+        table = self._lake.load_table(name)
+        schema_change = table.update_schema()
+        schema_steps = 0
+        updates: dict[str, str] = {}
+        removals: list[str] = []
+        for change in changes:
+            kind = change.get("type") if isinstance(change, dict) else None
+            if kind == "set_property":
+                key, value = change.get("key"), change.get("value")
+                if key in SHOWN_PROPERTIES or key in _REFUSED_RESERVED or key == "provider":
+                    raise ValueError(f"table property {key!r} is set by the catalog and cannot be changed")
+                updates[key] = value
+            elif kind == "remove_property":
+                removals.append(change.get("key"))
+            elif kind == "add_column":
+                column = _parts(change, "column")
+                if len(column) != 1:
+                    raise ValueError(f"ALTER TABLE ADD COLUMN {'.'.join(column)}: only top-level columns can be added")
+                schema_change.add_column(column[0], arrow_type(change.get("data_type"), column[0]))
+                schema_steps += 1
+            elif kind == "rename_column":
+                column = _parts(change, "column")
+                if len(column) != 1:
+                    raise ValueError(f"ALTER TABLE RENAME COLUMN {'.'.join(column)}: only top-level columns can be renamed")
+                schema_change.rename_column(column[0], change.get("new_name"))
+                schema_steps += 1
+            elif kind == "drop_column":
+                column = _parts(change, "column")
+                if len(column) != 1:
+                    raise ValueError(f"ALTER TABLE DROP COLUMN {'.'.join(column)}: only top-level columns can be dropped")
+                if change.get("if_exists") and column[0] not in table.schema.names:
+                    continue
+                schema_change.drop_column(column[0])
+                schema_steps += 1
+            elif kind == "update_column_type":
+                column = _parts(change, "column")
+                if len(column) != 1:
+                    raise ValueError(f"ALTER COLUMN {'.'.join(column)} TYPE: only top-level columns can change type")
+                schema_change.widen(column[0], arrow_type(change.get("data_type"), column[0]))
+                schema_steps += 1
+            else:
+                raise ValueError(f"ALTER TABLE: {change.get('sql', kind) if isinstance(change, dict) else change!r} is not supported by the lakehouse catalog")
+        # Schema then properties: Spark sends one kind per ALTER statement.
+        if schema_steps:
+            schema_change.commit()
+        if updates or removals:
+            self._lake.load_table(name).update_properties(updates or None, removals or None)
+        return self.op_load_table({"name": args["name"]})
+
+    def op_drop_table(self, args: Mapping[str, Any]) -> bool:
+        name = _name(args)
+        self._lake.refresh()
+        if not self._lake.table_exists(name):
+            return False
+        # PURGE: the next gc deletes the files at once instead of keeping them
+        # for time travel to versions before the drop.
+        self._lake.drop_table(name, purge=bool(args.get("purge")))
+        return True
+
+    def op_rename_table(self, args: Mapping[str, Any]) -> None:
+        self._lake.rename_table(_name(args, "old"), _name(args, "new"))
+
+    def op_plan_scan(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The data files a scan at ``version`` reads, pruned by the pushed ``filters``."""
+        name = _name(args)
+        with self._session(args) as session:
+            table = session.load_table(name)
+            if table.id != args.get("id"):
+                raise errors.NoSuchTableError(f"table {name!r} at version {args.get('version')} is not the table the query was planned on")
+            expression = pruning_expression(spark_filters(args.get("filters") or []), table.schema)
+            files = table.files(filter=expression)
+        return {
+            "files": [{"path": f.path, "size": f.size, "rows": f.rows} for f in files],
+            # Spark's Parquet reader matches columns by the files' own field
+            # ids; files written before they were recorded go through the
+            # Python source, which matches by the ids in the stored Arrow schema.
+            "parquet_field_ids": all(f.parquet_field_ids for f in files),
+        }
+
+    # -- durable transactions: staged CREATE TABLE AS SELECT / REPLACE --
+
+    def op_begin(self, args: Mapping[str, Any]) -> str:
+        txn = self._lake.begin(title=str(args.get("title") or "spark"))
+        return str(txn.id)
+
+    def op_commit(self, args: Mapping[str, Any]) -> int:
+        txid = args.get("txn")
+        if not isinstance(txid, str):
+            raise ProtocolError("argument 'txn' must be a transaction id")
+        self._lake.attach(txid).commit()
+        return self._lake.refresh()
+
+    def op_abort(self, args: Mapping[str, Any]) -> None:
+        txid = args.get("txn")
+        if not isinstance(txid, str):
+            raise ProtocolError("argument 'txn' must be a transaction id")
+        self._lake.attach(txid).abort()
+
+    # -- views --
+
+    def op_list_views(self, args: Mapping[str, Any]) -> list[list[str]]:
+        with self._session({}) as lake:
+            return [name.split(".") for name in lake.list_views(_namespace(args))]
+
+    def op_load_view(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        with self._session({}) as lake:
+            view = lake.load_view(_name(args))
+        spark = (view.metadata or {}).get("spark") or {}
+        return {
+            "sql": view.sql,
+            "properties": dict(view.properties),
+            "schema": spark.get("schema"),
+            "catalog": spark.get("catalog"),
+            "namespace": spark.get("namespace") or [],
+            "query_column_names": spark.get("query_column_names") or [],
+            "sql_configs": spark.get("sql_configs") or {},
+            "schema_mode": spark.get("schema_mode"),
+        }
+
+    def op_create_view(self, args: Mapping[str, Any]) -> None:
+        name = _name(args)
+        sql = args.get("sql")
+        if not isinstance(sql, str) or not sql.strip():
+            raise ProtocolError("argument 'sql' must be the view's query text")
+        spark = {
+            "schema": args.get("schema"),
+            "catalog": args.get("catalog"),
+            "namespace": args.get("namespace") or [],
+            "query_column_names": args.get("query_column_names") or [],
+            "sql_configs": _dict_of_str(args, "sql_configs"),
+            "schema_mode": args.get("schema_mode"),
+        }
+        schema = arrow_schema(args.get("schema")) if args.get("schema") else None
+        properties = _dict_of_str(args, "properties") or None
+        if args.get("replace"):
+            self._lake.refresh()
+            if self._lake.view_exists(name):
+                self._lake.replace_view(name, sql, properties=properties, schema=schema, metadata={"spark": spark})
+                return
+        self._lake.create_view(name, sql, properties=properties, schema=schema, metadata={"spark": spark})
+
+    def op_drop_view(self, args: Mapping[str, Any]) -> bool:
+        name = _name(args)
+        self._lake.refresh()
+        if not self._lake.view_exists(name):
+            return False
+        self._lake.drop_view(name)
+        return True
+
+    def op_rename_view(self, args: Mapping[str, Any]) -> None:
+        old, new = _name(args, "old"), _name(args, "new")
+        self._lake.refresh()
+        view = self._lake.load_view(old)
+        with self._lake.transaction() as tx:
+            tx.create_view(new, view.sql, dialect=view.dialect, properties=dict(view.properties) or None, schema=view.schema, metadata=view.metadata)
+            tx.drop_view(old)
+
+    # -- the Python data source, for the JVM to register in its session --
+
+    def op_data_source(self, args: Mapping[str, Any]) -> dict[str, str]:
+        """The pickled ``LakehouseDataSource`` class (by reference) and its short name."""
+        from catalog.spark.source import FORMAT_NAME, LakehouseDataSource
+
+        return {"name": FORMAT_NAME, "pickle": base64.b64encode(pickle.dumps(LakehouseDataSource)).decode()}
+
+
+def data_root(lake: catalog.Lakehouse) -> str | None:
+    """The Hadoop URL of the store root when it is a local directory (the JVM reads it with ``file:``)."""
+    url = lake.url
+    if "://" not in url:
+        import os
+
+        return "file://" + os.path.abspath(url.split("?", 1)[0])
+    if url.startswith("file://"):
+        return "file://" + url[len("file://"):].split("?", 1)[0]
+    return None
+
+
+# -- the no-server transport ------------------------------------------------------------
+
+
+def serve_stdio(inp: IO[str], out: IO[str]) -> None:
+    """Answer line-delimited JSON requests until ``inp`` closes; the first must be ``open``.
+
+    ``open`` args: ``url`` and ``options`` (storage options such as
+    ``endpoint_url``/``key``/``secret``).
+    """
+    plane: ControlPlane | None = None
+    lake: catalog.Lakehouse | None = None
+    try:
+        for line in inp:
+            if not line.strip():
+                continue
+            try:
+                request = json.loads(line)
+            except ValueError as exc:
+                answer = error_answer(ProtocolError(f"a request must be one line of JSON: {exc}"))
+            else:
+                if plane is None:
+                    try:
+                        lake, plane = _open(request)
+                        answer = {"ok": True, "result": plane.op_hello({})}
+                    except Exception as exc:  # the JVM shows why the catalog could not start
+                        answer = error_answer(exc)
+                else:
+                    answer = plane.handle(request)
+            out.write(json.dumps(answer, separators=(",", ":")) + "\n")
+            out.flush()
+    finally:
+        if lake is not None:
+            lake.close()
+
+
+def _open(request: object) -> tuple[catalog.Lakehouse, ControlPlane]:
+    if not isinstance(request, dict) or request.get("op") != "open":
+        raise ProtocolError("the first request must be open")
+    args = request.get("args") or {}
+    url = args.get("url")
+    if not isinstance(url, str) or not url:
+        raise ValueError("catalog option url (the lakehouse URL) is required")
+    options = _dict_of_str(args, "options")
+    lake = catalog.open(url, create=True, **options)
+    return lake, ControlPlane(lake, data_root(lake))
+
+
+def main() -> None:
+    """``python -m catalog.spark``: the control plane on stdin/stdout, for one JVM catalog."""
+    # stdout carries answers only: anything a library prints goes to stderr.
+    answers = sys.stdout
+    sys.stdout = sys.stderr
+    serve_stdio(sys.stdin, answers)

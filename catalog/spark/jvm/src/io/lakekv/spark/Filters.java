@@ -1,0 +1,176 @@
+package io.lakekv.spark;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.spark.sql.sources.EqualNullSafe;
+import org.apache.spark.sql.sources.EqualTo;
+import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.sources.GreaterThan;
+import org.apache.spark.sql.sources.GreaterThanOrEqual;
+import org.apache.spark.sql.sources.In;
+import org.apache.spark.sql.sources.IsNotNull;
+import org.apache.spark.sql.sources.IsNull;
+import org.apache.spark.sql.sources.LessThan;
+import org.apache.spark.sql.sources.LessThanOrEqual;
+import org.apache.spark.sql.sources.StringStartsWith;
+
+import java.math.BigDecimal;
+import java.sql.Date;
+import java.sql.Timestamp;
+import java.time.Instant;
+import java.time.LocalDate;
+import java.time.LocalDateTime;
+import java.time.temporal.ChronoUnit;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Pushed filters in the JSON form the control plane prunes files with
+ * (catalog/spark/control.py {@code spark_filters}).
+ *
+ * <p>Only pruning uses them: Spark re-applies every filter to the rows, so a
+ * filter that cannot be encoded is simply left out (it prunes nothing).
+ * Conjunctions arrive already split; {@code Or}/{@code Not} are left out.
+ */
+final class Filters {
+    private static final JsonNodeFactory NODES = JsonNodeFactory.instance;
+
+    private Filters() {
+    }
+
+    static ArrayNode encode(Filter[] filters) {
+        ArrayNode out = NODES.arrayNode();
+        for (Filter filter : filters) {
+            ObjectNode encoded = encode(filter);
+            if (encoded != null) {
+                out.add(encoded);
+            }
+        }
+        return out;
+    }
+
+    /** One filter as JSON, or null when it has no JSON form. */
+    static ObjectNode encode(Filter filter) {
+        if (filter instanceof IsNull f) {
+            return leaf("IsNull", f.attribute());
+        }
+        if (filter instanceof IsNotNull f) {
+            return leaf("IsNotNull", f.attribute());
+        }
+        if (filter instanceof In f) {
+            ArrayNode values = NODES.arrayNode();
+            for (Object value : f.values()) {
+                JsonNode v = literal(value);
+                if (v == null) {
+                    return null;
+                }
+                values.add(v);
+            }
+            ObjectNode node = leaf("In", f.attribute());
+            node.set("values", values);
+            return node;
+        }
+        String type;
+        String attribute;
+        Object value;
+        if (filter instanceof EqualTo f) {
+            type = "EqualTo"; attribute = f.attribute(); value = f.value();
+        } else if (filter instanceof EqualNullSafe f) {
+            type = "EqualNullSafe"; attribute = f.attribute(); value = f.value();
+        } else if (filter instanceof GreaterThan f) {
+            type = "GreaterThan"; attribute = f.attribute(); value = f.value();
+        } else if (filter instanceof GreaterThanOrEqual f) {
+            type = "GreaterThanOrEqual"; attribute = f.attribute(); value = f.value();
+        } else if (filter instanceof LessThan f) {
+            type = "LessThan"; attribute = f.attribute(); value = f.value();
+        } else if (filter instanceof LessThanOrEqual f) {
+            type = "LessThanOrEqual"; attribute = f.attribute(); value = f.value();
+        } else if (filter instanceof StringStartsWith f) {
+            type = "StringStartsWith"; attribute = f.attribute(); value = f.value();
+        } else {
+            return null;
+        }
+        JsonNode v = literal(value);
+        if (v == null) {
+            return null;
+        }
+        ObjectNode node = leaf(type, attribute);
+        node.set("value", v);
+        return node;
+    }
+
+    private static ObjectNode leaf(String type, String attribute) {
+        ObjectNode node = NODES.objectNode();
+        node.put("type", type);
+        ArrayNode parts = node.putArray("attribute");
+        for (String part : splitAttribute(attribute)) {
+            parts.add(part);
+        }
+        return node;
+    }
+
+    /** A V1 filter attribute is dotted, with backquotes around parts that contain dots. */
+    static List<String> splitAttribute(String attribute) {
+        List<String> parts = new ArrayList<>();
+        StringBuilder part = new StringBuilder();
+        boolean quoted = false;
+        for (int i = 0; i < attribute.length(); i++) {
+            char c = attribute.charAt(i);
+            if (c == '`') {
+                if (quoted && i + 1 < attribute.length() && attribute.charAt(i + 1) == '`') {
+                    part.append('`');
+                    i++;
+                } else {
+                    quoted = !quoted;
+                }
+            } else if (c == '.' && !quoted) {
+                parts.add(part.toString());
+                part.setLength(0);
+            } else {
+                part.append(c);
+            }
+        }
+        parts.add(part.toString());
+        return parts;
+    }
+
+    /** A literal as JSON; null when its type is not one the control plane reads exactly. */
+    static JsonNode literal(Object value) {
+        if (value == null) {
+            return NODES.nullNode();
+        }
+        if (value instanceof Boolean b) {
+            return NODES.booleanNode(b);
+        }
+        if (value instanceof Byte || value instanceof Short || value instanceof Integer || value instanceof Long) {
+            return NODES.numberNode(((Number) value).longValue());
+        }
+        if (value instanceof Float || value instanceof Double) {
+            return NODES.numberNode(((Number) value).doubleValue());
+        }
+        if (value instanceof String s) {
+            return NODES.textNode(s);
+        }
+        if (value instanceof BigDecimal d) {
+            return NODES.objectNode().put("decimal", d.toPlainString());
+        }
+        if (value instanceof LocalDate d) {
+            return NODES.objectNode().put("date", d.toString());
+        }
+        if (value instanceof Date d) {
+            return NODES.objectNode().put("date", d.toLocalDate().toString());
+        }
+        if (value instanceof Instant t) {
+            return NODES.objectNode().put("timestamp_us", ChronoUnit.MICROS.between(Instant.EPOCH, t));
+        }
+        if (value instanceof Timestamp t) {
+            return NODES.objectNode().put("timestamp_us", ChronoUnit.MICROS.between(Instant.EPOCH, t.toInstant()));
+        }
+        if (value instanceof LocalDateTime t) {
+            return NODES.objectNode().put("timestamp_ntz", t.toString());
+        }
+        return null;
+    }
+}

@@ -1,0 +1,709 @@
+package io.lakekv.spark;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.spark.sql.catalyst.analysis.NamespaceAlreadyExistsException;
+import org.apache.spark.sql.catalyst.analysis.NoSuchNamespaceException;
+import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
+import org.apache.spark.sql.catalyst.analysis.NoSuchViewException;
+import org.apache.spark.sql.catalyst.analysis.NonEmptyNamespaceException;
+import org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException;
+import org.apache.spark.sql.catalyst.analysis.ViewAlreadyExistsException;
+import org.apache.spark.sql.connector.catalog.CatalogV2Util;
+import org.apache.spark.sql.connector.catalog.Column;
+import org.apache.spark.sql.connector.catalog.Identifier;
+import org.apache.spark.sql.connector.catalog.NamespaceChange;
+import org.apache.spark.sql.connector.catalog.Relation;
+import org.apache.spark.sql.connector.catalog.RelationCatalog;
+import org.apache.spark.sql.connector.catalog.StagedTable;
+import org.apache.spark.sql.connector.catalog.StagingTableCatalog;
+import org.apache.spark.sql.connector.catalog.SupportsNamespaces;
+import org.apache.spark.sql.connector.catalog.Table;
+import org.apache.spark.sql.connector.catalog.TableChange;
+import org.apache.spark.sql.connector.catalog.TableInfo;
+import org.apache.spark.sql.connector.catalog.View;
+import org.apache.spark.sql.connector.expressions.IdentityTransform;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+
+/**
+ * lakekv as a Spark catalog: {@code spark.sql.catalog.lake=io.lakekv.spark.LakehouseCatalog}.
+ *
+ * <p>Tables and views share one name space, so it is a {@link RelationCatalog}
+ * (Spark's {@code TableCatalog} plus {@code ViewCatalog}): one request resolves a
+ * name to whichever it is.
+ *
+ * <p>Catalog options ({@code spark.sql.catalog.lake.<option>}):
+ * <ul>
+ *   <li>{@code url}: the lakehouse URL (a directory, {@code file://}, {@code s3://bucket/prefix});</li>
+ *   <li>{@code uri} and {@code token}: use a shared {@code lakekv serve} instead of a local control plane;</li>
+ *   <li>{@code python}: the Python that has lakekv (default: {@code PYSPARK_PYTHON}, then {@code python3});</li>
+ *   <li>storage options {@code endpoint_url}, {@code key}, {@code secret}, {@code session_token},
+ *       {@code region}, {@code fsync}, {@code commit_store}: passed to the store, on the driver and
+ *       in the tasks of the Python data path, never printed.</li>
+ * </ul>
+ * Any other option is an error naming it.
+ */
+public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces, RelationCatalog {
+    private static final Set<String> CATALOG_OPTIONS = Set.of("url", "uri", "token", "python");
+    /** Catalog option name -> lakekv store option name. */
+    private static final Map<String, String> STORAGE_OPTIONS = Map.of(
+            "endpoint_url", "endpoint_url",
+            "key", "key",
+            "secret", "secret",
+            "session_token", "token",
+            "region", "region",
+            "fsync", "fsync",
+            "commit_store", "commit_store");
+
+    private String name;
+    private ControlPlane control;
+    private PythonSource pythonSource;
+
+    @Override
+    public void initialize(String name, CaseInsensitiveStringMap options) {
+        this.name = name;
+        Map<String, String> storage = new TreeMap<>();
+        for (Map.Entry<String, String> option : options.asCaseSensitiveMap().entrySet()) {
+            String key = option.getKey().toLowerCase(java.util.Locale.ROOT);
+            if (STORAGE_OPTIONS.containsKey(key)) {
+                storage.put(STORAGE_OPTIONS.get(key), option.getValue());
+            } else if (!CATALOG_OPTIONS.contains(key)) {
+                throw new IllegalArgumentException("unknown option spark.sql.catalog." + name + "." + option.getKey()
+                        + "; the lakehouse catalog takes " + String.join(", ", new java.util.TreeSet<>(CATALOG_OPTIONS))
+                        + " and the storage options " + String.join(", ", new java.util.TreeSet<>(STORAGE_OPTIONS.keySet())));
+            }
+        }
+        String url = options.get("url");
+        String uri = options.get("uri");
+        if (uri != null) {
+            this.control = new ControlPlane.Http(uri, options.get("token"));
+            JsonNode hello = control.call("hello", ControlPlane.args());
+            if (url == null) {
+                url = hello.path("url").asText(null);
+            }
+        } else {
+            if (url == null || url.isEmpty()) {
+                throw new IllegalArgumentException("spark.sql.catalog." + name + ".url is required: the lakehouse URL");
+            }
+            if (options.containsKey("token")) {
+                throw new IllegalArgumentException("spark.sql.catalog." + name + ".token is for a lakekv serve uri; "
+                        + "give the S3 session token as session_token");
+            }
+            String python = options.getOrDefault("python", defaultPython());
+            this.control = new ControlPlane.Child(python, url, storage);
+        }
+        this.pythonSource = new PythonSource(this, url, storage);
+        ControlPlane closing = control;
+        Runtime.getRuntime().addShutdownHook(new Thread(closing::close, "lakekv-control-close"));
+    }
+
+    private static String defaultPython() {
+        for (String variable : new String[] {"PYSPARK_DRIVER_PYTHON", "PYSPARK_PYTHON"}) {
+            String value = System.getenv(variable);
+            if (value != null && !value.isEmpty()) {
+                return value;
+            }
+        }
+        return "python3";
+    }
+
+    @Override
+    public String name() {
+        return name;
+    }
+
+    ControlPlane control() {
+        return control;
+    }
+
+    PythonSource pythonSource() {
+        return pythonSource;
+    }
+
+    // -- helpers ---------------------------------------------------------------------
+
+    private static ArrayNode parts(ObjectNode args, String key, String[] namespace, String last) {
+        ArrayNode array = args.putArray(key);
+        for (String part : namespace) {
+            array.add(part);
+        }
+        if (last != null) {
+            array.add(last);
+        }
+        return array;
+    }
+
+    private static ObjectNode nameArgs(Identifier ident) {
+        ObjectNode args = ControlPlane.args();
+        parts(args, "name", ident.namespace(), ident.name());
+        return args;
+    }
+
+    private static ObjectNode namespaceArgs(String[] namespace) {
+        ObjectNode args = ControlPlane.args();
+        parts(args, "namespace", namespace, null);
+        return args;
+    }
+
+    private static String[][] namespaces(JsonNode result) {
+        String[][] out = new String[result.size()][];
+        for (int i = 0; i < result.size(); i++) {
+            out[i] = ControlPlane.JSON.convertValue(result.get(i), String[].class);
+        }
+        return out;
+    }
+
+    private static Identifier[] identifiers(JsonNode result) {
+        Identifier[] out = new Identifier[result.size()];
+        for (int i = 0; i < result.size(); i++) {
+            String[] name = ControlPlane.JSON.convertValue(result.get(i), String[].class);
+            out[i] = Identifier.of(Arrays.copyOf(name, name.length - 1), name[name.length - 1]);
+        }
+        return out;
+    }
+
+    private static Map<String, String> stringMap(JsonNode node) {
+        Map<String, String> map = new LinkedHashMap<>();
+        if (node != null) {
+            node.fields().forEachRemaining(e -> map.put(e.getKey(), e.getValue().asText()));
+        }
+        return map;
+    }
+
+    private static boolean is(RuntimeException e, String kind) {
+        return e instanceof CatalogFailure failure && failure.kind().equals(kind);
+    }
+
+    // -- namespaces ------------------------------------------------------------------
+
+    @Override
+    public String[][] listNamespaces() {
+        return namespaces(control.call("list_namespaces", ControlPlane.args()));
+    }
+
+    @Override
+    public String[][] listNamespaces(String[] namespace) throws NoSuchNamespaceException {
+        ObjectNode args = ControlPlane.args();
+        parts(args, "parent", namespace, null);
+        try {
+            return namespaces(control.call("list_namespaces", args));
+        } catch (RuntimeException e) {
+            if (is(e, "no_such_namespace")) {
+                throw new NoSuchNamespaceException(namespace);
+            }
+            throw e;
+        }
+    }
+
+    @Override
+    public Map<String, String> loadNamespaceMetadata(String[] namespace) throws NoSuchNamespaceException {
+        try {
+            return stringMap(control.call("load_namespace", namespaceArgs(namespace)));
+        } catch (RuntimeException e) {
+            if (is(e, "no_such_namespace")) {
+                throw new NoSuchNamespaceException(namespace);
+            }
+            throw e;
+        }
+    }
+
+    @Override
+    public void createNamespace(String[] namespace, Map<String, String> metadata) throws NamespaceAlreadyExistsException {
+        ObjectNode args = namespaceArgs(namespace);
+        ObjectNode properties = args.putObject("properties");
+        metadata.forEach(properties::put);
+        try {
+            control.call("create_namespace", args);
+        } catch (RuntimeException e) {
+            if (is(e, "namespace_exists")) {
+                throw new NamespaceAlreadyExistsException(namespace);
+            }
+            throw e;
+        }
+    }
+
+    @Override
+    public void alterNamespace(String[] namespace, NamespaceChange... changes) throws NoSuchNamespaceException {
+        ObjectNode args = namespaceArgs(namespace);
+        ObjectNode set = args.putObject("set");
+        ArrayNode remove = args.putArray("remove");
+        for (NamespaceChange change : changes) {
+            if (change instanceof NamespaceChange.SetProperty p) {
+                set.put(p.property(), p.value());
+            } else if (change instanceof NamespaceChange.RemoveProperty p) {
+                remove.add(p.property());
+            } else {
+                throw new UnsupportedOperationException("namespace change " + change + " is not supported");
+            }
+        }
+        try {
+            control.call("alter_namespace", args);
+        } catch (RuntimeException e) {
+            if (is(e, "no_such_namespace")) {
+                throw new NoSuchNamespaceException(namespace);
+            }
+            throw e;
+        }
+    }
+
+    @Override
+    public boolean dropNamespace(String[] namespace, boolean cascade) throws NoSuchNamespaceException, NonEmptyNamespaceException {
+        ObjectNode args = namespaceArgs(namespace);
+        args.put("cascade", cascade);
+        try {
+            return control.call("drop_namespace", args).asBoolean();
+        } catch (RuntimeException e) {
+            if (is(e, "namespace_not_empty")) {
+                throw new NonEmptyNamespaceException(namespace);
+            }
+            if (is(e, "no_such_namespace")) {
+                throw new NoSuchNamespaceException(namespace);
+            }
+            throw e;
+        }
+    }
+
+    // -- tables ----------------------------------------------------------------------
+
+    @Override
+    public Identifier[] listTables(String[] namespace) throws NoSuchNamespaceException {
+        try {
+            return identifiers(control.call("list_tables", namespaceArgs(namespace)));
+        } catch (RuntimeException e) {
+            if (is(e, "no_such_namespace")) {
+                throw new NoSuchNamespaceException(namespace);
+            }
+            throw e;
+        }
+    }
+
+    private Table load(Identifier ident, ObjectNode args) throws NoSuchTableException {
+        try {
+            return new LakehouseTable(this, control.call("load_table", args), null);
+        } catch (RuntimeException e) {
+            if (is(e, "no_such_table") || is(e, "no_such_namespace")) {
+                throw new NoSuchTableException(ident);
+            }
+            throw e;
+        }
+    }
+
+    @Override
+    public Table loadTable(Identifier ident) throws NoSuchTableException {
+        if (ident.namespace().length == 0) {
+            throw new NoSuchTableException(ident);
+        }
+        return load(ident, nameArgs(ident));
+    }
+
+    @Override
+    public Table loadTable(Identifier ident, String version) throws NoSuchTableException {
+        long number;
+        try {
+            number = Long.parseLong(version.trim());
+        } catch (NumberFormatException e) {
+            throw new LakehouseException.InvalidArgument("invalid_argument",
+                    "VERSION AS OF " + version + ": a lakehouse version is a number (see lake.history())");
+        }
+        ObjectNode args = nameArgs(ident);
+        args.put("version", number);
+        return load(ident, args);
+    }
+
+    @Override
+    public Table loadTable(Identifier ident, long timestampMicros) throws NoSuchTableException {
+        ObjectNode args = nameArgs(ident);
+        args.put("timestamp_ms", Math.floorDiv(timestampMicros, 1000L));
+        return load(ident, args);
+    }
+
+    @Override
+    public Relation loadRelation(Identifier ident) throws NoSuchTableException {
+        if (ident.namespace().length == 0) {
+            throw new NoSuchTableException(ident);
+        }
+        JsonNode relation;
+        try {
+            relation = control.call("load_relation", nameArgs(ident));
+        } catch (RuntimeException e) {
+            if (is(e, "no_such_table") || is(e, "no_such_view") || is(e, "no_such_namespace")) {
+                throw new NoSuchTableException(ident);
+            }
+            throw e;
+        }
+        if (relation.has("view")) {
+            return view(relation.get("view"));
+        }
+        return new LakehouseTable(this, relation.get("table"), null);
+    }
+
+    @Override
+    public void invalidateTable(Identifier ident) {
+        // Nothing cached: every query loads the table again.
+    }
+
+    /** The control-plane arguments of a CREATE TABLE, with what Spark allows but we do not honour refused. */
+    private ObjectNode createArgs(Identifier ident, Column[] columns, Transform[] partitions, Map<String, String> properties) {
+        ObjectNode args = nameArgs(ident);
+        for (Column column : columns) {
+            if (column.defaultValue() != null) {
+                throw new LakehouseException.InvalidArgument("invalid_argument",
+                        "column " + column.name() + ": DEFAULT values are not supported by the lakehouse catalog");
+            }
+            if (column.generationExpression() != null) {
+                throw new LakehouseException.InvalidArgument("invalid_argument",
+                        "column " + column.name() + ": GENERATED columns are not supported by the lakehouse catalog");
+            }
+            if (column.comment() != null) {
+                throw new LakehouseException.InvalidArgument("invalid_argument",
+                        "column " + column.name() + ": column COMMENTs are not stored by the lakehouse catalog yet");
+            }
+        }
+        StructType schema = CatalogV2Util.v2ColumnsToStructType(columns);
+        try {
+            args.set("schema", ControlPlane.JSON.readTree(schema.json()));
+        } catch (java.io.IOException e) {
+            throw new IllegalStateException(e);
+        }
+        ArrayNode partitioning = args.putArray("partitioning");
+        for (Transform transform : partitions) {
+            if (!(transform instanceof IdentityTransform identity) || identity.ref().fieldNames().length != 1) {
+                throw new LakehouseException.InvalidArgument("invalid_argument",
+                        "PARTITIONED BY " + transform.describe() + ": the lakehouse partitions by columns only");
+            }
+            partitioning.add(identity.ref().fieldNames()[0]);
+        }
+        ObjectNode props = args.putObject("properties");
+        properties.forEach(props::put);
+        return args;
+    }
+
+    private Table create(Identifier ident, ObjectNode args) throws TableAlreadyExistsException, NoSuchNamespaceException {
+        try {
+            return new LakehouseTable(this, control.call("create_table", args), null);
+        } catch (RuntimeException e) {
+            if (is(e, "table_exists") || is(e, "view_exists")) {
+                throw new TableAlreadyExistsException(ident);
+            }
+            if (is(e, "no_such_namespace")) {
+                throw new NoSuchNamespaceException(ident.namespace());
+            }
+            throw e;
+        }
+    }
+
+    @Override
+    public Table createTable(Identifier ident, TableInfo info) throws TableAlreadyExistsException, NoSuchNamespaceException {
+        return create(ident, createArgs(ident, info.columns(), info.partitions(), info.properties()));
+    }
+
+    @Override
+    public Table createTable(Identifier ident, Column[] columns, Transform[] partitions, Map<String, String> properties)
+            throws TableAlreadyExistsException, NoSuchNamespaceException {
+        return create(ident, createArgs(ident, columns, partitions, properties));
+    }
+
+    @Override
+    @SuppressWarnings("deprecation")
+    public Table createTable(Identifier ident, StructType schema, Transform[] partitions, Map<String, String> properties)
+            throws TableAlreadyExistsException, NoSuchNamespaceException {
+        return createTable(ident, CatalogV2Util.structTypeToV2Columns(schema, false), partitions, properties);
+    }
+
+    @Override
+    public Table alterTable(Identifier ident, TableChange... changes) throws NoSuchTableException {
+        if (changes.length == 0) {
+            return loadTable(ident);  // e.g. ALTER COLUMN ... TYPE to the type it has
+        }
+        ObjectNode args = nameArgs(ident);
+        ArrayNode list = args.putArray("changes");
+        for (TableChange change : changes) {
+            list.add(TableChanges.encode(change));
+        }
+        try {
+            return new LakehouseTable(this, control.call("alter_table", args), null);
+        } catch (RuntimeException e) {
+            if (is(e, "no_such_table")) {
+                throw new NoSuchTableException(ident);
+            }
+            throw e;
+        }
+    }
+
+    @Override
+    public boolean dropTable(Identifier ident) {
+        ObjectNode args = nameArgs(ident);
+        return control.call("drop_table", args).asBoolean();
+    }
+
+    @Override
+    public boolean purgeTable(Identifier ident) {
+        ObjectNode args = nameArgs(ident);
+        args.put("purge", true);
+        return control.call("drop_table", args).asBoolean();
+    }
+
+    @Override
+    public void renameTable(Identifier from, Identifier to) throws NoSuchTableException, TableAlreadyExistsException {
+        ObjectNode args = ControlPlane.args();
+        parts(args, "old", from.namespace(), from.name());
+        parts(args, "new", to.namespace(), to.name());
+        try {
+            control.call("rename_table", args);
+        } catch (RuntimeException e) {
+            if (is(e, "no_such_table")) {
+                throw new NoSuchTableException(from);
+            }
+            if (is(e, "table_exists") || is(e, "view_exists")) {
+                throw new TableAlreadyExistsException(to);
+            }
+            throw e;
+        }
+    }
+
+    // -- staged creates: CREATE [OR REPLACE] TABLE ... AS SELECT -------------------------
+
+    private StagedTable stage(Identifier ident, ObjectNode args, boolean replace, boolean mustExist)
+            throws TableAlreadyExistsException, NoSuchNamespaceException, NoSuchTableException {
+        ObjectNode begin = ControlPlane.args();
+        begin.put("title", "spark: create " + String.join(".", ident.namespace()) + "." + ident.name());
+        String txn = control.call("begin", begin).asText();
+        try {
+            if (mustExist) {
+                loadTable(ident);
+            }
+            args.put("txn", txn);
+            args.put("replace", replace);
+            return new LakehouseTable.Staged(this, control.call("create_table", args), txn);
+        } catch (RuntimeException | NoSuchTableException e) {
+            abortTransaction(txn);
+            if (e instanceof RuntimeException le) {
+                if (is(le, "table_exists") || is(le, "view_exists")) {
+                    throw new TableAlreadyExistsException(ident);
+                }
+                if (is(le, "no_such_namespace")) {
+                    throw new NoSuchNamespaceException(ident.namespace());
+                }
+                throw le;
+            }
+            throw (NoSuchTableException) e;
+        }
+    }
+
+    @Override
+    public StagedTable stageCreate(Identifier ident, TableInfo info) throws TableAlreadyExistsException, NoSuchNamespaceException {
+        try {
+            return stage(ident, createArgs(ident, info.columns(), info.partitions(), info.properties()), false, false);
+        } catch (NoSuchTableException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    @Override
+    public StagedTable stageCreate(Identifier ident, Column[] columns, Transform[] partitions, Map<String, String> properties)
+            throws TableAlreadyExistsException, NoSuchNamespaceException {
+        try {
+            return stage(ident, createArgs(ident, columns, partitions, properties), false, false);
+        } catch (NoSuchTableException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    @Override
+    public StagedTable stageReplace(Identifier ident, TableInfo info) throws NoSuchNamespaceException, NoSuchTableException {
+        try {
+            return stage(ident, createArgs(ident, info.columns(), info.partitions(), info.properties()), true, true);
+        } catch (TableAlreadyExistsException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    @Override
+    public StagedTable stageReplace(Identifier ident, Column[] columns, Transform[] partitions, Map<String, String> properties)
+            throws NoSuchNamespaceException, NoSuchTableException {
+        try {
+            return stage(ident, createArgs(ident, columns, partitions, properties), true, true);
+        } catch (TableAlreadyExistsException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    @Override
+    public StagedTable stageCreateOrReplace(Identifier ident, TableInfo info) throws NoSuchNamespaceException {
+        try {
+            return stage(ident, createArgs(ident, info.columns(), info.partitions(), info.properties()), true, false);
+        } catch (TableAlreadyExistsException | NoSuchTableException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    @Override
+    public StagedTable stageCreateOrReplace(Identifier ident, Column[] columns, Transform[] partitions, Map<String, String> properties)
+            throws NoSuchNamespaceException {
+        try {
+            return stage(ident, createArgs(ident, columns, partitions, properties), true, false);
+        } catch (TableAlreadyExistsException | NoSuchTableException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    void commitTransaction(String txn) {
+        ObjectNode args = ControlPlane.args();
+        args.put("txn", txn);
+        control.call("commit", args);
+    }
+
+    void abortTransaction(String txn) {
+        ObjectNode args = ControlPlane.args();
+        args.put("txn", txn);
+        control.call("abort", args);
+    }
+
+    // -- views -----------------------------------------------------------------------
+
+    @Override
+    public Identifier[] listViews(String[] namespace) throws NoSuchNamespaceException {
+        try {
+            return identifiers(control.call("list_views", namespaceArgs(namespace)));
+        } catch (RuntimeException e) {
+            if (is(e, "no_such_namespace")) {
+                throw new NoSuchNamespaceException(namespace);
+            }
+            throw e;
+        }
+    }
+
+    @Override
+    public View loadView(Identifier ident) throws NoSuchViewException {
+        if (ident.namespace().length == 0) {
+            throw new NoSuchViewException(ident);
+        }
+        try {
+            return view(control.call("load_view", nameArgs(ident)));
+        } catch (RuntimeException e) {
+            if (is(e, "no_such_view") || is(e, "no_such_namespace")) {
+                throw new NoSuchViewException(ident);
+            }
+            throw e;
+        }
+    }
+
+    private static View view(JsonNode view) {
+        View.Builder builder = new View.Builder()
+                .withQueryText(view.get("sql").asText())
+                .withCurrentNamespace(ControlPlane.JSON.convertValue(view.get("namespace"), String[].class))
+                .withQueryColumnNames(ControlPlane.JSON.convertValue(view.get("query_column_names"), String[].class))
+                .withSqlConfigs(stringMap(view.get("sql_configs")));
+        if (!view.path("catalog").isNull() && !view.path("catalog").isMissingNode()) {
+            builder.withCurrentCatalog(view.get("catalog").asText());
+        }
+        if (!view.path("schema_mode").isNull() && !view.path("schema_mode").isMissingNode()) {
+            builder.withSchemaMode(view.get("schema_mode").asText());
+        }
+        builder.withSchema((StructType) DataType.fromJson(view.get("schema").toString()));
+        builder.withProperties(stringMap(view.get("properties")));
+        return builder.build();
+    }
+
+    private View putView(Identifier ident, View view, boolean replace) {
+        ObjectNode args = nameArgs(ident);
+        args.put("sql", view.queryText());
+        args.put("catalog", view.currentCatalog());
+        parts(args, "namespace", view.currentNamespace() == null ? new String[0] : view.currentNamespace(), null);
+        parts(args, "query_column_names", view.queryColumnNames() == null ? new String[0] : view.queryColumnNames(), null);
+        ObjectNode configs = args.putObject("sql_configs");
+        if (view.sqlConfigs() != null) {
+            view.sqlConfigs().forEach(configs::put);
+        }
+        args.put("schema_mode", view.schemaMode());
+        try {
+            args.set("schema", ControlPlane.JSON.readTree(view.schema().json()));
+        } catch (java.io.IOException e) {
+            throw new IllegalStateException(e);
+        }
+        ObjectNode props = args.putObject("properties");
+        if (view.properties() != null) {
+            view.properties().forEach(props::put);
+        }
+        args.put("replace", replace);
+        control.call("create_view", args);
+        return view;
+    }
+
+    @Override
+    public View createView(Identifier ident, View view) throws ViewAlreadyExistsException, NoSuchNamespaceException {
+        try {
+            return putView(ident, view, false);
+        } catch (RuntimeException e) {
+            if (is(e, "view_exists") || is(e, "table_exists")) {
+                throw new ViewAlreadyExistsException(ident);
+            }
+            if (is(e, "no_such_namespace")) {
+                throw new NoSuchNamespaceException(ident.namespace());
+            }
+            throw e;
+        }
+    }
+
+    @Override
+    public View replaceView(Identifier ident, View view) throws NoSuchViewException {
+        if (!viewExists(ident)) {
+            throw new NoSuchViewException(ident);
+        }
+        return putView(ident, view, true);
+    }
+
+    @Override
+    public View createOrReplaceView(Identifier ident, View view) throws ViewAlreadyExistsException, NoSuchNamespaceException {
+        try {
+            return putView(ident, view, true);
+        } catch (RuntimeException e) {
+            if (is(e, "table_exists")) {
+                throw new ViewAlreadyExistsException(ident);
+            }
+            if (is(e, "no_such_namespace")) {
+                throw new NoSuchNamespaceException(ident.namespace());
+            }
+            throw e;
+        }
+    }
+
+    @Override
+    public boolean dropView(Identifier ident) {
+        return control.call("drop_view", nameArgs(ident)).asBoolean();
+    }
+
+    @Override
+    public void renameView(Identifier from, Identifier to) throws NoSuchViewException, ViewAlreadyExistsException {
+        ObjectNode args = ControlPlane.args();
+        parts(args, "old", from.namespace(), from.name());
+        parts(args, "new", to.namespace(), to.name());
+        try {
+            control.call("rename_view", args);
+        } catch (RuntimeException e) {
+            if (is(e, "no_such_view")) {
+                throw new NoSuchViewException(from);
+            }
+            if (is(e, "view_exists") || is(e, "table_exists")) {
+                throw new ViewAlreadyExistsException(to);
+            }
+            throw e;
+        }
+    }
+
+    static List<String> list(String... parts) {
+        return new ArrayList<>(Arrays.asList(parts));
+    }
+}

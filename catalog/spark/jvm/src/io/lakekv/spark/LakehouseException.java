@@ -1,0 +1,42 @@
+package io.lakekv.spark;
+
+/**
+ * A refusal from the lakehouse catalog (a conflict, a lock, a missing object...).
+ *
+ * <p>The message is the Python class line and its notes, e.g.
+ * {@code catalog.errors.RetryableConflictError: overwrite of 'ns.t': ...}, so the
+ * catalog's class name is in Spark's error and {@code catalog.spark.catalog_errors()}
+ * rebuilds it in PySpark.
+ */
+public class LakehouseException extends RuntimeException implements CatalogFailure {
+    private final String kind;
+
+    LakehouseException(String kind, String message) {
+        super(message);
+        this.kind = kind;
+    }
+
+    @Override
+    public String kind() {
+        return kind;
+    }
+
+    /**
+     * A request the catalog refused as invalid (bad value, unsupported clause or option):
+     * an {@link IllegalArgumentException}, which PySpark raises as its own
+     * {@code IllegalArgumentException}.
+     */
+    public static final class InvalidArgument extends IllegalArgumentException implements CatalogFailure {
+        private final String kind;
+
+        InvalidArgument(String kind, String message) {
+            super(message);
+            this.kind = kind;
+        }
+
+        @Override
+        public String kind() {
+            return kind;
+        }
+    }
+}

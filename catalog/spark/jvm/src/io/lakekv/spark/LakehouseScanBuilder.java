@@ -1,0 +1,143 @@
+package io.lakekv.spark;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
+import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.execution.datasources.FileStatusCache;
+import org.apache.spark.sql.execution.datasources.InMemoryFileIndex;
+import org.apache.spark.sql.execution.datasources.PartitionSpec;
+import org.apache.spark.sql.execution.datasources.v2.parquet.ParquetScanBuilder;
+import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import scala.Option;
+import scala.jdk.javaapi.CollectionConverters;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Plans a scan of a {@link LakehouseTable} at its version and hands the
+ * pruned file list to Spark's own (vectorized) Parquet scan.
+ *
+ * <p>The catalog prunes whole files by partition values and column
+ * statistics; Spark's Parquet scan then skips row groups with the same
+ * filters, splits files by {@code spark.sql.files.maxPartitionBytes}, reads
+ * only the required columns, and matches columns by field id (so renamed,
+ * added and dropped columns read right). Every filter is also given back to
+ * Spark, which applies it to the rows: pruning only has to be conservative.
+ */
+final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters, SupportsPushDownRequiredColumns {
+    /** Hadoop settings for our scans: Parquet page checksums (every lakehouse file has them) are verified. */
+    private static final Map<String, String> PARQUET_OPTIONS = Map.of(
+            "parquet.page.verify-checksum.enabled", "true",
+            "spark.sql.parquet.fieldId.read.enabled", "true");
+
+    private final LakehouseTable table;
+    private Filter[] pushed = new Filter[0];
+    private StructType required;
+
+    LakehouseScanBuilder(LakehouseTable table) {
+        this.table = table;
+        this.required = table.schema;
+    }
+
+    @Override
+    public Filter[] pushFilters(Filter[] filters) {
+        this.pushed = filters;
+        return filters;  // Spark re-applies all of them to the rows
+    }
+
+    @Override
+    public Filter[] pushedFilters() {
+        return pushed;
+    }
+
+    @Override
+    public void pruneColumns(StructType requiredSchema) {
+        this.required = requiredSchema;
+    }
+
+    @Override
+    public Scan build() {
+        ObjectNode args = ControlPlane.args();
+        ArrayNode name = args.putArray("name");
+        table.nameParts.forEach(name::add);
+        args.put("id", table.id);
+        args.put("version", table.version);
+        args.set("filters", Filters.encode(pushed));
+        JsonNode plan = table.catalog.control().call("plan_scan", args);
+        if (!plan.path("parquet_field_ids").asBoolean(false)) {
+            return pythonScan();
+        }
+
+        String root = table.dataRoot.endsWith("/") ? table.dataRoot : table.dataRoot + "/";
+        Map<Path, FileStatus[]> statuses = new HashMap<>();
+        List<Path> paths = new ArrayList<>();
+        for (JsonNode file : plan.get("files")) {
+            Path path = new Path(root + file.get("path").asText());
+            // The catalog knows every file's size: no listing, no HEAD per file.
+            statuses.put(path, new FileStatus[] {new FileStatus(file.get("size").asLong(), false, 1, 128L << 20, 0L, path)});
+            paths.add(path);
+        }
+        SparkSession session = SparkSession.active();
+        Map<String, String> options = new HashMap<>(PARQUET_OPTIONS);
+        InMemoryFileIndex index = new InMemoryFileIndex(
+                session,
+                CollectionConverters.asScala(paths).toList(),
+                scala.collection.immutable.Map.from(CollectionConverters.asScala(options)),
+                Option.apply(table.schema),
+                new PlannedFiles(statuses),
+                Option.apply(PartitionSpec.emptySpec()),
+                Option.empty());
+        ParquetScanBuilder parquet = new ParquetScanBuilder(
+                session, index, table.schema, table.schema, new CaseInsensitiveStringMap(options));
+        parquet.pruneColumns(required);
+        parquet.pushedDataFilters_$eq(parquet.pushDataFilters(pushed));
+        return parquet.build();
+    }
+
+    /** The same scan through the Python source (files whose Parquet schema lacks field ids). */
+    private Scan pythonScan() {
+        CaseInsensitiveStringMap options = table.catalog.pythonSource().readOptions(table);
+        ScanBuilder python = ((SupportsRead) table.catalog.pythonSource().table(table, options)).newScanBuilder(options);
+        if (python instanceof SupportsPushDownFilters filters) {
+            filters.pushFilters(pushed);
+        }
+        return python.build();
+    }
+
+    /** The file statuses the plan already knows, so the file index asks the file system nothing. */
+    static final class PlannedFiles extends FileStatusCache {
+        private final Map<Path, FileStatus[]> files;
+
+        PlannedFiles(Map<Path, FileStatus[]> files) {
+            this.files = files;
+        }
+
+        @Override
+        public Option<FileStatus[]> getLeafFiles(Path path) {
+            return Option.apply(files.get(path));
+        }
+
+        @Override
+        public void putLeafFiles(Path path, FileStatus[] leafFiles) {
+            files.put(path, leafFiles);
+        }
+
+        @Override
+        public void invalidateAll() {
+            // Nothing to drop: the plan is fixed for this scan.
+        }
+    }
+}

@@ -1,0 +1,124 @@
+package io.lakekv.spark;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import org.apache.spark.sql.connector.catalog.StagedTable;
+import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.SupportsWrite;
+import org.apache.spark.sql.connector.catalog.TableCapability;
+import org.apache.spark.sql.connector.expressions.Expressions;
+import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+
+import java.util.EnumSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * One table as loaded at one lakehouse version.
+ *
+ * <p>A query's scans read the version its load saw (so a DataFrame keeps the
+ * version it was analysed at, as Iceberg's do); every new query loads the
+ * table again and sees the latest commit. Reads go through Spark's own Parquet
+ * reader when the JVM can open the storage ({@code data_root}), through the
+ * Python source otherwise; writes go through the Python source.
+ */
+class LakehouseTable implements SupportsRead, SupportsWrite {
+    private static final Set<TableCapability> CAPABILITIES =
+            EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE, TableCapability.TRUNCATE);
+
+    final LakehouseCatalog catalog;
+    final List<String> nameParts;
+    final String id;
+    final long version;
+    final StructType schema;
+    final String[] partitionColumns;
+    final Map<String, String> properties;
+    final String dataRoot;
+    /** The durable transaction a staged table lives in (CREATE TABLE AS SELECT), or null. */
+    final String txn;
+
+    LakehouseTable(LakehouseCatalog catalog, JsonNode info, String txn) {
+        this.catalog = catalog;
+        this.nameParts = ControlPlane.JSON.convertValue(info.get("name"),
+                ControlPlane.JSON.getTypeFactory().constructCollectionType(List.class, String.class));
+        this.id = info.get("id").asText();
+        this.version = info.get("version").asLong();
+        this.schema = (StructType) DataType.fromJson(info.get("schema").toString());
+        this.partitionColumns = ControlPlane.JSON.convertValue(info.get("partitioning"), String[].class);
+        Map<String, String> props = new LinkedHashMap<>();
+        info.get("properties").fields().forEachRemaining(e -> props.put(e.getKey(), e.getValue().asText()));
+        this.properties = props;
+        JsonNode root = info.get("data_root");
+        this.dataRoot = root == null || root.isNull() ? null : root.asText();
+        this.txn = txn;
+    }
+
+    @Override
+    public String name() {
+        return catalog.name() + "." + String.join(".", nameParts);
+    }
+
+    @Override
+    public StructType schema() {
+        return schema;
+    }
+
+    @Override
+    public Transform[] partitioning() {
+        Transform[] transforms = new Transform[partitionColumns.length];
+        for (int i = 0; i < partitionColumns.length; i++) {
+            transforms[i] = Expressions.identity(partitionColumns[i]);
+        }
+        return transforms;
+    }
+
+    @Override
+    public Map<String, String> properties() {
+        return properties;
+    }
+
+    @Override
+    public Set<TableCapability> capabilities() {
+        return CAPABILITIES;
+    }
+
+    @Override
+    public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+        Options.refuseAll(options, "read");
+        if (dataRoot == null) {
+            CaseInsensitiveStringMap pythonOptions = catalog.pythonSource().readOptions(this);
+            return ((SupportsRead) catalog.pythonSource().table(this, pythonOptions)).newScanBuilder(pythonOptions);
+        }
+        return new LakehouseScanBuilder(this);
+    }
+
+    @Override
+    public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+        Options.refuseAll(info.options(), "write");
+        return catalog.pythonSource().newWriteBuilder(this, info);
+    }
+
+    /** A table created inside a durable transaction: visible to others only when the statement commits. */
+    static final class Staged extends LakehouseTable implements StagedTable {
+        Staged(LakehouseCatalog catalog, JsonNode info, String txn) {
+            super(catalog, info, txn);
+        }
+
+        @Override
+        public void commitStagedChanges() {
+            catalog.commitTransaction(txn);
+        }
+
+        @Override
+        public void abortStagedChanges() {
+            catalog.abortTransaction(txn);
+        }
+    }
+}

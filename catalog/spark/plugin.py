@@ -1,0 +1,79 @@
+"""The Spark catalog plugin from Python: where its jar is, and the Spark settings that load it.
+
+>>> from catalog.spark import configure, local_spark        # doctest: +SKIP
+>>> spark = local_spark(catalogs={"lake": "/data/lakehouse"})  # doctest: +SKIP
+>>> spark.sql("SELECT count(*) FROM lake.sales.orders")    # doctest: +SKIP
+
+The plugin (``io.lakekv.spark.LakehouseCatalog``, Java sources in
+``catalog/spark/jvm/src``) is compiled by ``make install`` against the jars of
+the installed pyspark and shipped inside this package. It talks to the Python
+catalog through the control plane (:mod:`catalog.spark.control`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = ["CATALOG_CLASS", "catalog_conf", "configure", "jar_path"]
+
+CATALOG_CLASS: Final = "io.lakekv.spark.LakehouseCatalog"
+JAR: Final = Path(__file__).resolve().parent / "jvm" / "lakekv-spark.jar"
+
+
+def jar_path() -> str:
+    """The plugin jar inside the package.
+
+    Raises:
+        FileNotFoundError: the jar was not built (``make install`` builds it; it needs ``javac``).
+    """
+    if not JAR.is_file():
+        raise FileNotFoundError(
+            f"the lakekv Spark plugin jar is missing ({JAR}); `make install` builds it with javac "
+            "(Debian: apt install openjdk-17-jdk-headless)"
+        )
+    return str(JAR)
+
+
+def catalog_conf(name: str, url: object, **options: Any) -> dict[str, str]:
+    """The Spark settings of one lakehouse catalog ``name`` (without ``spark.jars``).
+
+    Args:
+        name: the catalog name in SQL (``lake`` in ``lake.ns.t``).
+        url: the lakehouse URL, or an open :class:`catalog.Lakehouse` (its URL is used).
+        **options: catalog options: storage options (``endpoint_url``, ``key``,
+            ``secret``, ``session_token``, ``region``, ``fsync``,
+            ``commit_store``), ``uri`` and ``token`` for a shared ``lakekv
+            serve``, ``python``.
+    """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"catalog name must be an identifier, got {name!r}")
+    url_text = getattr(url, "url", url)
+    if isinstance(url_text, os.PathLike):
+        url_text = os.fspath(url_text)
+    if not isinstance(url_text, str) or not url_text:
+        raise TypeError(f"url must be a lakehouse URL (str) or a Lakehouse, not {type(url).__name__}")
+    prefix = f"spark.sql.catalog.{name}"
+    conf = {prefix: CATALOG_CLASS, f"{prefix}.url": url_text, f"{prefix}.python": sys.executable}
+    for key, value in options.items():
+        if value is None:
+            continue
+        conf[f"{prefix}.{key}"] = str(value)
+    return conf
+
+
+def configure(builder: Any, name: str, url: object, **options: Any) -> Any:
+    """Set ``builder`` (a ``SparkSession.Builder``) up with lakehouse catalog ``name``; returns it.
+
+    Adds the plugin jar to ``spark.jars`` and reads Parquet columns by field
+    id (``spark.sql.parquet.fieldId.read.enabled``), which is how the plugin
+    keeps renamed and re-added columns apart. See :func:`catalog_conf` for
+    the options.
+    """
+    builder = builder.config("spark.jars", jar_path())
+    builder = builder.config("spark.sql.parquet.fieldId.read.enabled", "true")
+    for key, value in catalog_conf(name, url, **options).items():
+        builder = builder.config(key, value)
+    return builder
