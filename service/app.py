@@ -35,7 +35,7 @@ from starlette.routing import Route
 
 import catalog
 from kvstore.errors import StoreError
-from service import durable_api, kv_api
+from service import durable_api, kv_api, spark_control
 from service.iceberg import routes as iceberg_routes
 from service.iceberg.warehouse import Warehouse
 from service.config import ServerConfig
@@ -120,6 +120,7 @@ def create_app(config: ServerConfig) -> Starlette:
         Route("/metrics", metrics_endpoint, methods=["GET"]),
         *kv_api.ROUTES,
         *durable_api.ROUTES,
+        *spark_control.ROUTES,
         *iceberg_routes.ROUTES,
     ]
     middleware = [

@@ -17,6 +17,8 @@ def _modules() -> list[str]:
         root = importlib.import_module(package)
         names.append(package)
         for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
+            if info.name.endswith(".__main__"):
+                continue  # a program (python -m ...): importing it runs it
             names.append(info.name)
     return sorted(names)
 

@@ -342,7 +342,7 @@ class ControlPlane:
     # -- ops: each takes the request's args and returns a JSON-able result --
 
     def op_hello(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        return {"protocol": PROTOCOL_VERSION, "version": self._lake.refresh()}
+        return {"protocol": PROTOCOL_VERSION, "version": self._lake.refresh(), "url": self._lake.url}
 
     def op_list_namespaces(self, args: Mapping[str, Any]) -> list[list[str]]:
         parent = args.get("parent") or []

@@ -61,3 +61,23 @@ def test_spark_sql_shell_runs_ddl_dml_and_time_travel(tmp_path: Path) -> None:
     assert ["rows", "3", "6"] in lines
     assert ["first", "2"] in lines
     assert ["pruned", "2"] in lines
+
+
+def test_catalog_through_a_shared_lakekv_serve(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Catalog option uri (+ token): the same requests go to lakekv serve; data moves through the Python source."""
+    from service.testing import ServerProcess
+
+    server = ServerProcess(str(tmp_path / "lake"), tmp_path / "serve.log", token="s3cret-token-0123456789").start()
+    try:
+        spark.conf.set("spark.sql.catalog.served", "io.lakekv.spark.LakehouseCatalog")
+        spark.conf.set("spark.sql.catalog.served.uri", server.url)
+        spark.conf.set("spark.sql.catalog.served.token", "s3cret-token-0123456789")
+        spark.sql("CREATE NAMESPACE served.remote")
+        spark.sql("CREATE TABLE served.remote.t (id BIGINT, p STRING) PARTITIONED BY (p)")
+        spark.sql("INSERT INTO served.remote.t VALUES (1, 'a'), (2, 'b'), (3, 'a')")
+        assert spark.sql("SELECT count(*), sum(id) FROM served.remote.t WHERE p = 'a'").collect()[0][:] == (2, 4)
+        assert spark.sql("SELECT count(*) FROM served.remote.t VERSION AS OF 2").collect()[0][0] == 0  # created, empty
+        described = str(spark.sql("DESCRIBE TABLE EXTENDED served.remote.t").collect())
+        assert "s3cret-token-0123456789" not in described
+    finally:
+        server.stop()

@@ -109,7 +109,11 @@ abstract class ControlPlane implements AutoCloseable {
 
     /** The shared-server transport: {@code lakekv serve} answers the same requests over HTTP. */
     static final class Http extends ControlPlane {
-        private final HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
+        private final HttpClient client = HttpClient.newBuilder()
+                // HTTP/1.1: the default h2c upgrade request is refused by the server.
+                .version(HttpClient.Version.HTTP_1_1)
+                .connectTimeout(Duration.ofSeconds(10))
+                .build();
         private final URI endpoint;
         private final String token;
 
