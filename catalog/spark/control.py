@@ -56,6 +56,7 @@ import catalog
 from catalog import errors
 from catalog.spark.errors import annotated_conflicts
 from catalog.spark.filters import pruning_expression
+from catalog.spark.options import store_options
 from catalog.spark.types import spark_arrow_schema, spark_schema
 
 __all__ = ["ControlPlane", "ProtocolError", "serve_stdio", "PROTOCOL_VERSION"]
@@ -652,7 +653,7 @@ def _open(request: object) -> tuple[catalog.Lakehouse, ControlPlane]:
     url = args.get("url")
     if not isinstance(url, str) or not url:
         raise ValueError("catalog option url (the lakehouse URL) is required")
-    options = _dict_of_str(args, "options")
+    options = store_options(_dict_of_str(args, "options"), "catalog option ")
     lake = catalog.open(url, create=True, **options)
     return lake, ControlPlane(lake, data_root(lake))
 

@@ -64,7 +64,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 __all__ = ["SourceOptions", "check_known", "parse_options"]
 
@@ -96,7 +96,7 @@ class SourceOptions:
     storage: tuple[tuple[str, str], ...] = ()
 
     @property
-    def storage_options(self) -> dict[str, str]:
+    def storage_options(self) -> dict[str, Any]:
         """The ``storage.*`` options, for ``catalog.open`` / ``open_store``."""
         return dict(self.storage)
 
@@ -189,6 +189,24 @@ def _version(raw: str | None, key: str) -> int | None:
 
 
 _COMMON: Final = frozenset({"lakehouse", "path", "table"})
+# Arguments of catalog.open / open_store that are not store options: the
+# caller sets them, so a user's option of that name would collide with it.
+_NOT_STORE_OPTIONS: Final = frozenset({"url", "create", "background", "background_maintenance", "poll_interval_s"})
+
+
+def store_options(options: Mapping[str, str], spelled: str) -> dict[str, Any]:
+    """``options`` as keyword arguments for ``catalog.open`` / ``open_store``.
+
+    ``spelled`` is how the user wrote the prefix (``"option storage."``), for the error.
+
+    Raises:
+        ValueError: an option names an argument the caller sets itself (``create``, ...).
+    """
+    for name in options:
+        if name in _NOT_STORE_OPTIONS:
+            raise ValueError(f"{spelled}{name} is not a store option (store options: endpoint_url, key, secret, region, ...)")
+    return dict(options)
+
 STORAGE_PREFIX: Final = "storage."
 _READ: Final = frozenset({"versionasof", "timestampasof", "partitionbytes", "prunefiles"})
 _WRITE: Final = frozenset({"createifmissing", "partitionby", "targetfilebytes", "transaction", "readversion"})
@@ -265,6 +283,11 @@ def parse_options(options: Mapping[str, str], purpose: str | None = None) -> Sou
         # Store options are lower-case words (endpoint_url, key, ...), and
         # Spark lower-cases option keys anyway; open_store names a bad one.
         storage=tuple(
-            sorted((k.lower()[len(STORAGE_PREFIX):], v) for k, v in options.items() if k.lower().startswith(STORAGE_PREFIX))
+            sorted(
+                store_options(
+                    {k.lower()[len(STORAGE_PREFIX) :]: v for k, v in options.items() if k.lower().startswith(STORAGE_PREFIX)},
+                    "option storage.",
+                ).items()
+            )
         ),
     )

@@ -58,7 +58,7 @@ FORMAT_NAME = "lakehouse"
 MIN_SPLIT_BYTES: Final = 4 << 20
 
 
-def open_lakehouse(url: str, storage: dict[str, str] | None = None) -> catalog.Lakehouse:
+def open_lakehouse(url: str, storage: dict[str, Any] | None = None) -> catalog.Lakehouse:
     """A short-lived lakehouse handle for a Spark worker: no follower, no maintenance threads.
 
     ``storage``: store options (option ``storage.<name>``), e.g. S3 endpoint and keys.

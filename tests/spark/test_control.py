@@ -95,3 +95,12 @@ def test_stdio_protocol_opens_first_and_answers_line_by_line(tmp_path: Path) -> 
     assert answers[1]["ok"] is True
     assert answers[3] == {"ok": True, "result": [["a"]]}
     assert answers[4]["error"]["kind"] == "bad_request"
+
+
+def test_open_refuses_an_option_that_is_not_a_store_option(tmp_path: Path) -> None:
+    request = {"op": "open", "args": {"url": str(tmp_path / "lake"), "options": {"create": "false"}}}
+    out = io.StringIO()
+    serve_stdio(io.StringIO(json.dumps(request) + "\n"), out)
+    (answer,) = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert answer["ok"] is False and "catalog option create is not a store option" in answer["error"]["message"]
+    assert not (tmp_path / "lake").exists()

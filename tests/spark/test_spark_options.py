@@ -51,6 +51,7 @@ def test_every_option_parses() -> None:
         ({"lakehouse": "/l", "path": "a.t", "pruneFiles": "maybe"}, "pruneFiles"),
         ({"lakehouse": "/l", "path": "a.t", "readVersion": "v3"}, "readVersion"),
         ({"lakehouse": "/l", "path": "a.t", "readVersion": "-2"}, "readVersion"),
+        ({"lakehouse": "/l", "path": "a.t", "storage.create": "true"}, "storage.create is not a store option"),
     ],
 )
 def test_bad_options_name_the_option(options: dict[str, str], message: str) -> None:
