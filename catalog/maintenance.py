@@ -213,18 +213,43 @@ def gc(lake: Lakehouse, dry_run: bool, grace_s: float | None, progress: bool) ->
             _delete_quietly(lake, path)
         done += 1
         _progress(progress, "gc", done, total)
-    if deletable and not dry_run:
-        # Forget the records only after their files are gone: a crash in between
-        # leaves records whose files are missing, which the next gc skips.
-        for i in range(0, len(deletable), 1000):
-            chunk = deletable[i : i + 1000]
-
-            def forget(txn: Any, chunk: list[tuple[bytes, dict[str, Any]]] = chunk) -> None:
-                for key, _ in chunk:
-                    txn.delete(key)
-
-            lake.store.run(forget, isolation="snapshot")
+    if not dry_run:
+        _forget(lake, deletable)
     return report
+
+
+def purge_dropped(lake: Lakehouse, table_id: str) -> GCReport:
+    """Delete at once the files of table ``table_id`` if it was dropped with ``purge``.
+
+    What ``DROP TABLE ... PURGE`` in Spark promises (the data is gone when the
+    statement returns), without a whole-lakehouse gc: only this table's
+    purged removal records are read. Time travel to a version before the
+    drop cannot read the table afterwards, as with any purge.
+    """
+    report = GCReport(dry_run=False, floor_version=lake.store.retention_floor().version)
+    lake.refresh()
+    with lake._reading() as view:
+        purged = [(key, record) for key, value in view.kv.scan(prefix=keys.table_gone(table_id))
+                  if (record := json.loads(value)).get("purge")]
+    for _, record in purged:
+        _delete_quietly(lake, record["path"])
+        report.removed_files.append(record["path"])
+        report.bytes_freed += int(record.get("size", 0))
+    _forget(lake, purged)
+    return report
+
+
+def _forget(lake: Lakehouse, records: list[tuple[bytes, dict[str, Any]]]) -> None:
+    """Delete removal records whose files are deleted (after the files: a crash in between
+    leaves records whose files are missing, which the next gc skips)."""
+    for i in range(0, len(records), 1000):
+        chunk = records[i : i + 1000]
+
+        def forget(txn: Any, chunk: list[tuple[bytes, dict[str, Any]]] = chunk) -> None:
+            for key, _ in chunk:
+                txn.delete(key)
+
+        lake.store.run(forget, isolation="snapshot")
 
 
 def _delete_quietly(lake: Lakehouse, path: str) -> None:

@@ -54,6 +54,7 @@ from pyspark.sql.types import StructType
 
 import catalog
 from catalog import errors
+from catalog.maintenance import purge_dropped
 from catalog.spark.errors import annotated_conflicts
 from catalog.spark.filters import pruning_expression
 from catalog.spark.options import store_options
@@ -487,9 +488,13 @@ class ControlPlane:
         self._lake.refresh()
         if not self._lake.table_exists(name):
             return False
-        # PURGE: the next gc deletes the files at once instead of keeping them
-        # for time travel to versions before the drop.
-        self._lake.drop_table(name, purge=bool(args.get("purge")))
+        table_id = self._lake.load_table(name).id
+        purge = bool(args.get("purge"))
+        self._lake.drop_table(name, purge=purge)
+        if purge:
+            # Spark's purgeTable: the data is gone when the statement returns
+            # (without PURGE the files stay for time travel until gc).
+            purge_dropped(self._lake, table_id)
         return True
 
     def op_rename_table(self, args: Mapping[str, Any]) -> None:

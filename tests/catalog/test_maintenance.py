@@ -99,6 +99,32 @@ def test_purged_drop_frees_files_at_once(tmp_path: Path) -> None:
         lake.close()
 
 
+def test_purge_dropped_deletes_only_that_purged_tables_files(tmp_path: Path) -> None:
+    from catalog.maintenance import purge_dropped
+
+    lake = catalog.open(str(tmp_path / "l"), poll_interval_s=0)
+    try:
+        lake.create_namespace("s")
+        purged = lake.create_table("s.o", ORDERS)
+        purged.append(orders([1]))
+        purged.append(orders([2]))
+        kept = lake.create_table("s.kept", ORDERS)
+        kept.append(orders([3]))
+        dropped = lake.create_table("s.dropped", ORDERS)
+        dropped.append(orders([4]))
+        purged_paths = {f.path for f in purged.files()}
+        before = _data_paths(lake)
+        lake.drop_table("s.o", purge=True)
+        lake.drop_table("s.dropped")  # no purge: its files stay for time travel
+        assert purge_dropped(lake, dropped.id).removed_files == []
+        report = purge_dropped(lake, purged.id)
+        assert set(report.removed_files) == purged_paths and _data_paths(lake) == before - purged_paths
+        assert purge_dropped(lake, purged.id).removed_files == []  # the records went with the files
+        assert lake.gc().removed_files == [] and lake.verify().ok
+    finally:
+        lake.close()
+
+
 def test_export_opens_on_its_own(tmp_path: Path, local_lake: catalog.Lakehouse) -> None:
     local_lake.create_namespace("s")
     t = local_lake.create_table("s.o", ORDERS)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from catalog.spark.cluster import StandaloneCluster
 from catalog.spark.local import prepare_environment
 
 prepare_environment()  # before pyspark starts any JVM or worker
@@ -35,6 +36,17 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """ONE loopback Spark standalone cluster (a master, two 1-core workers) for the whole test run."""
+    cluster = StandaloneCluster(workers=2, base_dir=tmp_path_factory.mktemp("spark-cluster"))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

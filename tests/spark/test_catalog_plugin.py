@@ -177,10 +177,19 @@ def test_properties_rename_and_drop(spark: SparkSession, ns: str) -> None:
     spark.sql(f"ALTER TABLE {ns}.t RENAME TO {short(ns)}.u")  # the new name is in the same catalog
     assert rows(spark, f"SHOW TABLES IN {ns}") == [(short(ns), "u", False)]
     spark.sql(f"INSERT INTO {ns}.u VALUES (1)")
+    with catalog.open(lake_url_of(spark)) as lake:
+        purged = {f.path for f in lake.load_table(f"{short(ns)}.u").files()}
     spark.sql(f"DROP TABLE {ns}.u PURGE")
     assert rows(spark, f"SHOW TABLES IN {ns}") == []
+    with catalog.open(lake_url_of(spark)) as lake:
+        assert purged and not purged & {meta.path for meta in lake.objects.list("data/")}  # gone at once
     spark.sql(f"CREATE TABLE {ns}.v (id BIGINT)")
+    spark.sql(f"INSERT INTO {ns}.v VALUES (1)")
+    with catalog.open(lake_url_of(spark)) as lake:
+        kept = {f.path for f in lake.load_table(f"{short(ns)}.v").files()}
     spark.sql(f"DROP TABLE {ns}.v")
+    with catalog.open(lake_url_of(spark)) as lake:
+        assert kept <= {meta.path for meta in lake.objects.list("data/")}  # kept for time travel until gc
     with pytest.raises(PySparkException, match="TABLE_OR_VIEW_NOT_FOUND"):
         spark.sql(f"SELECT * FROM {ns}.v")
 

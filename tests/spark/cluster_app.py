@@ -1,0 +1,80 @@
+"""A Spark driver on a standalone cluster using lakehouse catalog ``lake`` on S3; for test_cluster.
+
+Usage: python cluster_app.py RESULTS_JSON < settings.json
+
+settings: ``master`` (spark://...), ``url`` (s3://...), ``storage`` (endpoint_url,
+key, secret, region: given only as catalog options). The driver runs CTAS,
+INSERT, a pruned SELECT, ``VERSION AS OF`` and DROP through SQL, and prints
+to RESULTS_JSON one JSON object with every answer and the plans and descriptions it saw.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import catalog
+from catalog.spark import local_spark
+
+EXECUTOR_TIMEOUT_S = 120
+
+
+def plain(row: object) -> list[object]:
+    """A row as JSON values (decimals as their text)."""
+    return [v if isinstance(v, (int, str, type(None))) else str(v) for v in row]  # type: ignore[attr-defined]
+
+
+def rows(spark, sql: str) -> list[list[object]]:  # type: ignore[no-untyped-def]
+    return [plain(row) for row in spark.sql(sql).collect()]
+
+
+def rows_and_scanned(spark, sql: str) -> tuple[list[list[object]], int]:  # type: ignore[no-untyped-def]
+    """The query's rows, and how many rows its scan produced (Spark filters them again after the scan)."""
+    df = spark.sql(sql)
+    answer = [plain(row) for row in df.collect()]
+    scan = df._jdf.queryExecution().executedPlan().collectLeaves().apply(0)
+    return answer, int(scan.metrics().apply("numOutputRows").value())
+
+
+def main() -> int:
+    settings = json.load(sys.stdin)
+    url, storage = settings["url"], settings["storage"]
+    spark = local_spark(settings["master"], app_name="lakekv-cluster-test", catalogs={"lake": url}, **storage)
+    # Both workers' executors are up before any job, so tasks land on both.
+    deadline = time.monotonic() + EXECUTOR_TIMEOUT_S
+    while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 3:  # the driver + 2 executors
+        if time.monotonic() > deadline:
+            raise RuntimeError("the cluster's two executors did not register")
+        time.sleep(0.2)
+    out: dict[str, object] = {}
+    spark.sql("CREATE NAMESPACE lake.dist")
+    spark.sql(
+        "CREATE TABLE lake.dist.orders PARTITIONED BY (region) AS "
+        "SELECT id, CAST(id % 97 AS DECIMAL(10, 2)) AS amount, "
+        "element_at(array('us', 'eu', 'apac'), CAST(id % 3 AS INT) + 1) AS region FROM range(0, 3000, 1, 6)"
+    )
+    with catalog.open(url, background=False, **storage) as lake:
+        out["version_after_ctas"] = lake.version
+    spark.sql(
+        "INSERT INTO lake.dist.orders SELECT id, CAST(id % 97 AS DECIMAL(10, 2)), "
+        "element_at(array('us', 'eu', 'apac'), CAST(id % 3 AS INT) + 1) FROM range(3000, 4000, 1, 4)"
+    )
+    pruned = "SELECT id, amount, region FROM lake.dist.orders WHERE region = 'eu'"
+    out["all"], out["all_scan_rows"] = rows_and_scanned(spark, "SELECT id, amount, region FROM lake.dist.orders")
+    out["pruned"], out["pruned_scan_rows"] = rows_and_scanned(spark, pruned)
+    out["as_of_ctas"] = rows(spark, f"SELECT id FROM lake.dist.orders VERSION AS OF {out['version_after_ctas']}")
+    out["explain"] = spark.sql(f"EXPLAIN EXTENDED {pruned}").collect()[0][0]
+    out["describe"] = rows(spark, "DESCRIBE TABLE EXTENDED lake.dist.orders")
+    out["namespace"] = rows(spark, "DESCRIBE NAMESPACE EXTENDED lake.dist")
+    out["executors"] = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
+    spark.sql("DROP TABLE lake.dist.orders PURGE")
+    out["tables_after_drop"] = rows(spark, "SHOW TABLES IN lake.dist")
+    spark.stop()
+    with open(sys.argv[1], "w") as fh:
+        json.dump(out, fh)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
