@@ -1,19 +1,28 @@
-"""The ``lakehouse`` Spark source against plain Parquet, in the same session, on the same data.
+"""The Spark catalog plugin against plain Parquet, in one session, on the same rows and file layout.
 
-Measures (best of ``--repeat`` runs, the two sides of a comparison in turns; rows/s and the ratio lakehouse/Parquet):
+Measures, best of ``--repeat`` runs with the two sides in turns:
 
-* write: ``df.write.format("lakehouse")`` (tasks write Parquet through the
-  catalog, one commit) vs ``df.write.parquet(dir)``; the DataFrame is cached
-  first, so both measure writing only;
-* read: a full scan of every column into Spark's ``noop`` sink (so neither
-  side can skip columns or rows) of ``format("lakehouse").load`` vs
-  ``spark.read.parquet``;
-* pruning: a selective filter on the sort key over the lakehouse table, with
-  and without ``pruneFiles`` (files opened and time).
+* full-scan aggregation (TPC-H Q1's aggregates over every row) through
+  ``lake.tpch.lineitem`` vs the same SQL over ``spark.read.parquet`` of the
+  same rows in the same number of files: the catalog's JVM data path
+  (Spark's vectorized Parquet reader over the planned files); goal >= 0.9x;
+* a selective query (``l_orderkey`` below the 5th percentile, ~5% of the
+  rows) the same two ways: the catalog prunes files at planning, Parquet
+  skips row groups of every file; goal >= 2x;
+* load and plan latency, p50/p99 over ``--plans`` runs, as the JVM sees
+  them: ``LakehouseCatalog.loadTable`` (one control-plane request) and
+  ``newScanBuilder().build()`` with a pushed filter (the ``plan_scan``
+  request and Spark's Parquet scan over the planned files); goal <= 20 ms
+  each at p50. For context, ``spark.sql(q)`` to its executed plan for the
+  catalog table, and for the Parquet files through Spark's own V2 and V1
+  file sources;
+* the Python-source path: the same full-scan aggregation through a second
+  catalog on SeaweedFS S3 (no JVM S3 file system here, so the Python source
+  reads), as a ratio to local ``spark.read.parquet``.
 
-Data: TPC-H ``lineitem`` (DuckDB tpch extension) at ``--scale``.
-Run: ``.venv/bin/python benchmarks/spark_bench.py [--scale 0.05] [--repeat 5]``.
-Goals (issue 12): reads >= 0.8x and writes >= 0.7x plain Parquet.
+Data: TPC-H ``lineitem`` (DuckDB tpch extension) at ``--scale`` (default
+0.2), range-partitioned on ``l_orderkey`` into ``--files`` tasks.
+Run: ``.venv/bin/python benchmarks/spark_bench.py [--scale 0.2] [--repeat 3]``.
 """
 
 from __future__ import annotations
@@ -30,23 +39,16 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-
-def best_of(repeat: int, action: Callable[[], object]) -> float:
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - started)
-    return min(times)
+FULL_SCAN = """
+SELECT l_returnflag, l_linestatus, sum(l_quantity), sum(l_extendedprice),
+       sum(l_extendedprice * (1 - l_discount)), avg(l_discount), count(*)
+FROM {table} GROUP BY l_returnflag, l_linestatus ORDER BY 1, 2
+"""
+SELECTIVE = "SELECT count(*), sum(l_extendedprice * l_discount) FROM {table} WHERE l_orderkey < {cutoff}"
 
 
 def best_of_alternating(repeat: int, first: Callable[[], object], second: Callable[[], object]) -> tuple[float, float]:
-    """Best times of two actions run in turns (first, second, first, ...).
-
-    Measuring one side ``repeat`` times and then the other lets the JVM's
-    warm-up and any change in machine load fall on one side only; in turns,
-    both sides see the same conditions, so their ratio is steadier.
-    """
+    """Best times of two actions run in turns, so JVM warm-up and load changes fall on both sides."""
     first_times, second_times = [], []
     for _ in range(repeat):
         for action, times in ((first, first_times), (second, second_times)):
@@ -56,87 +58,147 @@ def best_of_alternating(repeat: int, first: Callable[[], object], second: Callab
     return min(first_times), min(second_times)
 
 
+def latencies(action: Callable[[], object], runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def to_executed_plan(spark: object, sql: str) -> Callable[[], object]:
+    """``spark.sql(sql)`` to its executed plan: analysis loads tables, planning plans scans."""
+    return lambda: spark.sql(sql)._jdf.queryExecution().executedPlan()  # type: ignore[attr-defined]
+
+
+def catalog_calls(spark: object, catalog_name: str, namespace: str, table: str, cutoff: int) -> tuple[Callable[[], object], Callable[[], object]]:
+    """(load the table, plan a scan of it with ``l_orderkey < cutoff`` pushed) through the plugin's JVM API."""
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    gateway = spark.sparkContext._gateway  # type: ignore[attr-defined]
+    parts = gateway.new_array(jvm.java.lang.String, 1)
+    parts[0] = namespace
+    ident = jvm.org.apache.spark.sql.connector.catalog.Identifier.of(parts, table)
+    plugin = spark._jsparkSession.sessionState().catalogManager().catalog(catalog_name)  # type: ignore[attr-defined]
+    empty = jvm.org.apache.spark.sql.util.CaseInsensitiveStringMap.empty()
+    filters = gateway.new_array(jvm.org.apache.spark.sql.sources.Filter, 1)
+    filters[0] = jvm.org.apache.spark.sql.sources.LessThan("l_orderkey", cutoff)
+
+    def plan() -> object:
+        builder = plugin.loadTable(ident).newScanBuilder(empty)
+        builder.pushFilters(filters)
+        return builder.build()
+
+    return (lambda: plugin.loadTable(ident)), plan
+
+
+def p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", type=float, default=0.05, help="TPC-H scale factor of lineitem (default 0.05)")
-    parser.add_argument("--repeat", type=int, default=5, help="runs per measurement, the two sides in turns; the best counts (default 5)")
+    parser.add_argument("--scale", type=float, default=0.2, help="TPC-H scale factor of lineitem (default 0.2)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement, the two sides in turns; the best counts")
+    parser.add_argument("--files", type=int, default=16, help="files (write tasks) the rows are split into (default 16)")
+    parser.add_argument("--plans", type=int, default=100, help="queries planned for the latency figures (default 100)")
+    parser.add_argument("--no-s3", action="store_true", help="skip the Python-source path on SeaweedFS S3")
     args = parser.parse_args()
 
-    import catalog
     from catalog.spark import local_spark
+    from catalog.spark.plugin import catalog_conf
     from catalog.spark.tpch import generate
 
     work = tempfile.mkdtemp(prefix="lakekv-spark-bench-")
-    spark = local_spark("local[2]", app_name="lakekv-spark-bench")
+    seaweed = None
+    spark = local_spark("local[2]", app_name="lakekv-spark-bench", catalogs={"lake": os.path.join(work, "lake")})
     try:
         lineitem = generate(args.scale, ("lineitem",))["lineitem"]
         rows = lineitem.num_rows
-        # Range-partitioned and sorted on the key, as a table usually is: file
-        # min/max statistics on l_orderkey are then narrow enough to prune.
-        df = spark.createDataFrame(lineitem).repartitionByRange(2, "l_orderkey").sortWithinPartitions("l_orderkey").cache()
-        df.count()
-        url = os.path.join(work, "lake")
-        with catalog.open(url) as lake:
-            lake.create_namespace("bench")
         parquet_dir = os.path.join(work, "parquet")
+        # The same rows in the same layout on both sides: range-partitioned and
+        # sorted on the key, as a table usually is.
+        source = spark.createDataFrame(lineitem).repartitionByRange(args.files, "l_orderkey").sortWithinPartitions("l_orderkey")
+        source.write.parquet(parquet_dir)
+        spark.read.parquet(parquet_dir).createOrReplaceTempView("parquet_lineitem")
+        spark.sql("CREATE NAMESPACE lake.tpch")
+        source.createOrReplaceTempView("source_lineitem")  # the same 16 tasks write the table's files
+        spark.sql("CREATE TABLE lake.tpch.lineitem AS SELECT * FROM source_lineitem")
+        files_parquet = len([f for f in os.listdir(parquet_dir) if f.endswith(".parquet")])
+        cutoff = sorted(lineitem.column("l_orderkey").to_pylist())[rows // 20]
 
-        def write_parquet() -> None:
-            df.write.mode("overwrite").parquet(parquet_dir)
+        def run(sql: str) -> Callable[[], object]:
+            return lambda: spark.sql(sql).collect()
 
-        def write_lakehouse() -> None:
-            # 8 MiB files: several per task, so the pruning run below has files to skip.
-            df.write.format("lakehouse").option("lakehouse", url).option("createIfMissing", "true").option(
-                "targetFileBytes", str(8 << 20)
-            ).mode("overwrite").save("bench.lineitem")
+        lake_full, pq_full = FULL_SCAN.format(table="lake.tpch.lineitem"), FULL_SCAN.format(table="parquet_lineitem")
+        assert spark.sql(lake_full).collect() == spark.sql(pq_full).collect(), "the two sides disagree"
+        lake_sel = SELECTIVE.format(table="lake.tpch.lineitem", cutoff=cutoff)
+        pq_sel = SELECTIVE.format(table="parquet_lineitem", cutoff=cutoff)
+        assert spark.sql(lake_sel).collect() == spark.sql(pq_sel).collect(), "the two sides disagree"
+        t_full_lake, t_full_pq = best_of_alternating(args.repeat, run(lake_full), run(pq_full))
+        t_sel_lake, t_sel_pq = best_of_alternating(args.repeat, run(lake_sel), run(pq_sel))
+        load, plan = catalog_calls(spark, "lake", "tpch", "lineitem", cutoff)
+        load_times, plan_times = latencies(load, args.plans), latencies(plan, args.plans)
+        lake_plans = latencies(to_executed_plan(spark, lake_sel), args.plans)
+        pq_plans = latencies(to_executed_plan(spark, pq_sel), args.plans)
+        spark.conf.set("spark.sql.sources.useV1SourceList", "")  # spark.read.parquet through Spark's V2 file source
+        spark.read.parquet(parquet_dir).createOrReplaceTempView("parquet_v2_lineitem")
+        spark.conf.unset("spark.sql.sources.useV1SourceList")
+        pq_v2_plans = latencies(to_executed_plan(spark, SELECTIVE.format(table="parquet_v2_lineitem", cutoff=cutoff)), args.plans)
+        import catalog
 
-        def scan(reader: object) -> None:
-            reader.write.format("noop").mode("overwrite").save()  # type: ignore[attr-defined]
+        with catalog.open(os.path.join(work, "lake")) as lake:
+            table = lake.load_table("tpch.lineitem")
+            files_lake = len(table.files())
+        explain = spark.sql(f"EXPLAIN {lake_sel}").collect()[0][0]
+        planned = explain.split("InMemoryFileIndex(", 1)[1].split(" ", 1)[0] if "InMemoryFileIndex(" in explain else "?"
 
-        def lake_reader(**options: str) -> object:
-            r = spark.read.format("lakehouse").option("lakehouse", url)
-            for k, v in options.items():
-                r = r.option(k, v)
-            return r.load("bench.lineitem")
+        s3_line = "skipped (--no-s3)"
+        if not args.no_s3:
+            from kvstore.testing.seaweed import SeaweedServer
 
-        t_write_parquet, t_write_lake = best_of_alternating(args.repeat, write_parquet, write_lakehouse)
-        t_read_parquet, t_read_lake = best_of_alternating(
-            args.repeat, lambda: scan(spark.read.parquet(parquet_dir)), lambda: scan(lake_reader())
-        )
-
-        with catalog.open(url) as lake:
-            files = lake.load_table("bench.lineitem").files()
-        max_key = lineitem.column("l_orderkey").to_pylist()[-1]
-        cutoff = max_key // 10
-        where = f"l_orderkey < {cutoff}"
-        pruned_parts = lake_reader(pruneFiles="true", partitionBytes="1").where(where).rdd.getNumPartitions()  # type: ignore[attr-defined]
-        t_pruned = best_of(args.repeat, lambda: scan(lake_reader(pruneFiles="true").where(where)))  # type: ignore[attr-defined]
-        t_unpruned = best_of(args.repeat, lambda: scan(lake_reader().where(where)))  # type: ignore[attr-defined]
+            seaweed = SeaweedServer(os.path.join(work, "seaweed")).start()
+            url, storage = seaweed.new_url()
+            for key, value in catalog_conf("s3lake", url, **storage).items():
+                spark.conf.set(key, value)
+            spark.sql("CREATE NAMESPACE s3lake.tpch")
+            spark.sql("CREATE TABLE s3lake.tpch.lineitem AS SELECT * FROM parquet_lineitem")
+            s3_full = FULL_SCAN.format(table="s3lake.tpch.lineitem")
+            assert spark.sql(s3_full).collect() == spark.sql(pq_full).collect(), "the two sides disagree"
+            t_full_s3, t_full_pq2 = best_of_alternating(args.repeat, run(s3_full), run(pq_full))
+            s3_line = (f"| full-scan aggregation, Python source on S3 | {t_full_s3:.2f} | {t_full_pq2:.2f} (local) | "
+                       f"{t_full_pq2 / t_full_s3:.2f}x | (reported) |")
 
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-        print(f"# Spark source benchmark  {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-        print(
-            f"machine: {platform.machine()} {os.cpu_count()} cores, {platform.python_version()}, "
-            f"pyspark {spark.version}, local[2], commit {commit}"
-        )
-        print(f"data: TPC-H lineitem scale {args.scale}: {rows} rows, {lineitem.num_columns} columns; best of {args.repeat}")
+        print(f"# Spark catalog benchmark  {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+        print(f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
+              f"pyspark {spark.version}, local[2], commit {commit}")
+        print(f"data: TPC-H lineitem scale {args.scale}: {rows:,} rows, {lineitem.num_columns} columns, "
+              f"{files_lake} lakehouse files / {files_parquet} Parquet files; best of {args.repeat}")
         print()
-        print("| operation | lakehouse rows/s | parquet rows/s | ratio (goal) |")
+        print("| query | lake.tpch.lineitem s | spark.read.parquet s | speed ratio | goal |")
+        print("|---|---:|---:|---:|---:|")
+        print(f"| full-scan aggregation (JVM reader) | {t_full_lake:.2f} | {t_full_pq:.2f} | {t_full_pq / t_full_lake:.2f}x | >= 0.9x |")
+        print(f"| selective, ~5% of rows ({planned} of {files_lake} files planned) | {t_sel_lake:.2f} | {t_sel_pq:.2f} | "
+              f"{t_sel_pq / t_sel_lake:.2f}x | >= 2x |")
+        if not args.no_s3:
+            print(s3_line)
+        print()
+        print(f"| latency, {args.plans} runs | p50 ms | p99 ms | goal |")
         print("|---|---:|---:|---:|")
-        print(
-            f"| write | {rows / t_write_lake:,.0f} | {rows / t_write_parquet:,.0f} | "
-            f"{t_write_parquet / t_write_lake:.2f}x (>= 0.7) |"
-        )
-        print(
-            f"| full read | {rows / t_read_lake:,.0f} | {rows / t_read_parquet:,.0f} | "
-            f"{t_read_parquet / t_read_lake:.2f}x (>= 0.8) |"
-        )
-        print()
-        print(
-            f"pruning `{where}` (~10% of rows): {pruned_parts} of {len(files)} files opened with pruneFiles, "
-            f"{t_pruned:.2f}s vs {t_unpruned:.2f}s without ({t_unpruned / t_pruned:.1f}x faster)"
-        )
+        for label, times, goal in (
+            ("LakehouseCatalog.loadTable", load_times, "<= 20 ms p50"),
+            ("newScanBuilder + pushFilters + build (plan_scan)", plan_times, "<= 20 ms p50"),
+            ("spark.sql to executed plan: lake.tpch.lineitem", lake_plans, ""),
+            ("the same: spark.read.parquet, V2 file source", pq_v2_plans, ""),
+            ("the same: spark.read.parquet, V1 file source (default)", pq_plans, ""),
+        ):
+            print(f"| {label} | {1000 * p(times, 0.5):.1f} | {1000 * p(times, 0.99):.1f} | {goal} |")
     finally:
         spark.stop()
+        if seaweed is not None:
+            seaweed.stop()
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

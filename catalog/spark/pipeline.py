@@ -1,18 +1,25 @@
-"""``make run``: an end-to-end PySpark job on an embedded lakehouse.
+"""``make run``: an end-to-end Spark SQL job on an embedded lakehouse, through the catalog plugin.
 
-Steps (each printed with its time):
+The lakehouse is Spark's catalog ``lake``; every step below but two is SQL
+over three-part names (each printed with its time):
 
-1. open (or create) the lakehouse at the given directory; a previous run's
-   ``tpch`` namespace is dropped with its files, so the job can run again;
-2. generate TPC-H data at a small scale factor (DuckDB's tpch extension);
-3. load four tables in ONE durable multi-table transaction: Spark writes each
-   with ``.option("transaction", id)`` and nothing is visible until the
-   transaction commits, as one lakehouse version;
-4. register the tables and a catalog view with Spark and run SQL over them by
-   name (revenue per nation: customer ⋈ orders ⋈ lineitem ⋈ nation);
-5. append more orders and line items with ``INSERT INTO``;
-6. show ``lake.history()`` and re-run the query as of the load version
-   (``versionAsOf``): it returns the earlier answer.
+1. a SparkSession with catalog ``lake`` on the given directory; a previous
+   run's ``lake.tpch`` is dropped (``DROP NAMESPACE ... CASCADE``), so the
+   job can run again;
+2. ``CREATE NAMESPACE lake.tpch`` with properties, and ``lake.tpch.reports``;
+3. TPC-H data at a small scale factor (DuckDB's tpch extension), as Spark
+   temporary views;
+4. loads: ``CREATE TABLE ... AS SELECT`` for nation, customer and orders
+   (each atomic: nothing is visible if its query fails), and for lineitem a
+   ``CREATE TABLE ... PARTITIONED BY`` then ``INSERT INTO``;
+5. a catalog view ``lake.tpch.reports.top_nations`` (revenue per nation:
+   customer ⋈ orders ⋈ lineitem ⋈ nation) and a query of it;
+6. more business with ``INSERT INTO ... SELECT`` from the tables themselves;
+7. Python API, for what SQL cannot say yet: cancelling orders removes them
+   from ``orders`` and their lines from ``lineitem`` in ONE durable
+   transaction, one lakehouse version (no reader sees one without the other);
+8. the view again (the answer changed), and the same query ``VERSION AS OF``
+   the load version: it returns the earlier answer; ``lake.history()``.
 
 Run: ``python -m catalog.spark.pipeline ./data/lakehouse [--scale 0.01]``.
 """
@@ -27,8 +34,9 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-NAMESPACE = "tpch"
+NAMESPACE = "lake.tpch"
 LOADED = ("nation", "customer", "orders", "lineitem")
+CANCELLED = 5  # the newest orders, cancelled in step 7
 
 REVENUE_SQL = """
 SELECT n.n_name AS nation, CAST(sum(l.l_extendedprice * (1 - l.l_discount)) AS DECIMAL(18, 2)) AS revenue
@@ -41,6 +49,16 @@ ORDER BY revenue DESC, nation
 LIMIT 5
 """
 
+LINEITEM_DDL = """
+CREATE TABLE lake.tpch.lineitem (
+    l_orderkey BIGINT, l_partkey BIGINT, l_suppkey BIGINT, l_linenumber INT,
+    l_quantity DECIMAL(15, 2), l_extendedprice DECIMAL(15, 2), l_discount DECIMAL(15, 2), l_tax DECIMAL(15, 2),
+    l_returnflag STRING, l_linestatus STRING, l_shipdate DATE, l_commitdate DATE, l_receiptdate DATE,
+    l_shipinstruct STRING, l_shipmode STRING, l_comment STRING)
+PARTITIONED BY (l_returnflag)
+TBLPROPERTIES ('source' = 'TPC-H lineitem')
+"""
+
 
 def _step(title: str, action: Callable[[], T]) -> T:
     started = time.perf_counter()
@@ -49,112 +67,92 @@ def _step(title: str, action: Callable[[], T]) -> T:
     return result
 
 
-def _stage_write(spark: Any, url: str, txid: str, name: str, data: Any) -> Callable[[], None]:
-    """A Spark write of ``data`` into ``tpch.<name>``, staged in durable transaction ``txid``."""
-
-    def write() -> None:
-        spark.createDataFrame(data).write.format("lakehouse").option("lakehouse", url).option(
-            "transaction", txid
-        ).option("createIfMissing", "true").mode("append").save(f"{NAMESPACE}.{name}")
-
-    return write
-
-
 def run(url: str, scale: float) -> dict[str, Any]:
     """Run the pipeline on the lakehouse at ``url``; returns the figures it printed."""
+    import pyarrow.compute as pc
+
     import catalog
-    from catalog.spark import local_spark, register
-    from catalog.spark.sql_names import quote_identifier
+    from catalog.spark import local_spark
     from catalog.spark.tpch import generate
 
     started = time.perf_counter()
-    print(f"lakekv Spark pipeline on {url} (TPC-H scale {scale})", flush=True)
-    spark = _step("Spark session (local[2])", lambda: local_spark("local[2]", app_name="lakekv-pipeline"))
+    print(f"lakekv Spark SQL pipeline on {url} (TPC-H scale {scale})", flush=True)
+    spark = _step("Spark session (local[2]) with catalog lake", lambda: local_spark("local[2]", app_name="lakekv-pipeline", catalogs={"lake": url}))
     lake = catalog.open(url)
     try:
-        if lake.namespace_exists(NAMESPACE):
-            _step("drop the previous run's namespace", lambda: lake.drop_namespace(NAMESPACE, cascade=True))
-        lake.create_namespace(NAMESPACE, properties={"source": "TPC-H via duckdb"})
-        lake.create_namespace(f"{NAMESPACE}.reports")
+
+        def sql(statement: str) -> list[Any]:
+            return spark.sql(statement).collect()
+
+        _step(f"DROP NAMESPACE IF EXISTS {NAMESPACE} CASCADE", lambda: sql(f"DROP NAMESPACE IF EXISTS {NAMESPACE} CASCADE"))
+        sql(f"CREATE NAMESPACE {NAMESPACE} WITH DBPROPERTIES ('source' = 'TPC-H via duckdb')")
+        sql(f"CREATE NAMESPACE {NAMESPACE}.reports")
+        print(f"  namespaces in lake: {[r[0] for r in sql('SHOW NAMESPACES IN lake')]}")
         data = _step("generate TPC-H", lambda: generate(scale, LOADED))
-
-        # Generous timeout: a loaded machine can take minutes per Spark job; we
-        # also ping before each write so the transaction stays alive throughout.
-        tx = lake.begin(timeout=600, title="load TPC-H")
         for name in LOADED:
-            tx.ping()
-            title = f"stage {name} ({data[name].num_rows} rows) in transaction {tx.id[:8]}"
-            _step(title, _stage_write(spark, lake.url, tx.id, name, data[name]))
-        lake.refresh()
-        visible_before = [n for n in LOADED if lake.table_exists(f"{NAMESPACE}.{n}")]
-        _step("commit the transaction", tx.commit)
-        lake.refresh()
-        load_version = lake.version
-        print(f"  tables visible before commit: {visible_before or 'none'}; after: lakehouse version {load_version}")
+            spark.createDataFrame(data[name]).createOrReplaceTempView(f"staging_{name}")
 
-        names = {n: quote_identifier(f"{NAMESPACE}.{n}") for n in LOADED}
-        lake.create_view(f"{NAMESPACE}.reports.top_nations", REVENUE_SQL.format(**names))
-        _step("register tables and views with Spark", lambda: register(spark, lake))
-        view = quote_identifier(f"{NAMESPACE}.reports.top_nations")
-        before = _step("SQL: top nations by revenue", lambda: spark.sql(f"SELECT * FROM {view}").collect())
+        for name in ("nation", "customer", "orders"):
+            _step(f"CREATE TABLE {NAMESPACE}.{name} AS SELECT ({data[name].num_rows} rows)",
+                  lambda name=name: sql(f"CREATE TABLE {NAMESPACE}.{name} AS SELECT * FROM staging_{name}"))
+        sql(LINEITEM_DDL)
+        _step(f"INSERT INTO {NAMESPACE}.lineitem ({data['lineitem'].num_rows} rows, partitioned by l_returnflag)",
+              lambda: sql(f"INSERT INTO {NAMESPACE}.lineitem SELECT * FROM staging_lineitem"))
+        load_version = int(dict(sql(f"SHOW TBLPROPERTIES {NAMESPACE}.lineitem"))["lakekv.version"])
+        print(f"  tables: {[r[1] for r in sql(f'SHOW TABLES IN {NAMESPACE}')]}; loaded at lakehouse version {load_version}")
+
+        names = {n: f"{NAMESPACE}.{n}" for n in LOADED}
+        sql(f"CREATE VIEW {NAMESPACE}.reports.top_nations AS {REVENUE_SQL.format(**names)}")
+        view = f"{NAMESPACE}.reports.top_nations"
+        before = _step(f"SELECT * FROM {view}", lambda: sql(f"SELECT * FROM {view}"))
         for row in before:
             print(f"    {row.nation:<16} {row.revenue:>16}")
 
         # More business: every 1998 order again under new keys, with its lines.
         offset = 10_000_000
-        _step(
-            "INSERT INTO orders",
-            lambda: spark.sql(
-                f"INSERT INTO {names['orders']} SELECT o_orderkey + {offset}, o_custkey, o_orderstatus, "
-                f"o_totalprice, o_orderdate, o_orderpriority, o_clerk, o_shippriority, o_comment "
-                f"FROM {names['orders']} WHERE o_orderdate >= DATE'1998-01-01'"
-            ),
-        )
-        _step(
-            "INSERT INTO lineitem",
-            lambda: spark.sql(
-                f"INSERT INTO {names['lineitem']} SELECT l.l_orderkey + {offset}, l.l_partkey, l.l_suppkey, "
-                f"l.l_linenumber, l.l_quantity, l.l_extendedprice, l.l_discount, l.l_tax, l.l_returnflag, "
-                f"l.l_linestatus, l.l_shipdate, l.l_commitdate, l.l_receiptdate, l.l_shipinstruct, "
-                f"l.l_shipmode, l.l_comment FROM {names['lineitem']} l JOIN {names['orders']} o "
-                f"ON l.l_orderkey = o.o_orderkey WHERE o.o_orderdate >= DATE'1998-01-01'"
-            ),
-        )
-        lake.refresh()
-        register(spark, lake)  # views show a table as of their first query: re-register to see the appends
-        after = _step("SQL again after the appends", lambda: spark.sql(f"SELECT * FROM {view}").collect())
+        _step(f"INSERT INTO {NAMESPACE}.orders SELECT ... FROM itself", lambda: sql(
+            f"INSERT INTO {names['orders']} SELECT o_orderkey + {offset}, o_custkey, o_orderstatus, "
+            f"o_totalprice, o_orderdate, o_orderpriority, o_clerk, o_shippriority, o_comment "
+            f"FROM {names['orders']} WHERE o_orderdate >= DATE'1998-01-01'"))
+        _step(f"INSERT INTO {NAMESPACE}.lineitem SELECT ... FROM itself", lambda: sql(
+            f"INSERT INTO {names['lineitem']} SELECT l.l_orderkey + {offset}, l.l_partkey, l.l_suppkey, "
+            f"l.l_linenumber, l.l_quantity, l.l_extendedprice, l.l_discount, l.l_tax, l.l_returnflag, "
+            f"l.l_linestatus, l.l_shipdate, l.l_commitdate, l.l_receiptdate, l.l_shipinstruct, "
+            f"l.l_shipmode, l.l_comment FROM {names['lineitem']} l JOIN {names['orders']} o "
+            f"ON l.l_orderkey = o.o_orderkey WHERE o.o_orderdate >= DATE'1998-01-01'"))
 
-        def past(name: str) -> Any:
-            df = (
-                spark.read.format("lakehouse")
-                .option("lakehouse", lake.url)
-                .option("versionAsOf", str(load_version))
-                .load(f"{NAMESPACE}.{name}")
-            )
-            df.createOrReplaceTempView(f"past_{name}")
-            return df
+        # Python API: two tables change in one durable transaction (SQL has no BEGIN ... COMMIT here yet).
+        cancelled = [r[0] for r in sql(f"SELECT o_orderkey FROM {names['orders']} ORDER BY o_orderkey DESC LIMIT {CANCELLED}")]
+        lines_before = sql(f"SELECT count(*) FROM {names['lineitem']}")[0][0]
+        tx = lake.begin(timeout=600, title="cancel orders")
+        tx.load_table("tpch.lineitem").delete(pc.field("l_orderkey").isin(cancelled))
+        tx.load_table("tpch.orders").delete(pc.field("o_orderkey").isin(cancelled))
+        unchanged = sql(f"SELECT count(*) FROM {names['lineitem']}")[0][0] == lines_before
+        _step(f"cancel {CANCELLED} orders and their lines in one transaction", tx.commit)
+        cancel_version = lake.refresh()
+        left = sql(f"SELECT count(*) FROM {names['orders']} WHERE o_orderkey IN ({', '.join(map(str, cancelled))})")[0][0]
+        print(f"  lineitem unchanged until the commit: {unchanged}; committed as version {cancel_version}; "
+              f"cancelled orders left: {left}")
 
-        for name in LOADED:
-            past(name)
-        as_of = _step(
-            f"time travel: the query as of version {load_version}",
-            lambda: spark.sql(REVENUE_SQL.format(**{n: f"past_{n}" for n in LOADED})).collect(),
-        )
+        after = _step(f"SELECT * FROM {view} again", lambda: sql(f"SELECT * FROM {view}"))
+        past = {n: f"{names[n]} VERSION AS OF {load_version}" for n in LOADED}
+        as_of = _step(f"the same query VERSION AS OF {load_version}", lambda: sql(REVENUE_SQL.format(**past)))
 
         print("  history (newest first):")
+        lake.refresh()
         for entry in lake.history(limit=6):
             kinds = ", ".join(f"{op.get('kind')} {op.get('object', '')}".strip() for op in entry.operations)
             print(f"    v{entry.version:<5} {time.strftime('%H:%M:%S', time.gmtime(entry.timestamp))}  {kinds}")
 
-        counts = {n: lake.load_table(f"{NAMESPACE}.{n}").scan().count() for n in LOADED}
+        counts = {n: sql(f"SELECT count(*) FROM {names[n]}")[0][0] for n in LOADED}
         same_as_before = [tuple(r) for r in as_of] == [tuple(r) for r in before]
         changed_now = [tuple(r) for r in after] != [tuple(r) for r in before]
         print("report:")
         print(f"  rows now: {counts}")
-        print(f"  top nation before appends: {before[0].nation} {before[0].revenue}; now: {after[0].nation} {after[0].revenue}")
-        print(f"  time-travel answer equals the earlier answer: {same_as_before}; current answer changed: {changed_now}")
+        print(f"  top nation before: {before[0].nation} {before[0].revenue}; now: {after[0].nation} {after[0].revenue}")
+        print(f"  VERSION AS OF answer equals the earlier answer: {same_as_before}; current answer changed: {changed_now}")
         print(f"  total {time.perf_counter() - started:.1f}s")
-        if visible_before or not same_as_before or not changed_now:
+        if not (unchanged and left == 0 and same_as_before and changed_now):
             raise RuntimeError("pipeline check failed: see the report above")
         return {"load_version": load_version, "counts": counts, "seconds": time.perf_counter() - started}
     finally:
