@@ -93,8 +93,8 @@ def run(url: str, scale: float) -> dict[str, Any]:
             spark.createDataFrame(data[name]).createOrReplaceTempView(f"staging_{name}")
 
         for name in ("nation", "customer", "orders"):
-            _step(f"CREATE TABLE {NAMESPACE}.{name} AS SELECT ({data[name].num_rows} rows)",
-                  lambda name=name: sql(f"CREATE TABLE {NAMESPACE}.{name} AS SELECT * FROM staging_{name}"))
+            ctas = f"CREATE TABLE {NAMESPACE}.{name} AS SELECT * FROM staging_{name}"
+            _step(f"CREATE TABLE {NAMESPACE}.{name} AS SELECT ({data[name].num_rows} rows)", lambda: sql(ctas))
         sql(LINEITEM_DDL)
         _step(f"INSERT INTO {NAMESPACE}.lineitem ({data['lineitem'].num_rows} rows, partitioned by l_returnflag)",
               lambda: sql(f"INSERT INTO {NAMESPACE}.lineitem SELECT * FROM staging_lineitem"))
