@@ -1,22 +1,24 @@
 """Make a lakehouse's tables and views queryable by name from ``spark.sql``.
 
-Each native table becomes a Spark *temporary view over the data source*::
+Each native table becomes a Spark temporary view of the catalog plugin's
+table when the plugin jar is in the session (``local_spark`` and
+``configure`` put it there): a hidden catalog ``lakekv_<hash of the URL>`` is
+configured on the lakehouse, and the view is
+``spark.table("lakekv_<hash>.sales.orders")``. Spark 4.3 loads a catalog
+table in a temporary view again for every query, so every query reads the
+latest version, and ``INSERT INTO`` / ``INSERT OVERWRITE`` reach the table. A
+view whose table's columns changed since is refused by Spark: call
+:func:`register` again (also to see tables created since).
+
+Without the jar, a table becomes a temporary view over the data source::
 
     CREATE OR REPLACE TEMPORARY VIEW `sales.orders`
     USING lakehouse OPTIONS (lakehouse '<url>', path 'sales.orders')
 
-Why this form: a view defined ``USING`` a data source is resolved again by
-every query, so it always reads the table's latest version, and Spark allows
-``INSERT INTO`` / ``INSERT OVERWRITE`` on it (they become an append / an
-overwrite commit). A persistent ``CREATE TABLE ... USING lakehouse`` would
-drop the options on the way to a Python data source (PySpark 4.3), and a view
-over a DataFrame would pin one version and refuse inserts.
-
-PySpark 4.3 plans a view's read once and reuses that plan until a write
-through Spark invalidates it (see ``pruneFiles`` in catalog.spark.options), so
-a view shows the table as of its first query: call :func:`register` again to
-see commits made since by other writers. File pruning stays off for views,
-which many queries share.
+which takes inserts too, but PySpark 4.3 plans its read once and reuses that
+plan for queries without pushed filters (see ``pruneFiles`` in
+catalog.spark.options): such a view shows the table as of an earlier query.
+File pruning stays off for these views, which many queries share.
 
 Spark temporary views have one-part names, so a namespaced table keeps its
 full dotted name as ONE identifier and is written in backquotes:
@@ -31,12 +33,14 @@ view whatever their order.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 import catalog
+from catalog.spark.plugin import JAR, catalog_conf
 from catalog.spark.source import FORMAT_NAME, LakehouseDataSource
 
 __all__ = ["register", "Registration", "quote_identifier", "sql_string"]
@@ -74,6 +78,21 @@ class Registration:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
+def _plugin_catalog(spark: SparkSession, lake: catalog.Lakehouse) -> str | None:
+    """The name of a catalog-plugin catalog on ``lake`` in this session (set up here), or None without the jar.
+
+    Views over the plugin's tables plan every query afresh; views ``USING
+    lakehouse`` reuse a read plan (module docstring).
+    """
+    if JAR.name not in (spark.conf.get("spark.jars", "") or ""):
+        return None
+    name = "lakekv_" + hashlib.sha1(lake.url.encode()).hexdigest()[:12]
+    for key, value in catalog_conf(name, lake.url).items():
+        if spark.conf.get(key, None) != value:
+            spark.conf.set(key, value)
+    return name
+
+
 def register(spark: SparkSession, lake: catalog.Lakehouse, namespace: str | None = None) -> Registration:
     """Register the ``lakehouse`` format and expose ``lake``'s tables and views to ``spark.sql``.
 
@@ -97,6 +116,7 @@ def register(spark: SparkSession, lake: catalog.Lakehouse, namespace: str | None
     spark.conf.set(PUSHDOWN_CONF, "true")
     spark.dataSource.register(LakehouseDataSource)
     lake.refresh()
+    plugin = _plugin_catalog(spark, lake)
 
     namespaces = [namespace] if namespace is not None else []
     namespaces += lake.list_namespaces(namespace, recursive=True)
@@ -108,10 +128,17 @@ def register(spark: SparkSession, lake: catalog.Lakehouse, namespace: str | None
             if table.format != "parquet":
                 result.skipped[name] = f"format {table.format}: read it through the Iceberg REST service"
                 continue
-            spark.sql(
-                f"CREATE OR REPLACE TEMPORARY VIEW {quote_identifier(name)} USING {FORMAT_NAME} "
-                f"OPTIONS (lakehouse {sql_string(lake.url)}, path {sql_string(name)})"
-            )
+            if plugin is not None:
+                relation = f"{plugin}.{'.'.join(quote_identifier(part) for part in name.split('.'))}"
+                # Spark 4.3 loads a catalog table in a temporary view again for
+                # every query (and refuses one whose columns changed), so the
+                # view reads the latest version and takes INSERT INTO.
+                spark.table(relation).createOrReplaceTempView(quote_identifier(name))
+            else:
+                spark.sql(
+                    f"CREATE OR REPLACE TEMPORARY VIEW {quote_identifier(name)} USING {FORMAT_NAME} "
+                    f"OPTIONS (lakehouse {sql_string(lake.url)}, path {sql_string(name)})"
+                )
             result.tables.append(name)
         for name in lake.list_views(ns):
             view = lake.load_view(name)

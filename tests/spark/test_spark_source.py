@@ -206,8 +206,38 @@ def test_sql_names_views_and_inserts(spark: SparkSession, lake_url: str) -> None
         spark.sql("INSERT OVERWRITE `shop.eu.stock` SELECT 'z', 9")
         lake.refresh()
         assert lake.load_table("shop.eu.stock").scan().to_arrow().to_pylist() == [{"sku": "z", "qty": 9}]
-        register(spark, lake)  # a view shows the table as of its first query: register again
         assert spark.sql("SELECT n FROM `shop.eu.big_count`").first().n == 1
+
+
+def test_registered_names_plan_every_query_afresh(spark: SparkSession, lake_url: str) -> None:
+    """With the plugin jar in the session, register()'s views are catalog tables read at the latest version."""
+    from tests.spark.test_catalog_plugin import append_in_another_process
+
+    schema = pa.schema([("id", pa.int64())])
+    with catalog.open(lake_url) as lake:
+        lake.create_namespace("fresh")
+        lake.create_table("fresh.t", schema).append(pa.table({"id": [1, 2]}, schema=schema))
+        register(spark, lake)
+
+    def counts() -> tuple[int, int]:
+        return (spark.sql("SELECT count(*) FROM `fresh.t`").first()[0],
+                spark.sql("SELECT count(*) FROM `fresh.t` WHERE id > -1").first()[0])
+
+    assert counts() == (2, 2)
+    append_in_another_process(lake_url, "fresh.t", list(range(10, 20)))
+    assert counts() == (12, 12)
+    spark.sql("INSERT INTO `fresh.t` VALUES (100)")
+    assert counts() == (13, 13)
+    spark.sql("INSERT INTO `fresh.t` SELECT * FROM `fresh.t`")
+    assert counts() == (26, 26)
+    with catalog.open(lake_url) as lake:
+        assert lake.load_table("fresh.t").scan().count() == 26
+        lake.load_table("fresh.t").update_schema().rename_column("id", "ident").commit()
+    with pytest.raises(PySparkException, match="INCOMPATIBLE_COLUMN_CHANGES_AFTER_VIEW_WITH_PLAN_CREATION"):
+        spark.sql("SELECT count(*) FROM `fresh.t`").collect()
+    with catalog.open(lake_url) as lake:
+        register(spark, lake)  # registering again takes the new columns
+    assert spark.sql("SELECT sum(ident) FROM `fresh.t`").first()[0] == 2 * (1 + 2 + sum(range(10, 20)) + 100)
 
 
 def test_bad_writes_fail_clearly_naming_the_problem(spark: SparkSession, lake_url: str) -> None:
