@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+import dataclasses
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -357,10 +358,22 @@ class LakehouseDataSource(DataSource):
     def schema(self) -> StructType:
         options = parse_options(self.options, "read")
         with reading_session(options) as session:
+            if options.version_as_of is None and options.timestamp_as_of is None:
+                # The DataFrame reads the version it was defined at, as a
+                # catalog DataFrame does. PySpark pickles this object after
+                # schema() and makes every reader from that copy, so the pin
+                # holds for queries with and without filters alike (unpinned,
+                # a filtered query planned the latest version while an
+                # unfiltered one reused an older plan).
+                self.pinned_version: int | None = int(session.version)
             return spark_schema(_native_table(session, options.table).schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return LakehouseReader(parse_options(self.options, "read"), schema)
+        options = parse_options(self.options, "read")
+        pinned = getattr(self, "pinned_version", None)  # set by schema(); a given schema skips it
+        if pinned is not None and options.version_as_of is None and options.timestamp_as_of is None:
+            options = dataclasses.replace(options, version_as_of=pinned)
+        return LakehouseReader(options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> LakehouseWriter:
         options = parse_options(self.options, "write")  # refuses read options and unknown ones

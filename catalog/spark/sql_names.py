@@ -17,7 +17,8 @@ Without the jar, a table becomes a temporary view over the data source::
 
 which takes inserts too, but PySpark 4.3 plans its read once and reuses that
 plan for queries without pushed filters (see ``pruneFiles`` in
-catalog.spark.options): such a view shows the table as of an earlier query.
+catalog.spark.options), so the source pins the version: such a view reads
+the table as of :func:`register`.
 File pruning stays off for these views, which many queries share.
 
 Spark temporary views have one-part names, so a namespaced table keeps its

@@ -347,3 +347,18 @@ def test_map_columns_round_trip_through_the_catalog_and_spark(spark: SparkSessio
         made = lake.load_table("maps.fromspark")
         assert pa.types.is_map(made.schema.field("tags").type)
         assert made.scan().to_arrow().column("tags").to_pylist() == [[("d", 4)]]
+
+
+def test_a_dataframe_reads_the_version_it_was_defined_at_with_or_without_filters(spark: SparkSession, lake_url: str) -> None:
+    from tests.spark.test_catalog_plugin import append_in_another_process
+
+    schema = pa.schema([("id", pa.int64())])
+    with catalog.open(lake_url) as lake:
+        lake.create_namespace("pin")
+        lake.create_table("pin.t", schema).append(pa.table({"id": [1, 2]}, schema=schema))
+    df = spark.read.format("lakehouse").option("lakehouse", lake_url).load("pin.t")
+    assert df.count() == 2
+    append_in_another_process(lake_url, "pin.t", list(range(10, 20)))
+    assert (df.count(), df.where("id > -1").count(), df.where("id > 1").count()) == (2, 2, 1)
+    again = spark.read.format("lakehouse").option("lakehouse", lake_url).load("pin.t")
+    assert (again.count(), again.where("id > -1").count()) == (12, 12)
