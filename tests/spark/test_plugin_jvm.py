@@ -15,6 +15,22 @@ SPARK_HOME = Path(pyspark.__file__).resolve().parent
 TEST_JAR = Path(jar_path()).with_name("lakekv-spark-tests.jar")
 
 
+def test_a_missing_javac_fails_the_build_naming_the_package_and_keeps_the_jar() -> None:
+    root = Path(__file__).resolve().parents[2]
+    jar = Path(jar_path())
+    before = jar.stat().st_mtime_ns
+    source = next((root / "catalog/spark/jvm/src").rglob("*.java"))
+    # -o: the venv counts as installed; -W: a Java source counts as changed, so only the jar is remade.
+    result = subprocess.run(
+        ["make", "-o", ".venv/.lakekv-installed", "-W", str(source.relative_to(root)),
+         str(jar.relative_to(root)), "JAVAC=lakekv-no-such-javac"],
+        cwd=root, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode != 0
+    assert "javac not found" in result.stderr and "openjdk-17-jdk-headless" in result.stderr
+    assert jar.stat().st_mtime_ns == before
+
+
 def test_java_unit_tests_pass() -> None:
     classpath = os.pathsep.join([str(TEST_JAR), jar_path(), str(SPARK_HOME / "jars" / "*")])
     result = subprocess.run(
