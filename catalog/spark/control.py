@@ -58,7 +58,7 @@ from catalog.maintenance import purge_dropped
 from catalog.spark.errors import annotated_conflicts
 from catalog.spark.filters import pruning_expression
 from catalog.spark.options import store_options
-from catalog.spark.types import spark_arrow_schema, spark_schema
+from catalog.spark.types import COMMENT_KEY, spark_arrow_schema, spark_schema
 
 __all__ = ["ControlPlane", "ProtocolError", "serve_stdio", "PROTOCOL_VERSION"]
 
@@ -222,7 +222,18 @@ def arrow_schema(spark_json: object) -> pa.Schema:
     if not isinstance(spark_json, dict):
         raise ProtocolError("a schema must be Spark's JSON StructType")
     struct = StructType.fromJson(spark_json)
-    return spark_arrow_schema(struct)
+    schema = spark_arrow_schema(struct)
+    # Column comments (CREATE TABLE ... (c INT COMMENT '...')) are kept in the
+    # Arrow field metadata, where spark_schema finds them again.
+    fields = []
+    for spark_field, field in zip(struct.fields, schema):
+        comment = spark_field.metadata.get("comment")
+        if comment is not None:
+            if not isinstance(comment, str):
+                raise ProtocolError(f"column {spark_field.name!r}: a comment must be a string")
+            field = field.with_metadata({**(field.metadata or {}), COMMENT_KEY: comment.encode()})
+        fields.append(field)
+    return pa.schema(fields)
 
 
 def arrow_type(spark_type_json: object, what: str) -> pa.DataType:

@@ -27,6 +27,7 @@ when read (``allow_time_truncate``), never when written.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -134,8 +135,13 @@ def spark_type(arrow_type: pa.DataType, column: str = "?") -> DataType:
     raise TypeError(f"column {column!r}: Arrow type {t} has no lossless Spark type")
 
 
+COMMENT_KEY: Final = b"comment"  # a column's comment, in the table schema's Arrow field metadata
+
+
 def _spark_field(field: pa.Field, prefix: str = "") -> StructField:
-    return StructField(field.name, spark_type(field.type, prefix + field.name), nullable=field.nullable)
+    comment = (field.metadata or {}).get(COMMENT_KEY)
+    metadata = {"comment": comment.decode()} if comment is not None else None
+    return StructField(field.name, spark_type(field.type, prefix + field.name), nullable=field.nullable, metadata=metadata)
 
 
 def spark_schema(arrow_schema: pa.Schema) -> StructType:

@@ -94,11 +94,12 @@ def owner_of(lake: catalog.Lakehouse, namespace: str) -> dict[str, str]:
 
 def test_create_table_partitioned_with_properties_and_describe(spark: SparkSession, ns: str) -> None:
     spark.sql(
-        f"CREATE TABLE {ns}.orders (id BIGINT, region STRING, amount DECIMAL(10,2)) "
+        f"CREATE TABLE {ns}.orders (id BIGINT COMMENT 'order number', region STRING, amount DECIMAL(10,2)) "
         "PARTITIONED BY (region) TBLPROPERTIES ('team' = 'sales') COMMENT 'all orders'"
     )
     assert rows(spark, f"SHOW TABLES IN {ns}") == [(short(ns), "orders", False)]
     lines = rows(spark, f"DESCRIBE TABLE EXTENDED {ns}.orders")
+    assert lines[:3] == [("id", "bigint", "order number"), ("region", "string", None), ("amount", "decimal(10,2)", None)]
     partition_info = lines.index(("# Partition Information", "", ""))
     assert lines[partition_info + 2] == ("region", "string", None)
     described = {name: value for name, value, _ in lines}
@@ -113,6 +114,9 @@ def test_create_table_partitioned_with_properties_and_describe(spark: SparkSessi
         assert table.partition_by == ["region"]
         assert table.properties["team"] == "sales"
         assert table.schema.names == ["id", "region", "amount"]
+        assert table.schema.field("id").metadata[b"comment"] == b"order number"
+    spark.sql(f"INSERT INTO {ns}.orders VALUES (1, 'eu', 2.50)")  # a commented column takes writes as any other
+    assert rows(spark, f"SELECT id, amount FROM {ns}.orders") == [(1, Decimal("2.50"))]
 
 
 def test_unsupported_clauses_are_errors(spark: SparkSession, ns: str) -> None:

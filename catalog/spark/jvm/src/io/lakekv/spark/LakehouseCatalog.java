@@ -366,10 +366,6 @@ public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces
                 throw new LakehouseException.InvalidArgument("invalid_argument",
                         "column " + column.name() + ": GENERATED columns are not supported by the lakehouse catalog");
             }
-            if (column.comment() != null) {
-                throw new LakehouseException.InvalidArgument("invalid_argument",
-                        "column " + column.name() + ": column COMMENTs are not stored by the lakehouse catalog yet");
-            }
         }
         StructType schema = CatalogV2Util.v2ColumnsToStructType(columns);
         try {
