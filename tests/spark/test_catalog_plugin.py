@@ -8,10 +8,12 @@ from a second process) to check what Spark did and to commit behind its back.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import subprocess
 import sys
 import textwrap
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -236,6 +238,54 @@ def test_write_to_append_create_replace_and_insert_overwrite(spark: SparkSession
     with pytest.raises(PySparkException, match="replaceWhere"):
         spark.range(1).withColumnRenamed("id", "x").writeTo(f"{ns}.t").option("replaceWhere", "x = 7").append()
     assert rows(spark, f"SELECT x FROM {ns}.t ORDER BY x") == [(7,), (8,)]
+
+
+def test_an_overwrite_that_would_drop_a_concurrent_commit_is_a_retryable_conflict(
+    spark: SparkSession, ns: str, tmp_path: Path
+) -> None:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    from catalog.errors import RetryableConflictError
+    from catalog.spark import catalog_errors
+
+    spark.sql(f"CREATE TABLE {ns}.t (n BIGINT)")
+    spark.sql(f"INSERT INTO {ns}.t VALUES (1), (2), (3)")
+    first = int(dict(rows(spark, f"SHOW TBLPROPERTIES {ns}.t"))["lakekv.version"])
+    url, table, flag = lake_url_of(spark), f"{short(ns)}.t", str(tmp_path / "appended")
+
+    @F.udf(LongType())
+    def append_once(n: int) -> int:
+        """In a Python worker (its own process), while the query runs: another writer appends."""
+        import os
+
+        import pyarrow as pa
+
+        import catalog
+
+        if not os.path.exists(flag):
+            open(flag, "w").close()
+            with catalog.open(url) as lake:
+                lake.load_table(table).append(pa.table({"n": pa.array([4], pa.int64())}))
+        return n
+
+    spark.udf.register("append_once_sql", append_once)
+    query = spark.table(f"{ns}.t").select((append_once("n") * 2).alias("n"))
+    with pytest.raises(PySparkException, match="RetryableConflictError") as raw:
+        query.writeTo(f"{ns}.t").overwrite(F.lit(True))
+    assert "committed after its input was read" in str(raw.value)
+    assert rows(spark, f"SELECT n FROM {ns}.t ORDER BY n") == [(1,), (2,), (3,), (4,)]  # nothing replaced
+    os.remove(flag)  # the same, with the catalog's class back in Python
+    with pytest.raises(RetryableConflictError) as conflict:
+        with catalog_errors():
+            spark.sql(f"INSERT OVERWRITE {ns}.t SELECT append_once_sql(n) * 2 FROM {ns}.t")
+    assert (conflict.value.ours, conflict.value.object) == ("overwrite", table)
+    assert count(spark, f"SELECT count(*) FROM {ns}.t") == 5
+    spark.sql(f"INSERT OVERWRITE {ns}.t SELECT n * 10 FROM {ns}.t")  # nothing committed meanwhile: replaces
+    assert rows(spark, f"SELECT n FROM {ns}.t ORDER BY n") == [(10,), (20,), (30,), (40,), (40,)]
+    # Written from a time-travel read, an overwrite restores that version's rows (the target is current).
+    spark.sql(f"INSERT OVERWRITE {ns}.t SELECT * FROM {ns}.t VERSION AS OF {first}")
+    assert rows(spark, f"SELECT n FROM {ns}.t ORDER BY n") == [(1,), (2,), (3,)]
 
 
 def test_time_travel_version_and_timestamp(spark: SparkSession, ns: str) -> None:

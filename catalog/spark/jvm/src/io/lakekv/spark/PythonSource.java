@@ -6,6 +6,8 @@ import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.SupportsTruncate;
+import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.execution.datasources.DataSourceManager;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
@@ -85,10 +87,47 @@ final class PythonSource {
     }
 
     WriteBuilder newWriteBuilder(LakehouseTable table, LogicalWriteInfo info) {
-        Table python = table(table, Map.of());
-        Map<String, String> options = options(table);
-        return ((org.apache.spark.sql.connector.catalog.SupportsWrite) python)
-                .newWriteBuilder(new WriteInfo(info, new CaseInsensitiveStringMap(options)));
+        return new TableWriteBuilder(table, info);
+    }
+
+    /**
+     * Builds the Python source's write once Spark has said whether it replaces the table.
+     *
+     * <p>An overwrite ({@code INSERT OVERWRITE}) carries the version the statement
+     * loaded the table at as the source's {@code readVersion}: a commit since then
+     * (say, another process's append) makes it a {@code RetryableConflictError}
+     * instead of being silently replaced. A staged table (CTAS, REPLACE) lives in
+     * its own transaction and needs no such check.
+     */
+    private final class TableWriteBuilder implements WriteBuilder, SupportsTruncate {
+        private final LakehouseTable table;
+        private final LogicalWriteInfo info;
+        private boolean truncate;
+
+        TableWriteBuilder(LakehouseTable table, LogicalWriteInfo info) {
+            this.table = table;
+            this.info = info;
+        }
+
+        @Override
+        public WriteBuilder truncate() {
+            truncate = true;
+            return this;
+        }
+
+        @Override
+        public Write build() {
+            Map<String, String> options = options(table);
+            if (truncate && table.txn == null) {
+                options.put("readVersion", Long.toString(table.version));
+            }
+            WriteBuilder python = ((org.apache.spark.sql.connector.catalog.SupportsWrite) table(table, Map.of()))
+                    .newWriteBuilder(new WriteInfo(info, new CaseInsensitiveStringMap(options)));
+            if (truncate) {
+                python = ((SupportsTruncate) python).truncate();
+            }
+            return python.build();
+        }
     }
 
     /** Spark's write info with the table's options in place of the (empty) statement options. */
