@@ -8,8 +8,10 @@ Measures (best of ``--repeat`` runs, the two sides of a comparison in turns; row
 * read: a full scan of every column into Spark's ``noop`` sink (so neither
   side can skip columns or rows) of ``format("lakehouse").load`` vs
   ``spark.read.parquet``;
-* pruning: a selective filter on the sort key over the lakehouse table, with
-  and without ``pruneFiles`` (files opened and time).
+* pruning: a selective filter on the sort key over the lakehouse table,
+  through the catalog plugin's per-scan source (``CatalogScanSource``, which
+  prunes files) and the public one (which opens every file): files opened and
+  time.
 
 Data: TPC-H ``lineitem`` (DuckDB tpch extension) at ``--scale``.
 Run: ``.venv/bin/python benchmarks/spark_source_bench.py [--scale 0.05] [--repeat 5]``.
@@ -63,7 +65,8 @@ def main() -> int:
     args = parser.parse_args()
 
     import catalog
-    from catalog.spark import local_spark
+    from catalog.spark import local_spark, spark_schema
+    from catalog.spark.source import CatalogScanSource
     from catalog.spark.tpch import generate
 
     work = tempfile.mkdtemp(prefix="lakekv-spark-bench-")
@@ -98,6 +101,18 @@ def main() -> int:
                 r = r.option(k, v)
             return r.load("bench.lineitem")
 
+        spark.dataSource.register(CatalogScanSource)
+
+        def pruning_reader(**options: str) -> object:
+            # What the catalog plugin builds for each scan: the table's schema and version given.
+            with catalog.open(url) as lake:
+                version = lake.version
+                schema = spark_schema(lake.load_table("bench.lineitem").schema)
+            r = spark.read.format(CatalogScanSource.name()).schema(schema).option("lakehouse", url)
+            for k, v in {"versionAsOf": str(version), **options}.items():
+                r = r.option(k, v)
+            return r.load("bench.lineitem")
+
         t_write_parquet, t_write_lake = best_of_alternating(args.repeat, write_parquet, write_lakehouse)
         t_read_parquet, t_read_lake = best_of_alternating(
             args.repeat, lambda: scan(spark.read.parquet(parquet_dir)), lambda: scan(lake_reader())
@@ -108,8 +123,8 @@ def main() -> int:
         max_key = lineitem.column("l_orderkey").to_pylist()[-1]
         cutoff = max_key // 10
         where = f"l_orderkey < {cutoff}"
-        pruned_parts = lake_reader(pruneFiles="true", partitionBytes="1").where(where).rdd.getNumPartitions()  # type: ignore[attr-defined]
-        t_pruned = best_of(args.repeat, lambda: scan(lake_reader(pruneFiles="true").where(where)))  # type: ignore[attr-defined]
+        pruned_parts = pruning_reader(partitionBytes="1").where(where).rdd.getNumPartitions()  # type: ignore[attr-defined]
+        t_pruned = best_of(args.repeat, lambda: scan(pruning_reader().where(where)))  # type: ignore[attr-defined]
         t_unpruned = best_of(args.repeat, lambda: scan(lake_reader().where(where)))  # type: ignore[attr-defined]
 
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -132,7 +147,7 @@ def main() -> int:
         )
         print()
         print(
-            f"pruning `{where}` (~10% of rows): {pruned_parts} of {len(files)} files opened with pruneFiles, "
+            f"pruning `{where}` (~10% of rows): {pruned_parts} of {len(files)} files opened by the pruning source, "
             f"{t_pruned:.2f}s vs {t_unpruned:.2f}s without ({t_unpruned / t_pruned:.1f}x faster)"
         )
     finally:

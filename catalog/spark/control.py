@@ -609,10 +609,10 @@ class ControlPlane:
     # -- the Python data source, for the JVM to register in its session --
 
     def op_data_source(self, args: Mapping[str, Any]) -> dict[str, str]:
-        """The pickled ``LakehouseDataSource`` class (by reference) and its short name."""
-        from catalog.spark.source import FORMAT_NAME, LakehouseDataSource
+        """The pickled ``CatalogScanSource`` class (by reference) and its short name."""
+        from catalog.spark.source import CatalogScanSource
 
-        return {"name": FORMAT_NAME, "pickle": base64.b64encode(pickle.dumps(LakehouseDataSource)).decode()}
+        return {"name": CatalogScanSource.name(), "pickle": base64.b64encode(pickle.dumps(CatalogScanSource)).decode()}
 
 
 def data_root(lake: catalog.Lakehouse) -> str | None:

@@ -14,8 +14,6 @@ option                  when   meaning
 ``timestampAsOf``       read   read the lakehouse as of a time: epoch seconds
                                or ISO-8601 (no zone means UTC)
 ``partitionBytes``      read   target bytes of data files per Spark partition
-``pruneFiles``          read   ``true``: skip data files that the query's
-                               pushed filters rule out (see below)
 ``createIfMissing``     write  ``true``: create the table from the DataFrame
                                schema (with ``partitionBy`` columns)
 ``partitionBy``         write  comma-separated partition columns for
@@ -42,17 +40,15 @@ Any other option is an error naming it, never ignored: ``replaceWhere``,
 ``partitionOverwriteMode`` and the like used to be dropped silently and the
 whole table replaced. A read option on a write (or the reverse) is an error too.
 
-``pruneFiles`` is off by default because of PySpark 4.3 itself. Its JVM side
-keeps ONE read plan per relation (``PythonDataSourceV2.readInfo``: the
-pickled reader that ``read()`` runs on *and* the partitions): a query with
-pushed filters replaces it (``PythonScanBuilder.pushFilters`` calls
-``setReadInfo``), and a later query without filters over the same DataFrame
-or registered view reuses it (``getOrCreateReadInfo``) without calling any
-Python. Nothing per-query reaches ``partitions()`` or ``read()``, so pruning
-is unsafe wherever it is placed: a file list (or a reader) pruned for
-``WHERE a = 1`` would also answer ``count(*)`` and drop rows
-(tests/spark/test_spark_source.py keeps a canary test on this). Turn it on
-for a DataFrame that runs one query (the usual ``load().where(...)``).
+This source reads every file of the version: it does not prune by the
+query's filters (Spark still filters the rows). PySpark 4.3 keeps ONE read
+plan per relation (``PythonDataSourceV2.readInfo``: the pickled reader that
+``read()`` runs on *and* its partitions). A query with pushed filters replaces
+it, and a later query without filters over the same DataFrame or view reuses
+it without calling any Python, so a file list pruned for ``WHERE a = 1`` would
+also answer ``count(*)`` and drop rows. ``pruneFiles`` is therefore refused.
+The catalog plugin prunes every query: it builds a new source object per scan
+(:class:`catalog.spark.source.CatalogScanSource`), so no plan is shared.
 
 ``partitionBytes`` is an upper bound: like Spark's own file scans
 (``maxSplitBytes``), a read gets about one partition per core of the planning
@@ -208,7 +204,7 @@ def store_options(options: Mapping[str, str], spelled: str) -> dict[str, Any]:
     return dict(options)
 
 STORAGE_PREFIX: Final = "storage."
-_READ: Final = frozenset({"versionasof", "timestampasof", "partitionbytes", "prunefiles"})
+_READ: Final = frozenset({"versionasof", "timestampasof", "partitionbytes"})
 _WRITE: Final = frozenset({"createifmissing", "partitionby", "targetfilebytes", "transaction", "readversion"})
 # Options other sources honour that would make a write here do something
 # else than the user asked (replace the whole table): named with the way out.
@@ -219,6 +215,9 @@ _NOT_HONOURED: Final = {
     "data holds; use Table.overwrite(data, filter=<the partitions>) from Python",
     "overwriteschema": "the table's schema changes only through Table.update_schema()",
     "mergeschema": "the table's schema changes only through Table.update_schema()",
+    "prunefiles": "PySpark reuses a read plan pruned for one query's filters for a later query without "
+    "filters over the same DataFrame, which would drop rows; query the table through the catalog plugin "
+    "(spark.sql.catalog.<name>=io.lakekv.spark.LakehouseCatalog), which prunes every query safely",
 }
 
 
@@ -274,7 +273,6 @@ def parse_options(options: Mapping[str, str], purpose: str | None = None) -> Sou
         version_as_of=version,
         timestamp_as_of=parse_timestamp(timestamp_raw) if timestamp_raw is not None else None,
         partition_bytes=_positive_int(options, "partitionBytes", DEFAULT_PARTITION_BYTES),
-        prune_files=_bool(options, "pruneFiles"),
         create_if_missing=_bool(options, "createIfMissing"),
         partition_by=_partition_by(options),
         target_file_bytes=_positive_int(options, "targetFileBytes", DEFAULT_TARGET_FILE_BYTES),

@@ -54,6 +54,8 @@ from kvstore.objstore import open_store
 __all__ = ["LakehouseDataSource", "FilesPartition", "WrittenFiles", "open_lakehouse", "plan_partitions"]
 
 FORMAT_NAME = "lakehouse"
+# The catalog plugin's own registration of the source (see CatalogScanSource).
+CATALOG_SCAN_NAME = "lakehouse_catalog_scan"
 # Spark's spark.sql.files.openCostInBytes: below this, splitting a scan
 # further costs more in task start-up than it gains in parallelism.
 MIN_SPLIT_BYTES: Final = 4 << 20
@@ -180,7 +182,7 @@ class LakehouseReader(DataSourceReader):
         self._filters: list[Filter] = []
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - PySpark's name
-        """Keep the filters for pruning files (option pruneFiles), and give every one back to Spark.
+        """Keep the filters for pruning files (CatalogScanSource only), and give every one back to Spark.
 
         Pruning only drops files; Spark still filters the rows it gets, so
         returning all filters keeps results exact (see catalog.spark.filters).
@@ -200,8 +202,9 @@ class LakehouseReader(DataSourceReader):
                     f"table {options.table!r} now has columns {expected.simpleString()}, but the "
                     f"DataFrame was defined over {self._spark_schema.simpleString()}: load it again"
                 )
-            # Only on request: see SourceOptions / pruneFiles for the PySpark
-            # 4.3 plan reuse that makes filter-dependent plans unsafe.
+            # Only for the catalog plugin's one-scan sources: see
+            # CatalogScanSource for the PySpark 4.3 plan reuse that makes
+            # filter-dependent plans unsafe anywhere else.
             expression = pruning_expression(self._filters, table.schema) if options.prune_files else None
             files = table.files(filter=expression)
             return list(plan_partitions(files, options.partition_bytes, table.schema, planning_cores()))
@@ -380,3 +383,31 @@ class LakehouseDataSource(DataSource):
         if options.read_version is not None and not overwrite:
             raise ValueError('option readVersion only applies to .mode("overwrite"): an append replaces nothing')
         return _prepare_write(options, schema, overwrite)
+
+
+class CatalogScanSource(LakehouseDataSource):
+    """The source as the catalog plugin uses it: a new instance per scan, so reads prune.
+
+    PySpark 4.3 keeps one read plan per source object and reuses a plan
+    pruned for one query's filters for a later query without filters (see
+    catalog.spark.options), so the public ``lakehouse`` source never prunes.
+    The plugin (``PythonSource.java``) builds a new object for every scan it
+    plans, with the table's schema and version, so each object serves one
+    query and pruning by its filters is exact.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return CATALOG_SCAN_NAME
+
+    def schema(self) -> StructType:
+        # The plugin always passes the schema; a user's format(...).load()
+        # would make a long-lived DataFrame, the case pruning is unsafe for.
+        raise ValueError(
+            f"{CATALOG_SCAN_NAME} is the Spark catalog plugin's internal source; "
+            f'read with format("{FORMAT_NAME}") or through the catalog (lake.ns.table)'
+        )
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        options = parse_options(self.options, "read")
+        return LakehouseReader(dataclasses.replace(options, prune_files=True), schema)

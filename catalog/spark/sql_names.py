@@ -16,10 +16,9 @@ Without the jar, a table becomes a temporary view over the data source::
     USING lakehouse OPTIONS (lakehouse '<url>', path 'sales.orders')
 
 which takes inserts too, but PySpark 4.3 plans its read once and reuses that
-plan for queries without pushed filters (see ``pruneFiles`` in
-catalog.spark.options), so the source pins the version: such a view reads
-the table as of :func:`register`.
-File pruning stays off for these views, which many queries share.
+plan for queries without pushed filters (see catalog.spark.options), so the
+source pins the version: such a view reads the table as of :func:`register`,
+and every file of it (the source never prunes).
 
 Spark temporary views have one-part names, so a namespaced table keeps its
 full dotted name as ONE identifier and is written in backquotes:

@@ -19,6 +19,7 @@ from pyspark.sql.types import LongType
 
 import catalog
 from catalog.spark import register, spark_arrow_schema, spark_schema
+from catalog.spark.source import CatalogScanSource
 from catalog.spark.types import to_spark_batches
 
 UTC = dt.timezone.utc
@@ -134,7 +135,9 @@ def test_partitioned_writes_append_overwrite_and_time_travel(spark: SparkSession
         assert read(spark, lake_url, "sales.orders", timestampAsOf=iso).count() == 10
 
 
-def test_pushed_filters_skip_files(spark: SparkSession, lake_url: str) -> None:
+def test_the_catalog_scan_source_prunes_files_and_the_public_source_reads_them_all(
+    spark: SparkSession, lake_url: str
+) -> None:
     with catalog.open(lake_url) as lake:
         lake.create_namespace("p")
         schema = pa.schema([("id", pa.int64()), ("day", pa.string())])
@@ -142,45 +145,48 @@ def test_pushed_filters_skip_files(spark: SparkSession, lake_url: str) -> None:
         for n, day in enumerate(["mon", "tue", "wed", "thu"]):
             table.append(pa.table({"id": list(range(n * 100, n * 100 + 100)), "day": [day] * 100}, schema=schema))
         assert len(table.files()) == 4
+        version = lake.version
 
-        # partitionBytes=1 puts each file in its own Spark partition, so the
-        # number of partitions is the number of files the tasks open.
-        def scan(**options: str) -> DataFrame:
-            return read(spark, lake_url, "p.events", partitionBytes="1", **options)
+    # What the catalog plugin does for every scan on storage the JVM cannot
+    # open: a new source object with the table's schema and version.
+    spark.dataSource.register(CatalogScanSource)
 
-        assert scan().rdd.getNumPartitions() == 4
-        by_partition = scan(pruneFiles="true").where("day = 'tue'")
-        assert by_partition.rdd.getNumPartitions() == 1
-        by_stats = scan(pruneFiles="true").where("id >= 250 AND day LIKE 'w%'")
-        assert by_stats.rdd.getNumPartitions() == 1
-        assert sorted(r.id for r in by_stats.collect()) == list(range(250, 300))
-        # Without pruneFiles the same filter opens every file and still answers the same.
-        unpruned = scan().where("id >= 250 AND day LIKE 'w%'")
-        assert unpruned.rdd.getNumPartitions() == 4 and unpruned.count() == 50
+    def plugin_scan() -> DataFrame:
+        return (
+            spark.read.format(CatalogScanSource.name())
+            .schema(spark_schema(schema))
+            .option("lakehouse", lake_url)
+            .option("versionAsOf", str(version))
+            .option("partitionBytes", "1")  # a Spark partition per file opened
+            .load("p.events")
+        )
+
+    by_partition = plugin_scan().where("day = 'tue'")
+    assert by_partition.rdd.getNumPartitions() == 1
+    by_stats = plugin_scan().where("id >= 250 AND day LIKE 'w%'")
+    assert by_stats.rdd.getNumPartitions() == 1
+    assert sorted(r.id for r in by_stats.collect()) == list(range(250, 300))
+    # The public source opens every file and answers the same.
+    public = read(spark, lake_url, "p.events", partitionBytes="1").where("id >= 250 AND day LIKE 'w%'")
+    assert public.rdd.getNumPartitions() == 4 and public.count() == 50
+    with pytest.raises(PySparkException, match="internal source"):
+        spark.read.format(CatalogScanSource.name()).option("lakehouse", lake_url).load("p.events").count()
 
 
-def test_pyspark_reuses_a_pruned_plan_for_a_later_unfiltered_query(spark: SparkSession, lake_url: str) -> None:
-    """Why pruneFiles stays opt-in (catalog/spark/options.py): a canary on PySpark's behaviour.
-
-    PySpark 4.3 stores the read plan of a pushed-down query (partitions AND
-    the pickled reader that read() runs on) on the relation's one
-    PythonDataSourceV2 object, and an unfiltered query over the same
-    DataFrame reuses it: no per-query input reaches partitions() or read(),
-    so no placement of the pruning is safe. If this test starts failing,
-    PySpark scoped the plan to the query and pruning can become the default.
-    """
+def test_a_filtered_then_unfiltered_query_over_one_dataframe_sees_every_row(spark: SparkSession, lake_url: str) -> None:
+    # PySpark 4.3 reuses the read plan of the filtered query for the
+    # unfiltered one: with pruning (the old pruneFiles=true) count() was 100.
     with catalog.open(lake_url) as lake:
         lake.create_namespace("r")
         schema = pa.schema([("id", pa.int64())])
         table = lake.create_table("r.t", schema)
         for start in (0, 100):
             table.append(pa.table({"id": list(range(start, start + 100))}, schema=schema))
-    pruned = read(spark, lake_url, "r.t", pruneFiles="true")
-    assert pruned.where("id < 10").count() == 10
-    assert pruned.count() == 100  # the file holding ids 100..199 was pruned for the first query
-    default = read(spark, lake_url, "r.t")
-    assert default.where("id < 10").count() == 10
-    assert default.count() == 200  # without pruneFiles every query sees every row
+    frame = read(spark, lake_url, "r.t")
+    assert frame.where("id < 10").count() == 10
+    assert frame.count() == 200
+    with pytest.raises(PySparkException, match="(?i)option prunefiles .*catalog plugin"):
+        read(spark, lake_url, "r.t", pruneFiles="true").count()
 
 
 def test_sql_names_views_and_inserts(spark: SparkSession, lake_url: str) -> None:

@@ -29,7 +29,9 @@ import java.util.Optional;
  * class comes from the control plane), so {@code bin/spark-sql} needs no
  * Python registration step. Each use builds a new {@link PythonDataSourceV2}
  * with the table's schema: no {@code inferSchema} round trip, and no read
- * plan shared between queries.
+ * plan shared between queries, which is why the source registered here
+ * ({@code catalog.spark.source.CatalogScanSource}) prunes files by the
+ * scan's filters while the public {@code lakehouse} source cannot.
  */
 final class PythonSource {
     private final LakehouseCatalog catalog;
@@ -74,7 +76,6 @@ final class PythonSource {
     CaseInsensitiveStringMap readOptions(LakehouseTable table) {
         Map<String, String> options = options(table);
         options.put("versionAsOf", Long.toString(table.version));
-        options.put("pruneFiles", "true");  // safe: this source object serves this one scan only
         return new CaseInsensitiveStringMap(options);
     }
 
