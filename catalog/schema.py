@@ -19,6 +19,8 @@ import pyarrow as pa
 from catalog.errors import SchemaMismatchError
 
 FIELD_ID: Final = b"field_id"
+# A column's comment (Spark's ``COMMENT``), in the same field metadata.
+COMMENT: Final = b"comment"
 
 # Type changes that never lose information (the "widen" evolution).
 _INT_ORDER: Final = [pa.int8(), pa.int16(), pa.int32(), pa.int64()]
@@ -236,6 +238,15 @@ class SchemaChange:
                 if not can_widen(fields[i].type, type_):
                     raise ValueError(f"widen: {name!r} cannot change from {fields[i].type} to {type_} without loss")
                 fields[i] = pa.field(fields[i].name, type_, fields[i].nullable, fields[i].metadata)
+            elif op == "comment":
+                name, comment = args
+                if name not in names:
+                    raise ValueError(f"set_comment: no column {name!r}")
+                i = names.index(name)
+                meta = {k: v for k, v in (fields[i].metadata or {}).items() if k != COMMENT}
+                if comment is not None:
+                    meta[COMMENT] = comment.encode()
+                fields[i] = fields[i].with_metadata(meta)
             else:  # pragma: no cover - steps are only built by UpdateSchema
                 raise AssertionError(op)
         return pa.schema(fields), last_id

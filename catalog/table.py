@@ -346,6 +346,12 @@ class UpdateSchemaBuilder:
         return self
 
     @checked
+    def set_comment(self, name: str, comment: str | None) -> UpdateSchemaBuilder:
+        """Set column ``name``'s comment (``None`` removes it); Spark shows it in ``DESCRIBE``."""
+        self._change.steps.append(("comment", (name, comment)))
+        return self
+
+    @checked
     def commit(self) -> int | None:
         t = self._table
         # Fail early, with the caller's stack, on a change that cannot apply.

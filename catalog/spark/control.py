@@ -121,6 +121,13 @@ def _parts(args: Mapping[str, Any], key: str) -> list[str]:
     return value
 
 
+def _comment(change: Mapping[str, Any]) -> str | None:
+    value = change.get("comment")
+    if value is not None and not isinstance(value, str):
+        raise ProtocolError(f"argument 'comment' must be a string or null, got {value!r}")
+    return value
+
+
 def _name(args: Mapping[str, Any], key: str = "name") -> str:
     parts = _parts(args, key)
     if len(parts) < 2:
@@ -464,6 +471,8 @@ class ControlPlane:
                 if len(column) != 1:
                     raise ValueError(f"ALTER TABLE ADD COLUMN {'.'.join(column)}: only top-level columns can be added")
                 schema_change.add_column(column[0], arrow_type(change.get("data_type"), column[0]))
+                if change.get("comment") is not None:
+                    schema_change.set_comment(column[0], _comment(change))
                 schema_steps += 1
             elif kind == "rename_column":
                 column = _parts(change, "column")
@@ -484,6 +493,12 @@ class ControlPlane:
                 if len(column) != 1:
                     raise ValueError(f"ALTER COLUMN {'.'.join(column)} TYPE: only top-level columns can change type")
                 schema_change.widen(column[0], arrow_type(change.get("data_type"), column[0]))
+                schema_steps += 1
+            elif kind == "update_column_comment":
+                column = _parts(change, "column")
+                if len(column) != 1:
+                    raise ValueError(f"ALTER COLUMN {'.'.join(column)} COMMENT: only top-level columns have comments")
+                schema_change.set_comment(column[0], _comment(change))
                 schema_steps += 1
             else:
                 raise ValueError(f"ALTER TABLE: {change.get('sql', kind) if isinstance(change, dict) else change!r} is not supported by the lakehouse catalog")

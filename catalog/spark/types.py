@@ -55,6 +55,7 @@ from pyspark.sql.types import (
 )
 
 from catalog.errors import SchemaMismatchError
+from catalog.schema import COMMENT as COMMENT_KEY  # a column's comment, in its Arrow field metadata
 
 __all__ = [
     "spark_type",
@@ -134,8 +135,6 @@ def spark_type(arrow_type: pa.DataType, column: str = "?") -> DataType:
         )
     raise TypeError(f"column {column!r}: Arrow type {t} has no lossless Spark type")
 
-
-COMMENT_KEY: Final = b"comment"  # a column's comment, in the table schema's Arrow field metadata
 
 
 def _spark_field(field: pa.Field, prefix: str = "") -> StructField:

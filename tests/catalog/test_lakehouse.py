@@ -149,6 +149,25 @@ def test_schema_evolution_reads_old_files(lake: catalog.Lakehouse) -> None:
         t.update_schema().add_column("late", pa.int8()).commit()
 
 
+def test_column_comments_persist_and_bad_ones_change_nothing(local_lake: catalog.Lakehouse) -> None:
+    local_lake.create_namespace("s")
+    t = local_lake.create_table("s.o", pa.schema([("id", pa.int64())]))
+    t.update_schema().add_column("region", pa.string()).set_comment("region", "sales region").commit()
+    local_lake.load_table("s.o").update_schema().set_comment("id", "order number").commit()
+    version = local_lake.version
+    with pytest.raises(ValueError, match="set_comment: no column 'nope'"):
+        local_lake.load_table("s.o").update_schema().set_comment("nope", "x").commit()
+    with pytest.raises(TypeError, match="comment"):
+        local_lake.load_table("s.o").update_schema().set_comment("id", 5)  # type: ignore[arg-type]
+    assert local_lake.version == version
+    with catalog.open(local_lake.url, poll_interval_s=0) as again:
+        schema = again.load_table("s.o").schema
+        assert [f.metadata.get(b"comment") for f in schema] == [b"order number", b"sales region"]
+        again.load_table("s.o").update_schema().set_comment("id", None).commit()
+        assert b"comment" not in again.load_table("s.o").schema.field("id").metadata
+        assert again.load_table("s.o").schema.field("id").metadata[b"field_id"] == b"1"  # the id stays
+
+
 def test_views(lake: catalog.Lakehouse) -> None:
     lake.create_namespace("s")
     lake.create_view("s.big", sql="SELECT * FROM s.o WHERE amount > 10", dialect="spark", properties={"p": "1"})

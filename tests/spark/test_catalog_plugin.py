@@ -174,6 +174,26 @@ def test_alter_column_type_widens(spark: SparkSession, ns: str) -> None:
     assert rows(spark, f"SELECT id FROM {ns}.t ORDER BY id") == [(7,), (2**40,)]
 
 
+def test_column_comments_are_added_changed_and_removed(spark: SparkSession, ns: str) -> None:
+    spark.sql(f"CREATE TABLE {ns}.t (id BIGINT)")
+    spark.sql(f"ALTER TABLE {ns}.t ADD COLUMN region STRING COMMENT 'sales region'")
+    spark.sql(f"ALTER TABLE {ns}.t ALTER COLUMN id COMMENT 'order number'")
+
+    def comments() -> dict[str, str]:
+        return {r.col_name: r.comment for r in spark.sql(f"DESCRIBE TABLE {ns}.t").collect() if not r.col_name.startswith("#")}
+
+    assert comments() == {"id": "order number", "region": "sales region"}
+    spark.sql(f"ALTER TABLE {ns}.t ALTER COLUMN region COMMENT 'ISO region'")
+    assert comments()["region"] == "ISO region"
+    spark.sql(f"INSERT INTO {ns}.t VALUES (1, 'eu')")  # commented columns take writes as any other
+    assert rows(spark, f"SELECT id, region FROM {ns}.t") == [(1, "eu")]
+    with catalog.open(lake_url_of(spark)) as lake:
+        table = lake.load_table(f"{short(ns)}.t")
+        assert table.schema.field("region").metadata[b"comment"] == b"ISO region"
+        table.update_schema().set_comment("region", None).commit()  # the Python API removes one
+    assert comments() == {"id": "order number", "region": None}
+
+
 def test_properties_rename_and_drop(spark: SparkSession, ns: str) -> None:
     spark.sql(f"CREATE TABLE {ns}.t (id BIGINT)")
     spark.sql(f"ALTER TABLE {ns}.t SET TBLPROPERTIES ('a' = '1', 'b' = '2')")

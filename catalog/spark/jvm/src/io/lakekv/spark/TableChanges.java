@@ -10,8 +10,8 @@ import java.io.IOException;
 /**
  * ALTER TABLE changes in the control plane's JSON form.
  *
- * <p>What the catalog does not support (column positions, comments,
- * nullability, defaults, nested columns...) is an error naming the clause,
+ * <p>What the catalog does not support (column positions, nullability,
+ * defaults, nested columns...) is an error naming the clause,
  * never dropped.
  */
 final class TableChanges {
@@ -28,16 +28,13 @@ final class TableChanges {
             if (c.position() != null) {
                 throw unsupported("ADD COLUMN ... FIRST/AFTER (columns are added last)");
             }
-            if (c.comment() != null) {
-                throw unsupported("ADD COLUMN ... COMMENT (column comments are not stored yet)");
-            }
             if (c.defaultValue() != null) {
                 throw unsupported("ADD COLUMN ... DEFAULT");
             }
             if (!c.isNullable()) {
                 throw unsupported("ADD COLUMN ... NOT NULL (existing rows have no value)");
             }
-            node.put("type", "add_column");
+            node.put("type", "add_column").put("comment", c.comment());
             column(node, c.fieldNames());
             node.set("data_type", type(c.dataType()));
         } else if (change instanceof TableChange.RenameColumn c) {
@@ -50,6 +47,9 @@ final class TableChanges {
             node.put("type", "update_column_type");
             column(node, c.fieldNames());
             node.set("data_type", type(c.newDataType()));
+        } else if (change instanceof TableChange.UpdateColumnComment c) {
+            node.put("type", "update_column_comment").put("comment", c.newComment());
+            column(node, c.fieldNames());
         } else {
             throw unsupported(change.getClass().getSimpleName());
         }
