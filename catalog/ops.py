@@ -47,7 +47,7 @@ from catalog.errors import (
 )
 from catalog.names import Namespace, join
 from catalog.objects import TABLE, VIEW, NamespaceRecord, Pointer, TableDef, ViewRecord
-from catalog.predicates import ColumnBounds, from_expression, may_match
+from catalog.predicates import ColumnBounds, from_expression, may_match, must_match
 from catalog.schema import SchemaChange, by_id, can_widen, field_id, schema_from_json, schema_to_json
 from kvstore.objstore.base import ObjectStore
 
@@ -426,6 +426,13 @@ def prune(files: list[DataFile], schema: pa.Schema, expr: pc.Expression | None) 
     return [f for f, keep in zip(files, mask.to_pylist()) if keep]
 
 
+def whole_matches(files: list[DataFile], schema: pa.Schema, expr: pc.Expression) -> list[bool]:
+    """Per file: True when its statistics prove every row matches ``expr`` (it can go without a read)."""
+    if not files:
+        return []
+    return must_match(from_expression(expr), len(files), bounds_for(files, schema)).to_pylist()  # type: ignore[no-any-return]
+
+
 def _matches(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
     """True where a row matches ``expr`` (null counts as no match, as in a filter)."""
     import pyarrow.dataset as ds
@@ -462,7 +469,11 @@ class _Rewrite(Op):
         if self.filter is None:
             self.removed = list(live)
             return
-        for entry in prune(live, definition.schema, self.filter):
+        candidates = prune(live, definition.schema, self.filter)
+        for entry, whole in zip(candidates, whole_matches(candidates, definition.schema, self.filter)):
+            if whole:  # every row matches, by statistics: removed without reading it
+                self.removed.append(entry)
+                continue
             data = read_file(ctx.objects, entry, definition.schema, table=self.table)
             hit = _matches(data, self.filter)
             hits = pc.sum(hit).as_py() or 0

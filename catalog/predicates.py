@@ -324,19 +324,74 @@ def _eval(pred: Pred, n: int, bounds: Callable[[str], ColumnBounds | None], ever
     return every
 
 
-def _negate(pred: Pred) -> Pred | None:
-    """``NOT pred`` pushed down (3-valued logic: a filter keeps only true rows)."""
+def must_match(pred: Pred, n: int, bounds: Callable[[str], ColumnBounds | None]) -> pa.BooleanArray:
+    """A boolean per file: True only when the statistics prove that EVERY row matches.
+
+    Such a file can be deleted whole, without reading it. That holds when
+    ``NOT pred`` can match no row (:func:`may_match`) and no row can make
+    ``pred`` null instead of true: every column it compares has a null count
+    of 0 and is not floating-point (statistics leave NaN out, and a NaN row
+    compares false).
+    """
+    none = pa.array([False] * n, pa.bool_())
+    if _has_null_literal(pred):
+        return none  # ``x = NULL`` is null for every row: its negation proves nothing
+    negated = _negate(pred, no_nulls=True)  # true below: every compared column is checked for nulls
+    if negated is None:
+        return none
+    every = pa.array([True] * n, pa.bool_()) if n else pa.array([], pa.bool_())
+    proven = pc.invert(_eval(negated, n, bounds, every))
+    for column in _valued_columns(pred):
+        b = bounds(column)
+        if b is None or pa.types.is_floating(b.mins.type):
+            return none
+        proven = pc.and_(proven, pc.fill_null(pc.equal(b.nulls, 0), False))
+    return proven
+
+
+def _has_null_literal(pred: Pred) -> bool:
+    if isinstance(pred, Compare):
+        return not pred.value.is_valid
+    if isinstance(pred, Const):
+        return pred.value is None
+    if isinstance(pred, (And, Or)):
+        return any(_has_null_literal(c) for c in pred.children)
+    if isinstance(pred, Not):
+        return _has_null_literal(pred.child)
+    return False
+
+
+def _valued_columns(pred: Pred) -> set[str]:
+    """The columns whose null values would make ``pred`` null (not IS [NOT] NULL tests)."""
+    if isinstance(pred, (Compare, IsIn, StartsWith)):
+        return {pred.column}
+    if isinstance(pred, (And, Or)):
+        return set().union(*(_valued_columns(c) for c in pred.children)) if pred.children else set()
+    if isinstance(pred, Not):
+        return _valued_columns(pred.child)
+    return set()
+
+
+def _negate(pred: Pred, no_nulls: bool = False) -> Pred | None:
+    """``NOT pred`` pushed down (3-valued logic: a filter keeps only true rows).
+
+    ``no_nulls``: the caller knows the compared columns hold no nulls. Only
+    then is ``NOT (x IN (a, b))`` the same as ``x != a AND x != b``: Arrow's
+    ``is_in`` is false, not null, for a null ``x``, so its negation is true.
+    """
     if isinstance(pred, Compare):
         return Compare(pred.column, _NEGATE[pred.op], pred.value)
+    if isinstance(pred, IsIn) and no_nulls and len(pred.values) <= 64 and pred.values.null_count == 0:
+        return And(tuple(Compare(pred.column, "!=", v) for v in pred.values))
     if isinstance(pred, IsNull):
         return NotNull(pred.column)
     if isinstance(pred, NotNull):
         return IsNull(pred.column)
     if isinstance(pred, And):
-        children = [_negate(c) for c in pred.children]
+        children = [_negate(c, no_nulls) for c in pred.children]
         return None if any(c is None for c in children) else Or(tuple(c for c in children if c is not None))
     if isinstance(pred, Or):
-        children = [_negate(c) for c in pred.children]
+        children = [_negate(c, no_nulls) for c in pred.children]
         # NOT (a OR b) = NOT a AND NOT b; an unknown conjunct just keeps files.
         return And(tuple(c if c is not None else Unknown() for c in children))
     if isinstance(pred, Not):
