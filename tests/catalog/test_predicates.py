@@ -88,13 +88,17 @@ exprs = st.recursive(
 )
 
 
+def _drawn_files(rows: list, data: st.DataObject) -> tuple[list[DataFile], list[pa.Table]]:
+    """``rows`` as a table cut into files at drawn places."""
+    table = pa.table({f.name: [r[k] for r in rows] for k, f in enumerate(SCHEMA)}, schema=SCHEMA)
+    cuts = sorted(data.draw(st.lists(st.integers(1, len(rows) - 1), max_size=4, unique=True))) if len(rows) > 1 else []
+    return _files(table, [b - a for a, b in zip([0, *cuts], [*cuts, len(rows)])])
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(row, min_size=1, max_size=40), st.data(), exprs)
 def test_pruning_keeps_every_file_with_a_match(rows: list, data: st.DataObject, expr: pc.Expression) -> None:
-    table = pa.table({f.name: [r[k] for r in rows] for k, f in enumerate(SCHEMA)}, schema=SCHEMA)
-    cuts = sorted(data.draw(st.lists(st.integers(1, len(rows) - 1), max_size=4, unique=True))) if len(rows) > 1 else []
-    sizes = [b - a for a, b in zip([0, *cuts], [*cuts, len(rows)])]
-    files, parts = _files(table, sizes)
+    files, parts = _drawn_files(rows, data)
     kept = {f.id for f in prune(files, SCHEMA, expr)}
     for f, part in zip(files, parts):
         if pc.sum(_matches(part, expr)).as_py():
@@ -106,10 +110,7 @@ def test_pruning_keeps_every_file_with_a_match(rows: list, data: st.DataObject, 
 def test_a_file_proven_to_match_whole_has_only_matching_rows(rows: list, data: st.DataObject, expr: pc.Expression) -> None:
     # A delete drops such a file without reading it: one row that does not
     # match (or matches as null) would be lost.
-    table = pa.table({f.name: [r[k] for r in rows] for k, f in enumerate(SCHEMA)}, schema=SCHEMA)
-    cuts = sorted(data.draw(st.lists(st.integers(1, len(rows) - 1), max_size=4, unique=True))) if len(rows) > 1 else []
-    sizes = [b - a for a, b in zip([0, *cuts], [*cuts, len(rows)])]
-    files, parts = _files(table, sizes)
+    files, parts = _drawn_files(rows, data)
     for whole, part in zip(whole_matches(files, SCHEMA, expr), parts):
         if whole:
             assert pc.all(_matches(part, expr)).as_py(), f"a row of a file proven whole does not match {expr}"
