@@ -26,8 +26,6 @@ refreshes first: a query sees the latest committed version at its planning.
 from __future__ import annotations
 
 import base64
-import datetime as dt
-import decimal
 import json
 import pickle
 import sys
@@ -55,6 +53,7 @@ from pyspark.sql.types import StructType
 import catalog
 from catalog import errors
 from catalog.maintenance import purge_dropped
+from catalog.spark.conditions import exact_condition, literal
 from catalog.spark.errors import annotated_conflicts
 from catalog.spark.filters import pruning_expression
 from catalog.spark.options import store_options
@@ -147,31 +146,6 @@ def _dict_of_str(args: Mapping[str, Any], key: str) -> dict[str, str]:
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise ProtocolError(f"argument {key!r} must be an object of strings")
     return value
-
-
-def literal(encoded: Any) -> Any:
-    """A filter literal from its JSON form (see ``Filters.java``).
-
-    >>> literal({"decimal": "1.50"})
-    Decimal('1.50')
-    >>> literal({"date": "2024-02-29"})
-    datetime.date(2024, 2, 29)
-    >>> literal({"timestamp_us": 0})
-    datetime.datetime(1970, 1, 1, 0, 0, tzinfo=datetime.timezone.utc)
-    """
-    if encoded is None or isinstance(encoded, (bool, int, float, str)):
-        return encoded
-    if isinstance(encoded, dict) and len(encoded) == 1:
-        (kind, value), = encoded.items()
-        if kind == "decimal":
-            return decimal.Decimal(value)
-        if kind == "date":
-            return dt.date.fromisoformat(value)
-        if kind == "timestamp_us":
-            return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=int(value))
-        if kind == "timestamp_ntz":
-            return dt.datetime.fromisoformat(value)
-    raise ProtocolError(f"unknown filter literal {encoded!r}")
 
 
 _FILTERS: Final[dict[str, Callable[..., Filter]]] = {
@@ -508,6 +482,17 @@ class ControlPlane:
         if updates or removals:
             self._lake.load_table(name).update_properties(updates or None, removals or None)
         return self.op_load_table({"name": args["name"]})
+
+    def op_delete_where(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """``DELETE FROM t WHERE ...``: one catalog commit; files the condition covers go unread."""
+        name = _name(args)
+        self._lake.refresh()
+        table = self._lake.load_table(name)
+        if table.id != args.get("id"):
+            raise errors.NoSuchTableError(f"table {name!r} was dropped or replaced since the statement loaded it")
+        condition = exact_condition(args.get("filters"), table.schema)
+        version = table.delete(condition)
+        return {"version": version}
 
     def op_drop_table(self, args: Mapping[str, Any]) -> bool:
         name = _name(args)

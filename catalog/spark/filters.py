@@ -50,7 +50,7 @@ from pyspark.sql.datasource import (
 
 _log = logging.getLogger(__name__)
 
-__all__ = ["pruning_expression", "filter_expression", "prefix_successor"]
+__all__ = ["exact_scalar", "filter_expression", "prefix_successor", "pruning_expression"]
 
 _MAX_CODE_POINT = 0x10FFFF
 
@@ -78,8 +78,13 @@ def prefix_successor(prefix: str) -> str | None:
     return None
 
 
-def _literal(value: Any, arrow_type: pa.DataType) -> pa.Scalar | None:
-    """``value`` as a scalar of the column's type, or None when it cannot be one exactly."""
+def exact_scalar(value: Any, arrow_type: pa.DataType) -> pa.Scalar | None:
+    """``value`` as a scalar of the column's type, or None when it cannot be one exactly.
+
+    pyarrow converts some values with loss (``1.5`` into an int column is 1, a
+    microsecond into a millisecond timestamp is dropped); a filter over such a
+    literal would select other rows than Spark's, so those are None too.
+    """
     if value is None:
         return None
     if pa.types.is_timestamp(arrow_type):
@@ -88,12 +93,11 @@ def _literal(value: Any, arrow_type: pa.DataType) -> pa.Scalar | None:
         if not isinstance(value, dt.datetime) or (value.tzinfo is not None) != (arrow_type.tz is not None):
             return None
     try:
-        return pa.scalar(value, type=arrow_type)
+        scalar = pa.scalar(value, type=arrow_type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
-        # Not representable in the column's type (e.g. 3.5 for an int column):
-        # this filter prunes nothing and goes back to Spark, which applies it.
-        _log.debug("literal %r does not fit %s, not used for pruning: %s", value, arrow_type, exc)
+        _log.debug("literal %r does not fit %s: %s", value, arrow_type, exc)
         return None
+    return scalar if scalar.as_py() == value else None
 
 
 def _is_orderable(arrow_type: pa.DataType) -> bool:
@@ -131,7 +135,7 @@ def filter_expression(spark_filter: Filter, schema: pa.Schema) -> pc.Expression 
     if isinstance(spark_filter, StringStartsWith):
         if not (pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)):
             return None
-        low = _literal(spark_filter.value, arrow_type)
+        low = exact_scalar(spark_filter.value, arrow_type)
         if low is None:
             return None
         successor = prefix_successor(spark_filter.value)
@@ -139,13 +143,13 @@ def filter_expression(spark_filter: Filter, schema: pa.Schema) -> pc.Expression 
             return column >= low
         return (column >= low) & (column < pa.scalar(successor, type=arrow_type))
     if isinstance(spark_filter, In):
-        literals = [_literal(v, arrow_type) for v in spark_filter.value if v is not None]
+        literals = [exact_scalar(v, arrow_type) for v in spark_filter.value if v is not None]
         values = [literal.as_py() for literal in literals if literal is not None]
         if not values or len(values) != len(literals):
             return None
         return column.isin(pa.array(values, type=arrow_type))
 
-    literal = _literal(spark_filter.value, arrow_type)  # type: ignore[attr-defined]
+    literal = exact_scalar(spark_filter.value, arrow_type)  # type: ignore[attr-defined]
     if literal is None:
         return None
     if isinstance(spark_filter, (EqualTo, EqualNullSafe)):

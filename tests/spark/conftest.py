@@ -77,6 +77,10 @@ def ns(request: pytest.FixtureRequest, lake_catalog: str, spark: SparkSession) -
     """A fresh namespace ``lake.<test name>`` in the shared catalog."""
     import re
 
-    name = re.sub(r"[^a-z0-9_]", "_", request.node.name.lower())[:60]
+    import hashlib
+
+    # Truncated names of parametrized tests can collide: a hash of the whole name keeps them apart.
+    digest = hashlib.sha1(request.node.name.encode()).hexdigest()[:8]
+    name = re.sub(r"[^a-z0-9_]", "_", request.node.name.lower())[:50] + "_" + digest
     spark.sql(f"CREATE NAMESPACE lake.{name}")
     return f"lake.{name}"

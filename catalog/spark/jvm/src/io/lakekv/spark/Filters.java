@@ -4,6 +4,9 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.spark.sql.sources.AlwaysFalse;
+import org.apache.spark.sql.sources.AlwaysTrue;
+import org.apache.spark.sql.sources.And;
 import org.apache.spark.sql.sources.EqualNullSafe;
 import org.apache.spark.sql.sources.EqualTo;
 import org.apache.spark.sql.sources.Filter;
@@ -14,6 +17,8 @@ import org.apache.spark.sql.sources.IsNotNull;
 import org.apache.spark.sql.sources.IsNull;
 import org.apache.spark.sql.sources.LessThan;
 import org.apache.spark.sql.sources.LessThanOrEqual;
+import org.apache.spark.sql.sources.Not;
+import org.apache.spark.sql.sources.Or;
 import org.apache.spark.sql.sources.StringStartsWith;
 
 import java.math.BigDecimal;
@@ -49,6 +54,51 @@ final class Filters {
             }
         }
         return out;
+    }
+
+    /**
+     * A DELETE condition as JSON trees (And/Or/Not kept), or null when any
+     * part has no JSON form: a delete must not drop a part, as pruning may.
+     */
+    static ArrayNode encodeConditions(Filter[] filters) {
+        ArrayNode out = NODES.arrayNode();
+        for (Filter filter : filters) {
+            ObjectNode encoded = encodeCondition(filter);
+            if (encoded == null) {
+                return null;
+            }
+            out.add(encoded);
+        }
+        return out.isEmpty() ? null : out;
+    }
+
+    private static ObjectNode encodeCondition(Filter filter) {
+        if (filter instanceof AlwaysTrue || filter instanceof AlwaysFalse) {
+            return NODES.objectNode().put("type", filter instanceof AlwaysTrue ? "AlwaysTrue" : "AlwaysFalse");
+        }
+        if (filter instanceof Not f) {
+            ObjectNode child = encodeCondition(f.child());
+            return child == null ? null : (ObjectNode) NODES.objectNode().put("type", "Not").set("child", child);
+        }
+        if (filter instanceof And f) {
+            return binary("And", f.left(), f.right());
+        }
+        if (filter instanceof Or f) {
+            return binary("Or", f.left(), f.right());
+        }
+        return encode(filter);
+    }
+
+    private static ObjectNode binary(String type, Filter left, Filter right) {
+        ObjectNode l = encodeCondition(left);
+        ObjectNode r = encodeCondition(right);
+        if (l == null || r == null) {
+            return null;
+        }
+        ObjectNode node = NODES.objectNode().put("type", type);
+        node.set("left", l);
+        node.set("right", r);
+        return node;
     }
 
     /** One filter as JSON, or null when it has no JSON form. */

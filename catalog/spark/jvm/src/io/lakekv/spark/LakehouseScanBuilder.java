@@ -70,10 +70,7 @@ final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters
 
     @Override
     public Scan build() {
-        ObjectNode args = ControlPlane.args();
-        ArrayNode name = args.putArray("name");
-        table.nameParts.forEach(name::add);
-        args.put("id", table.id);
+        ObjectNode args = table.requestArgs();
         args.put("version", table.version);
         args.set("filters", Filters.encode(pushed));
         JsonNode plan = table.catalog.control().call("plan_scan", args);

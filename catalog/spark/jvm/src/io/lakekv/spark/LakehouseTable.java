@@ -1,15 +1,20 @@
 package io.lakekv.spark;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.spark.sql.connector.catalog.StagedTable;
+import org.apache.spark.sql.connector.catalog.SupportsDelete;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.expressions.Expressions;
+import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
@@ -28,8 +33,15 @@ import java.util.Set;
  * table again and sees the latest commit. Reads go through Spark's own Parquet
  * reader when the JVM can open the storage ({@code data_root}), through the
  * Python source otherwise; writes go through the Python source.
+ *
+ * <p>{@code DELETE FROM t WHERE ...} is one catalog commit made by the
+ * control plane (copy-on-write: files the condition covers by their
+ * statistics go without being read, the others are rewritten without the
+ * matching rows). Only conditions with an exact translation are accepted
+ * ({@code catalog/spark/conditions.py}); Spark reports any other as a
+ * condition the table cannot delete by.
  */
-class LakehouseTable implements SupportsRead, SupportsWrite {
+class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete {
     private static final Set<TableCapability> CAPABILITIES =
             EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE, TableCapability.TRUNCATE);
 
@@ -105,10 +117,41 @@ class LakehouseTable implements SupportsRead, SupportsWrite {
         return catalog.pythonSource().newWriteBuilder(this, info);
     }
 
+    /** A control-plane request about this table: its name and id (a replaced table is refused). */
+    ObjectNode requestArgs() {
+        ObjectNode args = ControlPlane.args();
+        ArrayNode parts = args.putArray("name");
+        nameParts.forEach(parts::add);
+        args.put("id", id);
+        return args;
+    }
+
+    @Override
+    public boolean canDeleteWhere(Filter[] filters) {
+        return txn == null && Filters.encodeConditions(filters) != null;
+    }
+
+    @Override
+    public void deleteWhere(Filter[] filters) {
+        ArrayNode conditions = Filters.encodeConditions(filters);
+        if (conditions == null || txn != null) {
+            throw new LakehouseException.InvalidArgument("invalid_argument",
+                    "DELETE FROM " + name() + ": the condition has no exact form for the lakehouse catalog; nothing was deleted");
+        }
+        ObjectNode args = requestArgs();
+        args.set("filters", conditions);
+        catalog.control().call("delete_where", args);
+    }
+
     /** A table created inside a durable transaction: visible to others only when the statement commits. */
     static final class Staged extends LakehouseTable implements StagedTable {
         Staged(LakehouseCatalog catalog, JsonNode info, String txn) {
             super(catalog, info, txn);
+        }
+
+        @Override
+        public CustomTaskMetric[] reportDriverMetrics() {  // both StagedTable and SupportsDelete default it
+            return StagedTable.super.reportDriverMetrics();
         }
 
         @Override

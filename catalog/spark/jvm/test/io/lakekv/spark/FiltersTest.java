@@ -1,12 +1,15 @@
 package io.lakekv.spark;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import org.apache.spark.sql.sources.AlwaysTrue;
 import org.apache.spark.sql.sources.And;
 import org.apache.spark.sql.sources.EqualTo;
 import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.sources.GreaterThan;
 import org.apache.spark.sql.sources.In;
 import org.apache.spark.sql.sources.IsNull;
+import org.apache.spark.sql.sources.Not;
+import org.apache.spark.sql.sources.Or;
 import org.apache.spark.sql.sources.StringStartsWith;
 
 import java.math.BigDecimal;
@@ -52,6 +55,15 @@ public final class FiltersTest {
         check("unknown literal is left out", Filters.encode(new EqualTo("a", new int[] {1})), null);
         JsonNode many = Filters.encode(new Filter[] {new IsNull("a"), new EqualTo("a", new Object()), new IsNull("b")});
         check("array keeps what it can", many.size(), 2);
+        // A DELETE condition keeps its tree, and is refused whole when any part has no form.
+        check("condition tree", Filters.encodeConditions(new Filter[] {
+                new Or(new Not(new IsNull("a")), new And(new AlwaysTrue(), new EqualTo("b", 1L)))}),
+                "[{\"type\":\"Or\",\"left\":{\"type\":\"Not\",\"child\":{\"type\":\"IsNull\",\"attribute\":[\"a\"]}},"
+                + "\"right\":{\"type\":\"And\",\"left\":{\"type\":\"AlwaysTrue\"},"
+                + "\"right\":{\"type\":\"EqualTo\",\"attribute\":[\"b\"],\"value\":1}}}]");
+        check("condition with a part without form", Filters.encodeConditions(new Filter[] {
+                new IsNull("a"), new Or(new IsNull("b"), new EqualTo("c", new Object()))}), null);
+        check("empty condition", Filters.encodeConditions(new Filter[0]), null);
         check("quoted attribute", Filters.splitAttribute("`a.b`.c"), List.of("a.b", "c"));
         check("doubled backquote", Filters.splitAttribute("`a``b`"), List.of("a`b"));
         check("plain nested attribute", Filters.splitAttribute("s.x"), List.of("s", "x"));
