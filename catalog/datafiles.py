@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from catalog.errors import CorruptDataFileError
-from catalog.schema import field_id, project
+from catalog.schema import PARQUET_FIELD_ID, field_id, project
 from kvstore.format.checksum import crc32c
 from kvstore.objstore.base import ObjectStore
 
@@ -270,8 +270,100 @@ def _write_one(
     )
 
 
-# pyarrow writes this field metadata as the Parquet schema's field_id.
-PARQUET_FIELD_ID: Final = b"PARQUET:field_id"
+
+
+def entry_from_footer(
+    objects: ObjectStore, path: str, crc32c: int, schema: pa.Schema, partition_by: list[str]
+) -> DataFile:
+    """The entry of a Parquet file another writer (Spark's) put at ``path``, from its footer alone.
+
+    Row count, column statistics and partition values come from the footer's
+    row-group statistics, never from the data. Bounds are kept only where
+    the footer's value converts exactly to the column's type (no float
+    bounds: writers differ on NaN); a file holding more than one partition
+    value is refused.
+    """
+    size = objects.head(path).size
+    tail = objects.get_range(path, max(0, size - 8), size)
+    if len(tail) != 8 or tail[4:] != b"PAR1":
+        raise CorruptDataFileError(f"{path} is not a Parquet file (no footer)", path=path)
+    start = max(0, size - 8 - int.from_bytes(tail[:4], "little"))
+    footer = objects.get_range(path, start, size)
+    try:
+        # pyarrow reads the metadata from the end of what it is given.
+        metadata = pq.read_metadata(pa.BufferReader(b"PAR1" + footer if start else footer))
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise CorruptDataFileError(f"{path}: unreadable Parquet footer ({exc})", path=path) from exc
+    arrow = metadata.schema.to_arrow_schema()
+    file_columns = {}
+    for i, f in enumerate(arrow):
+        fid = (f.metadata or {}).get(PARQUET_FIELD_ID)
+        if fid is not None:
+            file_columns[int(fid)] = i
+    stats: dict[str, list[Any]] = {}
+    partition: dict[str, Any] = {}
+    for f in schema:
+        fid = field_id(f)
+        leaf = _leaf_index(metadata, file_columns.get(fid), arrow)
+        bounds = [None, None, None] if leaf is None else _footer_bounds(metadata, leaf, f.type)
+        stats[str(fid)] = bounds
+        if f.name in partition_by:
+            lo, hi, nulls = bounds
+            if nulls == metadata.num_rows:
+                partition[str(fid)] = None
+            elif nulls == 0 and lo is not None and lo == hi:
+                partition[str(fid)] = lo
+            else:
+                raise ValueError(f"{path}: holds more than one value of partition column {f.name!r}")
+    name = path.rsplit("/", 1)[-1]
+    return DataFile(
+        id=name.removesuffix(".parquet"),
+        path=path,
+        size=size,
+        rows=metadata.num_rows,
+        partition=partition,
+        stats=stats,
+        crc32c=crc32c,
+        parquet_field_ids=len(file_columns) == len(arrow),
+    )
+
+
+def _leaf_index(metadata: pq.FileMetaData, top: int | None, arrow: pa.Schema) -> int | None:
+    """The Parquet leaf column of top-level column ``top`` if it is a primitive, else None."""
+    if top is None or pa.types.is_nested(arrow.field(top).type):
+        return None
+    name = arrow.field(top).name
+    for i in range(metadata.num_columns):
+        if metadata.schema.column(i).path == name:
+            return i
+    return None
+
+
+def _footer_bounds(metadata: pq.FileMetaData, leaf: int, t: pa.DataType) -> list[Any]:
+    """``[min, max, null_count]`` of one column over every row group (None where not exactly known)."""
+    lows, highs, nulls, exact = [], [], 0, has_stats(t) and not pa.types.is_floating(t)
+    for g in range(metadata.num_row_groups):
+        s = metadata.row_group(g).column(leaf).statistics
+        if s is None or not s.has_null_count:
+            return [None, None, None]
+        nulls += s.null_count
+        if metadata.row_group(g).num_rows == s.null_count:
+            continue  # all null: no bounds to take
+        if not (s.has_min_max and getattr(s, "is_min_value_exact", True) and getattr(s, "is_max_value_exact", True)):
+            exact = False
+            continue
+        lows.append(s.min)
+        highs.append(s.max)
+    if not exact or not lows:
+        return [None, None, nulls]
+    try:
+        # Footer values are Python values of one type (int, str, Decimal, date, ...),
+        # whose order is the column's (str: code points, as UTF-8 bytes sort).
+        column = pa.array([min(lows), max(highs)], type=t)
+    except (pa.ArrowException, TypeError, ValueError):
+        return [None, None, nulls]
+    bounds = column_stats(column)
+    return [bounds[0], bounds[1], nulls]
 
 
 def with_parquet_field_ids(chunk: pa.Table, ids: dict[str, str]) -> pa.Table:

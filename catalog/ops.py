@@ -557,6 +557,11 @@ class Overwrite(_Rewrite):
     files: list[DataFile] = field(default_factory=list)
     files_schema: pa.Schema | None = None
     read_files: list[str] | None = None
+    # A copy-on-write rewrite (Spark's UPDATE and MERGE): the ids of exactly
+    # the files replaced, whose every row the new files hold (changed or not).
+    # ``filter`` is then only the rows the rewrite read, for the conflict
+    # checks: no file is read or rewritten here.
+    replaced: list[str] | None = None
 
     def new_files(self) -> list[DataFile]:
         return self.added + self.files
@@ -568,10 +573,22 @@ class Overwrite(_Rewrite):
             _check_files_fit(self.files_schema, definition, self.table)
         if self.observed is None:
             self.check_read_files(w, definition)
-            self.plan(w, ctx, definition)
+            if self.replaced is None:
+                self.plan(w, ctx, definition)
+            else:
+                self.take_replaced(w, definition)
         elif rebase:
             self.check_rebase(w, definition)
         return self.write(w, self.files)
+
+    def take_replaced(self, w: CatalogWriter, definition: TableDef) -> None:
+        live = {f.id: f for f in w.live_files(self.table_id)}
+        self.observed = list(live)
+        self.schema = definition.schema
+        gone = [i for i in self.replaced or () if i not in live]
+        if gone:
+            raise Retry(f"rewrite of {self.table!r}: data file {gone[0]} was rewritten or removed after it was read")
+        self.removed = [live[i] for i in self.replaced or ()]
 
     def check_read_files(self, w: CatalogWriter, definition: TableDef) -> None:
         if self.read_files is None:

@@ -19,6 +19,8 @@ import pyarrow as pa
 from catalog.errors import SchemaMismatchError
 
 FIELD_ID: Final = b"field_id"
+# pyarrow reads (and writes) a Parquet column's field_id as this field metadata.
+PARQUET_FIELD_ID: Final = b"PARQUET:field_id"
 # A column's comment (Spark's ``COMMENT``), in the same field metadata.
 COMMENT: Final = b"comment"
 
@@ -176,8 +178,11 @@ def project(data: pa.Table, schema: pa.Schema, columns: list[str] | None = None)
     file_ids: dict[int, int] = {}
     for i, f in enumerate(data.schema):
         meta = f.metadata or {}
-        if FIELD_ID in meta:
-            file_ids[int(meta[FIELD_ID])] = i
+        # Files written by Spark's Parquet writer (the catalog plugin) carry
+        # only the Parquet field id; ours carry both, equal.
+        fid = meta.get(FIELD_ID, meta.get(PARQUET_FIELD_ID))
+        if fid is not None:
+            file_ids[int(fid)] = i
     out_fields = [schema.field(c) for c in columns] if columns is not None else list(schema)
     arrays = []
     for f in out_fields:

@@ -143,11 +143,19 @@ class Table:
         mode: str = "append",
         filter: object = None,  # noqa: A002
         read_files: list[DataFile] | None = None,
+        replaced: list[DataFile] | None = None,
     ) -> int | None:
         """Commit files written by :meth:`write_files` (maybe in other processes).
 
         ``mode="append"`` adds them; ``mode="overwrite"`` replaces every live
         file, or with ``filter`` only the rows matching it, by them.
+
+        ``mode="replace"`` is a copy-on-write rewrite: it removes exactly the
+        ``replaced`` files (which the new files hold every row of, changed or
+        not) and adds ``added``. ``filter`` is then the rows the rewrite read:
+        with ``read_files``, a file committed after the read that may hold
+        such rows is a ``RetryableConflictError``, as is a replaced file that
+        is no longer live.
 
         ``read_files`` (overwrite only) makes it a read-modify-write: the
         table's live files when the new data was read, e.g. ``files()`` of the
@@ -164,6 +172,12 @@ class Table:
             not isinstance(read_files, (list, tuple)) or not all(isinstance(f, DataFile) for f in read_files)
         ):
             raise TypeError("read_files must be a list of DataFile (e.g. table.files() of the version read)")
+        if replaced is not None and (
+            not isinstance(replaced, (list, tuple)) or not all(isinstance(f, DataFile) for f in replaced)
+        ):
+            raise TypeError("replaced must be a list of DataFile (the files the rewrite read)")
+        if (replaced is None) != (mode != "replace"):
+            raise ValueError("replaced goes with mode='replace', and only there")
         expr = self._filter(filter)
         if mode == "append":
             if expr is not None:
@@ -171,7 +185,7 @@ class Table:
             if read_files is not None:
                 raise ValueError("read_files only goes with mode='overwrite' (an append replaces nothing)")
             op: Any = Append(table=self.name, table_id=self.id, files=list(added), schema=self.schema)
-        elif mode == "overwrite":
+        elif mode in ("overwrite", "replace"):
             op = Overwrite(
                 table=self.name,
                 table_id=self.id,
@@ -179,9 +193,10 @@ class Table:
                 files=list(added),
                 files_schema=self.schema,
                 read_files=None if read_files is None else [f.id for f in read_files],
+                replaced=None if replaced is None else [f.id for f in replaced],
             )
         else:
-            raise ValueError(f"mode must be 'append' or 'overwrite', not {mode!r}")
+            raise ValueError(f"mode must be 'append', 'overwrite' or 'replace', not {mode!r}")
         return self._session._submit(op)
 
     @checked

@@ -52,6 +52,7 @@ from pyspark.sql.types import StructType
 
 import catalog
 from catalog import errors
+from catalog.datafiles import DataFile, entry_from_footer
 from catalog.maintenance import purge_dropped
 from catalog.spark.conditions import exact_condition, literal
 from catalog.spark.errors import annotated_conflicts
@@ -117,6 +118,13 @@ def _parts(args: Mapping[str, Any], key: str) -> list[str]:
     value = args.get(key)
     if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
         raise ProtocolError(f"argument {key!r} must be a list of names, got {value!r}")
+    return value
+
+
+def _list_arg(args: Mapping[str, Any], key: str) -> list[Any]:
+    value = args.get(key)
+    if not isinstance(value, list):
+        raise ProtocolError(f"argument {key!r} must be a list, got {value!r}")
     return value
 
 
@@ -328,6 +336,7 @@ class ControlPlane:
             "partitioning": list(table.partition_by),
             "properties": properties,
             "data_root": self._data_root if _jvm_readable(table.schema) else None,
+            "data_path": table.location,  # store-relative: where Spark's writer puts new files
         }
 
     def _version_of(self, session: Any) -> int:
@@ -483,6 +492,17 @@ class ControlPlane:
             self._lake.load_table(name).update_properties(updates or None, removals or None)
         return self.op_load_table({"name": args["name"]})
 
+    def op_can_delete_where(self, args: Mapping[str, Any]) -> bool:
+        """Whether ``delete_where`` takes this condition (an exact form); if not, Spark rewrites the files itself."""
+        name = _name(args)
+        with self._session(args) as session:
+            table = session.load_table(name)
+        try:
+            exact_condition(args.get("filters"), table.schema)
+        except ValueError:
+            return False
+        return True
+
     def op_delete_where(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """``DELETE FROM t WHERE ...``: one catalog commit; files the condition covers go unread."""
         name = _name(args)
@@ -493,6 +513,54 @@ class ControlPlane:
         condition = exact_condition(args.get("filters"), table.schema)
         version = table.delete(condition)
         return {"version": version}
+
+    def op_commit_written(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Commit Parquet files Spark's own writer put under the table's location (UPDATE, MERGE).
+
+        ``files``: ``[{"path", "crc32c"}]``, store-relative; each entry is
+        built from the file's footer. ``replace`` (a copy-on-write rewrite):
+        ``{"version", "removed", "filters"}``, the version the rewrite read,
+        the paths of the files it read (all of whose rows the new files
+        hold) and the filters that chose them (``"read": false``: Spark
+        planned no scan, so it is an append): a commit since ``version``
+        that may add such rows, or a removed file no longer live, is a
+        ``RetryableConflictError`` and nothing changes.
+        """
+        name = _name(args)
+        self._lake.refresh()
+        table = self._lake.load_table(name)
+        if table.id != args.get("id"):
+            raise errors.NoSuchTableError(f"table {name!r} was dropped or replaced since the statement loaded it")
+        added = [self._written_entry(table, entry) for entry in _list_arg(args, "files")]
+        replace = args.get("replace")
+        if isinstance(replace, Mapping) and replace.get("read") is False:
+            replace = None  # Spark planned no scan of the table: the rewrite read and replaces nothing
+        if replace is None:
+            if not added:
+                return {"version": None}
+            return {"version": table.commit_files(added, mode="append")}
+        if not isinstance(replace, Mapping) or not isinstance(replace.get("version"), int):
+            raise ProtocolError("argument 'replace' must be {'version': int, 'removed': [...], 'filters': [...]}")
+        removed_paths = set(_list_arg(replace, "removed"))
+        with self._lake.at(version=replace["version"]) as past:
+            read_files = past.load_table(name).files()
+        removed = [f for f in read_files if f.path in removed_paths]
+        if len(removed) != len(removed_paths):
+            raise ProtocolError(f"table {name!r}: a removed path was not a data file at version {replace['version']}")
+        if not removed and not added:
+            return {"version": None}  # the rewrite read no file and wrote no row: nothing changed
+        scope = pruning_expression(spark_filters(replace.get("filters") or []), table.schema)
+        version = table.commit_files(added, mode="replace", replaced=removed, read_files=read_files, filter=scope)
+        return {"version": version}
+
+    def _written_entry(self, table: catalog.Table, entry: object) -> DataFile:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("path"), str) or not isinstance(entry.get("crc32c"), int):
+            raise ProtocolError("each written file must be {'path': str, 'crc32c': int}")
+        path = entry["path"]
+        parent, _, file_name = path.rpartition("/")
+        if parent != table.location or not file_name.endswith(".parquet") or not file_name[: -len(".parquet")].isalnum():
+            raise ProtocolError(f"written file {path!r} is not a new file directly under the table's location {table.location!r}")
+        return entry_from_footer(self._lake.objects, path, entry["crc32c"], table.schema, list(table.partition_by))
 
     def op_drop_table(self, args: Mapping[str, Any]) -> bool:
         name = _name(args)

@@ -28,6 +28,14 @@ option                  when   meaning
                                raises RetryableConflictError if the table got
                                files after that version instead of replacing
                                rows the data never saw
+``overwriteCondition``  write  overwrite only, set by the catalog plugin:
+                               replace only the rows matching this condition
+                               (Spark's filters as JSON, see
+                               catalog.spark.conditions), e.g. for
+                               ``INSERT OVERWRITE ... PARTITION (...)``
+``dynamicOverwrite``    write  overwrite only, set by the catalog plugin:
+                               ``true`` replaces exactly the partitions the
+                               written rows fall in (``overwritePartitions()``)
 ``storage.<name>``      both   a store option (``storage.endpoint_url``,
                                ``storage.key``, ``storage.secret``,
                                ``storage.token``, ``storage.region``, ...):
@@ -89,6 +97,8 @@ class SourceOptions:
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
     transaction: str | None = None
     read_version: int | None = None
+    overwrite_condition: str | None = None
+    dynamic_overwrite: bool = False
     storage: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -205,7 +215,9 @@ def store_options(options: Mapping[str, str], spelled: str) -> dict[str, Any]:
 
 STORAGE_PREFIX: Final = "storage."
 _READ: Final = frozenset({"versionasof", "timestampasof", "partitionbytes"})
-_WRITE: Final = frozenset({"createifmissing", "partitionby", "targetfilebytes", "transaction", "readversion"})
+_WRITE: Final = frozenset(
+    {"createifmissing", "partitionby", "targetfilebytes", "transaction", "readversion", "overwritecondition", "dynamicoverwrite"}
+)
 # Options other sources honour that would make a write here do something
 # else than the user asked (replace the whole table): named with the way out.
 _NOT_HONOURED: Final = {
@@ -278,6 +290,8 @@ def parse_options(options: Mapping[str, str], purpose: str | None = None) -> Sou
         target_file_bytes=_positive_int(options, "targetFileBytes", DEFAULT_TARGET_FILE_BYTES),
         transaction=(_get(options, "transaction") or "").strip() or None,
         read_version=_version(_get(options, "readVersion"), "readVersion"),
+        overwrite_condition=_get(options, "overwriteCondition"),
+        dynamic_overwrite=_bool(options, "dynamicOverwrite"),
         # Store options are lower-case words (endpoint_url, key, ...), and
         # Spark lower-cases option keys anyway; open_store names a bad one.
         storage=tuple(

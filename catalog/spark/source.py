@@ -23,14 +23,16 @@ are otherwise orphans that ``lake.gc()`` removes after the grace period.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from collections.abc import Iterator, Sequence
-import dataclasses
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -42,8 +44,10 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 import catalog
-from catalog.datafiles import DataFile, read_file_batches
+from catalog.datafiles import DataFile, decode_values, read_file_batches
 from catalog.errors import NoSuchTableError
+from catalog.schema import field_id
+from catalog.spark.conditions import exact_condition
 from catalog.spark.errors import annotated_conflicts
 from catalog.spark.filters import pruning_expression
 from catalog.spark.options import SourceOptions, parse_options
@@ -254,6 +258,8 @@ class LakehouseWriter(DataSourceArrowWriter):
         self._table_id = table_id
         self._table_schema = table_schema
         self._overwrite = overwrite
+        if options.overwrite_condition is not None:  # refused at planning, before any task writes
+            exact_condition(json.loads(options.overwrite_condition), table_schema)
 
     def _load(self, lake: catalog.Lakehouse) -> catalog.Table:
         table = _native_table(writing_session(lake, self._options), self._table_name)
@@ -292,11 +298,20 @@ class LakehouseWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         files = [DataFile.from_json(entry) for message in messages if isinstance(message, WrittenFiles) for entry in message.files]
         mode = "overwrite" if self._overwrite else "append"
-        if mode == "append" and not files:
-            return  # nothing to add: no empty version in the history
+        if not files and (mode == "append" or self._options.dynamic_overwrite):
+            return  # nothing added, no partition touched: no empty version in the history
         with annotated_conflicts(), open_lakehouse(self._options.lakehouse, self._options.storage_options) as lake:
             read_files = None if self._options.read_version is None else self._files_read(lake, self._options.read_version)
-            self._load(lake).commit_files(files, mode=mode, read_files=read_files)
+            table = self._load(lake)
+            table.commit_files(files, mode=mode, filter=self._replaced_rows(table, files), read_files=read_files)
+
+    def _replaced_rows(self, table: catalog.Table, files: list[DataFile]) -> pc.Expression | None:
+        """What an overwrite replaces: every row (None), the condition's rows, or the written partitions'."""
+        if self._options.overwrite_condition is not None:
+            return exact_condition(json.loads(self._options.overwrite_condition), table.schema)
+        if self._options.dynamic_overwrite and table.partition_by:
+            return written_partitions(files, table.schema, table.partition_by)
+        return None
 
     def _files_read(self, lake: catalog.Lakehouse, version: int) -> list[DataFile]:
         """The table's live files at ``version`` (option readVersion): what an overwrite's input was read from."""
@@ -317,6 +332,23 @@ class LakehouseWriter(DataSourceArrowWriter):
             _delete_files(objects, paths)
         finally:
             objects.close()
+
+
+def written_partitions(files: list[DataFile], schema: pa.Schema, partition_by: list[str]) -> pc.Expression:
+    """The rows of the partitions ``files`` belong to: an OR over their distinct partition tuples."""
+    ids = {name: str(field_id(schema.field(name))) for name in partition_by}
+    tuples = {tuple(f.partition.get(ids[name]) for name in partition_by) for f in files}
+    result: pc.Expression | None = None
+    for values in sorted(tuples, key=repr):
+        clause: pc.Expression | None = None
+        for name, encoded in zip(partition_by, values):
+            value = decode_values([encoded], schema.field(name).type)[0]
+            term = pc.field(name) == value if value.is_valid else pc.field(name).is_null()
+            clause = term if clause is None else clause & term
+        assert clause is not None  # partition_by is not empty
+        result = clause if result is None else result | clause
+    assert result is not None  # files is not empty
+    return result
 
 
 def _delete_files(objects: Any, paths: list[str]) -> None:
@@ -380,8 +412,13 @@ class LakehouseDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> LakehouseWriter:
         options = parse_options(self.options, "write")  # refuses read options and unknown ones
-        if options.read_version is not None and not overwrite:
-            raise ValueError('option readVersion only applies to .mode("overwrite"): an append replaces nothing')
+        for given, name in ((options.read_version is not None, "readVersion"),
+                            (options.overwrite_condition is not None, "overwriteCondition"),
+                            (options.dynamic_overwrite, "dynamicOverwrite")):
+            if given and not overwrite:
+                raise ValueError(f'option {name} only applies to .mode("overwrite"): an append replaces nothing')
+        if options.overwrite_condition is not None and options.dynamic_overwrite:
+            raise ValueError("options overwriteCondition and dynamicOverwrite exclude each other")
         return _prepare_write(options, schema, overwrite)
 
 

@@ -166,6 +166,72 @@ def test_read_files_is_checked(me: catalog.Lakehouse) -> None:
         t.commit_files(new_files, mode="append", read_files=t.files())
 
 
+# -- copy-on-write rewrites (commit_files mode="replace": Spark's UPDATE and MERGE) ---------------
+
+
+def test_replace_removes_exactly_the_replaced_files(me: catalog.Lakehouse) -> None:
+    t = seed(me, range(5), range(5, 10))
+    read = t.files()
+    first = min(read, key=lambda f: f.stats[next(iter(f.stats))][0])  # the file of ids 0..4
+    version = t.commit_files(t.write_files(rows(range(5), "me")), mode="replace", replaced=[first], read_files=read)
+    assert me.version == version
+    assert content(me) == sorted(tagged(range(5), "me") + tagged(range(5, 10), "seed"))
+    summary = [h for h in me.history() if h.version == version][0].operations[0]
+    assert (summary["files_removed"], summary["rows_removed"], summary["rows_added"]) == (1, 5, 5)
+
+
+def test_replace_of_a_file_another_writer_removed_is_retryable(me: catalog.Lakehouse, peer: Peer) -> None:
+    t = seed(me, range(5), range(5, 10))
+    read = t.files()
+    second = max(read, key=lambda f: f.stats[next(iter(f.stats))][0])  # the file of ids 5..9
+    theirs = peer("delete", table=T, where=pc.field("id") >= 5)  # removes that file whole
+    with pytest.raises(RetryableConflictError) as raced:  # lost at the commit: overwrite x delete
+        t.commit_files(t.write_files(rows(range(5, 10), "me")), mode="replace", replaced=[second], read_files=read)
+    check_conflict(raced.value, RetryableConflictError, ours="overwrite", theirs="delete", version=theirs)
+    me.refresh()
+    fresh = me.load_table(T)  # the delete landed before this commit began: found at its first application
+    with pytest.raises(RetryableConflictError, match="rewritten or removed after it was read"):
+        fresh.commit_files(fresh.write_files(rows(range(5, 10), "me")), mode="replace", replaced=[second], read_files=read)
+    assert me.version == theirs
+    assert content(me) == SEED
+    assert_no_orphans(me)
+
+
+def test_replace_conflicts_only_with_added_rows_it_may_have_read(me: catalog.Lakehouse, peer: Peer) -> None:
+    t = seed(me, range(5), range(5, 10))
+    read = t.files()
+    first = min(read, key=lambda f: f.stats[next(iter(f.stats))][0])
+    peer("append", table=T, ids=[500])  # outside what the rewrite read (id < 5): it stands
+    me.refresh()
+    fresh = me.load_table(T)
+    fresh.commit_files(
+        fresh.write_files(rows(range(5), "me")), mode="replace", replaced=[first], read_files=read, filter=pc.field("id") < 5
+    )
+    assert content(me) == sorted(tagged(range(5), "me") + tagged(range(5, 10), "seed") + [(500, "peer")])
+    read = me.load_table(T).files()
+    mine = [f for f in read if f.rows == 5 and f.stats[next(iter(f.stats))][0] == 0]
+    peer("append", table=T, ids=[3])  # may be a row the rewrite read: retryable
+    me.refresh()
+    fresh = me.load_table(T)
+    with pytest.raises(RetryableConflictError, match="committed after its input was read"):
+        fresh.commit_files(
+            fresh.write_files(rows(range(5), "again")), mode="replace", replaced=mine, read_files=read, filter=pc.field("id") < 5
+        )
+    assert_no_orphans(me)
+
+
+def test_replace_arguments_are_checked_before_anything_changes(me: catalog.Lakehouse) -> None:
+    t = seed(me, range(5))
+    version, new_files = me.version, t.write_files(rows([7], "me"))
+    with pytest.raises(TypeError, match="replaced must be a list of DataFile"):
+        t.commit_files(new_files, mode="replace", replaced=["not-a-file"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="replaced goes with mode='replace'"):
+        t.commit_files(new_files, mode="overwrite", replaced=t.files())
+    with pytest.raises(ValueError, match="replaced goes with mode='replace'"):
+        t.commit_files(new_files, mode="replace")
+    assert me.version == version and content(me) == SEED
+
+
 def test_append_after_delete_commits_on_top(me: catalog.Lakehouse, peer: Peer) -> None:
     t = seed(me, range(5))
     theirs = peer("delete", table=T, where=pc.field("id") < 3)

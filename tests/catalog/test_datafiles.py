@@ -112,3 +112,81 @@ def test_read_file_batches_streams_the_same_rows_as_read_file() -> None:
     assert pa.Table.from_batches(batches).equals(read_file(objects, entry, renamed))
     assert batches[0].column("label").to_pylist()[:2] == ["n0", "n1"]
     assert batches[0].column("extra").null_count == 3000
+
+
+# -- entries of files another writer (Spark's Parquet writer) wrote ------------------
+
+
+def _foreign_file(store: MemoryStore, data: pa.Table, ids: dict[str, str], row_group_size: int) -> tuple[str, int]:
+    """``data`` as a Parquet file with field ids and no stored Arrow schema, as Spark writes it."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from catalog.datafiles import with_parquet_field_ids
+    from kvstore.format.checksum import crc32c
+
+    sink = io.BytesIO()
+    pq.write_table(with_parquet_field_ids(data, ids), sink, row_group_size=row_group_size, store_schema=False)
+    path = "data/t/0123abcd.parquet"
+    store.put(path, sink.getvalue())
+    return path, crc32c(sink.getvalue())
+
+
+FOREIGN_SCHEMA = pa.schema(
+    [
+        with_field_id(pa.field("n", pa.int32()), 1),
+        with_field_id(pa.field("s", pa.string()), 2),
+        with_field_id(pa.field("d", pa.decimal128(9, 2)), 3),
+        with_field_id(pa.field("day", pa.date32()), 4),
+        with_field_id(pa.field("x", pa.float64()), 5),
+        with_field_id(pa.field("region", pa.string()), 6),
+    ]
+)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.none() | st.integers(-(2**31), 2**31 - 1),
+            st.none() | st.text(max_size=5),
+            st.none() | st.decimals(min_value=-9999999, max_value=9999999, places=2, allow_nan=False),
+            st.none() | st.dates(),
+            st.none() | st.floats(allow_nan=False),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.integers(1, 8),
+)
+def test_an_entry_from_the_footer_has_the_statistics_of_the_data(values: list[tuple], row_group_size: int) -> None:
+    from catalog.datafiles import entry_from_footer
+
+    columns = list(zip(*values))
+    plain = pa.schema([f.remove_metadata() for f in FOREIGN_SCHEMA])
+    data = pa.table([*columns, ["eu"] * len(values)], schema=plain)
+    store = MemoryStore()
+    path, checksum = _foreign_file(store, data, {f.name: f.metadata[b"field_id"].decode() for f in FOREIGN_SCHEMA}, row_group_size)
+    entry = entry_from_footer(store, path, checksum, FOREIGN_SCHEMA, ["region"])
+    assert (entry.id, entry.rows, entry.crc32c, entry.parquet_field_ids) == ("0123abcd", len(values), checksum, True)
+    assert entry.partition == {"6": "eu"}
+    for f in FOREIGN_SCHEMA:
+        expected = column_stats(data.column(f.name))
+        if pa.types.is_floating(f.type):
+            expected = [None, None, expected[2]]  # no float bounds from a footer
+        assert entry.stats[f.metadata[b"field_id"].decode()] == expected, f.name
+    assert read_file(store, entry, FOREIGN_SCHEMA).equals(data.cast(plain))  # read back by Parquet field id
+
+
+def test_an_entry_from_the_footer_refuses_a_file_of_two_partitions_or_no_parquet() -> None:
+    from catalog.datafiles import entry_from_footer
+    from catalog.errors import CorruptDataFileError
+
+    schema = pa.schema([with_field_id(pa.field("region", pa.string()), 1)])
+    store = MemoryStore()
+    path, checksum = _foreign_file(store, pa.table({"region": ["eu", "us"]}), {"region": "1"}, 10)
+    with pytest.raises(ValueError, match="more than one value of partition column 'region'"):
+        entry_from_footer(store, path, checksum, schema, ["region"])
+    store.put(path, b"not parquet at all")
+    with pytest.raises(CorruptDataFileError, match="not a Parquet file"):
+        entry_from_footer(store, path, checksum, schema, ["region"])

@@ -75,6 +75,58 @@ def test_plan_scan_prunes_with_encoded_filters(plane: ControlPlane, tmp_path: Pa
     assert error(plane, "plan_scan", name=["s", "t"], id="other", version=version, filters=[])["kind"] == "no_such_table"
 
 
+def _foreign_file(plane_lake: catalog.Lakehouse, table: catalog.Table, data: pa.Table) -> dict[str, object]:
+    """``data`` written as Spark's writer would (Parquet field ids, no Arrow schema) under the table's location."""
+    import pyarrow.parquet as pq
+
+    from catalog.datafiles import with_parquet_field_ids
+    from kvstore.format.checksum import crc32c
+
+    ids = {f.name: f.metadata[b"field_id"].decode() for f in table.schema}
+    sink = io.BytesIO()
+    pq.write_table(with_parquet_field_ids(data.cast(pa.schema([f.remove_metadata() for f in table.schema])), ids),
+                   sink, store_schema=False)
+    path = f"{table.location}/{abs(hash(sink.getvalue())):x}.parquet"
+    plane_lake.objects.put(path, sink.getvalue())
+    return {"path": path, "crc32c": crc32c(sink.getvalue())}
+
+
+def test_commit_written_replaces_exactly_the_files_read(plane: ControlPlane, tmp_path: Path) -> None:
+    ok(plane, "create_namespace", namespace=["s"])
+    info = ok(plane, "create_table", name=["s", "t"], schema=STRUCT, partitioning=["p"])
+    with catalog.open(str(tmp_path / "lake")) as lake:
+        table = lake.load_table("s.t")
+        table.append(pa.table({"id": [1, 2, 3], "p": ["a", "b", "a"]}).cast(table.schema))
+        version = lake.version
+        scanned = ok(plane, "plan_scan", name=["s", "t"], id=info["id"], version=version,
+                     filters=[{"type": "EqualTo", "attribute": ["p"], "value": "a"}])
+        new = _foreign_file(lake, table, pa.table({"id": [10, 30], "p": ["a", "a"]}))
+        replace = {"version": version, "removed": [f["path"] for f in scanned["files"]],
+                   "filters": [{"type": "EqualTo", "attribute": ["p"], "value": "a"}]}
+        bad_path = {"path": "data/elsewhere/x.parquet", "crc32c": 0}
+        assert error(plane, "commit_written", name=["s", "t"], id=info["id"], files=[bad_path], replace=replace)["kind"] == "bad_request"
+        assert lake.refresh() == version  # a refused request changes nothing
+        committed = ok(plane, "commit_written", name=["s", "t"], id=info["id"], files=[new], replace=replace)
+        assert committed["version"] == lake.refresh() == version + 1
+        rows = lake.load_table("s.t").scan().to_arrow().sort_by("id")
+        assert rows.column("id").to_pylist() == [2, 10, 30]
+        (entry,) = [f for f in lake.load_table("s.t").files() if f.path == new["path"]]
+        assert (entry.rows, entry.crc32c, entry.parquet_field_ids) == (2, new["crc32c"], True)
+        # The same rewrite again: its files are gone, so it is a retryable conflict.
+        again = error(plane, "commit_written", name=["s", "t"], id=info["id"],
+                      files=[_foreign_file(lake, table, pa.table({"id": [9], "p": ["a"]}))], replace=replace)
+        assert again["type"] == "catalog.errors.RetryableConflictError", again
+
+
+def test_can_delete_where_answers_whether_a_condition_has_an_exact_form(plane: ControlPlane) -> None:
+    ok(plane, "create_namespace", namespace=["s"])
+    schema = {"type": "struct", "fields": [LONG, {"name": "x", "type": "double", "nullable": True, "metadata": {}}]}
+    info = ok(plane, "create_table", name=["s", "t"], schema=schema)
+    on = {"name": ["s", "t"], "id": info["id"]}
+    assert ok(plane, "can_delete_where", **on, filters=[{"type": "GreaterThan", "attribute": ["id"], "value": 1}]) is True
+    assert ok(plane, "can_delete_where", **on, filters=[{"type": "GreaterThan", "attribute": ["x"], "value": 1.5}]) is False
+
+
 def test_literals() -> None:
     assert literal(5) == 5 and literal("x") == "x" and literal(None) is None
     with pytest.raises(ValueError, match="unknown filter literal"):

@@ -44,11 +44,14 @@ final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters
             "spark.sql.parquet.fieldId.read.enabled", "true");
 
     private final LakehouseTable table;
+    /** The UPDATE or MERGE this scan reads for, or null for a query. */
+    private final RowLevelRewrite rewrite;
     private Filter[] pushed = new Filter[0];
     private StructType required;
 
-    LakehouseScanBuilder(LakehouseTable table) {
+    LakehouseScanBuilder(LakehouseTable table, RowLevelRewrite rewrite) {
         this.table = table;
+        this.rewrite = rewrite;
         this.required = table.schema;
     }
 
@@ -72,9 +75,12 @@ final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters
     public Scan build() {
         ObjectNode args = table.requestArgs();
         args.put("version", table.version);
-        args.set("filters", Filters.encode(pushed));
+        ArrayNode filters = Filters.encode(pushed);
+        args.set("filters", filters);
         JsonNode plan = table.catalog.control().call("plan_scan", args);
-        if (!plan.path("parquet_field_ids").asBoolean(false)) {
+        if (rewrite != null) {
+            rewrite.scanned(plan, filters);  // refuses files without field ids: no Python scan for a rewrite
+        } else if (!plan.path("parquet_field_ids").asBoolean(false)) {
             return pythonScan();
         }
 
@@ -100,7 +106,10 @@ final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters
         ParquetScanBuilder parquet = new ParquetScanBuilder(
                 session, index, table.schema, table.schema, new CaseInsensitiveStringMap(options));
         parquet.pruneColumns(required);
-        parquet.pushedDataFilters_$eq(parquet.pushDataFilters(pushed));
+        if (rewrite == null) {
+            // A rewrite must read every row of its files: no row group skipped.
+            parquet.pushedDataFilters_$eq(parquet.pushDataFilters(pushed));
+        }
         return parquet.build();
     }
 

@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.spark.sql.connector.catalog.StagedTable;
 import org.apache.spark.sql.connector.catalog.SupportsDelete;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.SupportsRowLevelOperations;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.expressions.Expressions;
@@ -13,6 +14,8 @@ import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.RowLevelOperationBuilder;
+import org.apache.spark.sql.connector.write.RowLevelOperationInfo;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.DataType;
@@ -32,18 +35,20 @@ import java.util.Set;
  * version it was analysed at, as Iceberg's do); every new query loads the
  * table again and sees the latest commit. Reads go through Spark's own Parquet
  * reader when the JVM can open the storage ({@code data_root}), through the
- * Python source otherwise; writes go through the Python source.
+ * Python source otherwise; INSERT and overwrites go through the Python source.
  *
  * <p>{@code DELETE FROM t WHERE ...} is one catalog commit made by the
  * control plane (copy-on-write: files the condition covers by their
  * statistics go without being read, the others are rewritten without the
- * matching rows). Only conditions with an exact translation are accepted
- * ({@code catalog/spark/conditions.py}); Spark reports any other as a
- * condition the table cannot delete by.
+ * matching rows). Only conditions with an exact translation take that path
+ * ({@code catalog/spark/conditions.py}); for any other, and for
+ * {@code UPDATE} and {@code MERGE}, Spark rewrites the files itself
+ * ({@link RowLevelRewrite}).
  */
-class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete {
+class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, SupportsRowLevelOperations {
     private static final Set<TableCapability> CAPABILITIES =
-            EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE, TableCapability.TRUNCATE);
+            EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE, TableCapability.TRUNCATE,
+                    TableCapability.OVERWRITE_BY_FILTER, TableCapability.OVERWRITE_DYNAMIC);
 
     final LakehouseCatalog catalog;
     final List<String> nameParts;
@@ -53,6 +58,8 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete {
     final String[] partitionColumns;
     final Map<String, String> properties;
     final String dataRoot;
+    /** Store-relative directory of the table's data files (where Spark's writer puts new ones). */
+    final String dataPath;
     /** The durable transaction a staged table lives in (CREATE TABLE AS SELECT), or null. */
     final String txn;
 
@@ -69,6 +76,8 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete {
         this.properties = props;
         JsonNode root = info.get("data_root");
         this.dataRoot = root == null || root.isNull() ? null : root.asText();
+        JsonNode path = info.get("data_path");
+        this.dataPath = path == null || path.isNull() ? null : path.asText();
         this.txn = txn;
     }
 
@@ -108,7 +117,7 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete {
             CaseInsensitiveStringMap pythonOptions = catalog.pythonSource().readOptions(this);
             return ((SupportsRead) catalog.pythonSource().table(this, pythonOptions)).newScanBuilder(pythonOptions);
         }
-        return new LakehouseScanBuilder(this);
+        return new LakehouseScanBuilder(this, null);
     }
 
     @Override
@@ -128,7 +137,14 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete {
 
     @Override
     public boolean canDeleteWhere(Filter[] filters) {
-        return txn == null && Filters.encodeConditions(filters) != null;
+        ArrayNode conditions = Filters.encodeConditions(filters);
+        if (txn != null || conditions == null) {
+            return false;
+        }
+        ObjectNode args = requestArgs();
+        args.put("version", version);
+        args.set("filters", conditions);
+        return catalog.control().call("can_delete_where", args).asBoolean(false);
     }
 
     @Override
@@ -141,6 +157,18 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete {
         ObjectNode args = requestArgs();
         args.set("filters", conditions);
         catalog.control().call("delete_where", args);
+    }
+
+    /**
+     * {@code UPDATE} and {@code MERGE INTO} (and a {@code DELETE} Spark cannot
+     * hand to {@link #deleteWhere}): copy-on-write through Spark's Parquet writer.
+     * Refused at the write (not here, where Spark asks for every DELETE) on
+     * storage that writer cannot reach.
+     */
+    @Override
+    public RowLevelOperationBuilder newRowLevelOperationBuilder(RowLevelOperationInfo info) {
+        Options.refuseAll(info.options(), "write");
+        return () -> new RowLevelRewrite(this, info.command());
     }
 
     /** A table created inside a durable transaction: visible to others only when the statement commits. */

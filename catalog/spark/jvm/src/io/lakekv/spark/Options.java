@@ -17,8 +17,9 @@ final class Options {
         TreeSet<String> names = new TreeSet<>(options.keySet());
         throw new LakehouseException.InvalidArgument("invalid_argument",
                 "lakehouse catalog tables take no " + purpose + " options, got " + String.join(", ", names)
-                        + " (time travel: VERSION AS OF / TIMESTAMP AS OF; partition overwrite and"
-                        + " replaceWhere are not supported yet: nothing was " + (purpose.equals("read") ? "read" : "written") + ")");
+                        + " (time travel: VERSION AS OF / TIMESTAMP AS OF; partition overwrite: INSERT OVERWRITE"
+                        + " ... PARTITION or writeTo(...).overwritePartitions(); replaceWhere: writeTo(...).overwrite(condition);"
+                        + " nothing was " + (purpose.equals("read") ? "read" : "written") + ")");
     }
 
     static void refuseAll(CaseInsensitiveStringMap options, String purpose) {

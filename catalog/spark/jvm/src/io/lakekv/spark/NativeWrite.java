@@ -1,0 +1,282 @@
+package io.lakekv.spark;
+
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.mapreduce.Job;
+import org.apache.hadoop.mapreduce.JobID;
+import org.apache.hadoop.mapreduce.TaskAttemptID;
+import org.apache.hadoop.mapreduce.TaskID;
+import org.apache.hadoop.mapreduce.TaskType;
+import org.apache.hadoop.mapreduce.task.TaskAttemptContextImpl;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.connector.distributions.Distribution;
+import org.apache.spark.sql.connector.distributions.Distributions;
+import org.apache.spark.sql.connector.expressions.Expressions;
+import org.apache.spark.sql.connector.expressions.SortDirection;
+import org.apache.spark.sql.connector.expressions.SortOrder;
+import org.apache.spark.sql.connector.write.BatchWrite;
+import org.apache.spark.sql.connector.write.DataWriter;
+import org.apache.spark.sql.connector.write.DataWriterFactory;
+import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
+import org.apache.spark.sql.connector.write.RequiresDistributionAndOrdering;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.execution.datasources.OutputWriter;
+import org.apache.spark.sql.execution.datasources.OutputWriterFactory;
+import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.SerializableConfiguration;
+import scala.jdk.javaapi.CollectionConverters;
+
+import java.io.IOException;
+import java.io.Serializable;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.UUID;
+import java.util.function.Function;
+import java.util.zip.CRC32C;
+
+/**
+ * Rows written by Spark's own Parquet writer (no Python in the tasks) as new
+ * data files under the table's location, committed once by the control plane.
+ *
+ * <p>Each file holds one partition's rows (the write asks Spark to sort each
+ * task's rows by the partition columns and starts a new file when they
+ * change), carries the table's field ids in its Parquet schema, and is
+ * described to the catalog by its path and CRC32C; the catalog reads sizes,
+ * row counts, statistics and partition values from the footers. A task that
+ * fails deletes its files; a job that fails or loses its commit deletes all
+ * of them (and {@code lake.gc()} removes any a killed executor left), so no
+ * file of a failed job is ever referenced.
+ */
+final class NativeWrite implements RequiresDistributionAndOrdering {
+    /** Parquet settings the catalog relies on: field ids, microsecond timestamps Python reads the same. */
+    private static final Map<String, String> PARQUET_SETTINGS = Map.of(
+            "spark.sql.parquet.fieldId.write.enabled", "true",
+            "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS",
+            "parquet.page.write-checksum.enabled", "true");
+
+    /** One file a task wrote: store-relative path and whole-file checksum. */
+    record WrittenFile(String path, long crc32c) implements Serializable {
+    }
+
+    /** What a task sends to the commit: its files. */
+    record Written(List<WrittenFile> files) implements WriterCommitMessage {
+    }
+
+    private final LakehouseTable table;
+    private final StructType schema;
+    private final Function<List<WrittenFile>, ObjectNode> commitRequest;
+
+    NativeWrite(LakehouseTable table, StructType schema, Function<List<WrittenFile>, ObjectNode> commitRequest) {
+        this.table = table;
+        this.schema = schema;
+        this.commitRequest = commitRequest;
+    }
+
+    /** Spark's writer writes through Hadoop: storage the JVM cannot open takes no such write. */
+    static void checkWritable(LakehouseTable table, String what) {
+        if (table.dataRoot == null || table.dataPath == null) {
+            throw new LakehouseException.InvalidArgument("invalid_argument", what + " " + table.name()
+                    + ": this lakehouse's storage (or a column type) is not one Spark's Parquet writer can write"
+                    + " here; only file: lakehouses take UPDATE and MERGE. Nothing was changed");
+        }
+        if (table.txn != null) {
+            throw new LakehouseException.InvalidArgument("invalid_argument", what + " " + table.name()
+                    + " inside a staged transaction is not supported. Nothing was changed");
+        }
+    }
+
+    @Override
+    public String description() {
+        return "lakehouse Parquet write into " + table.name();
+    }
+
+    @Override
+    public Distribution requiredDistribution() {
+        return Distributions.unspecified();
+    }
+
+    @Override
+    public SortOrder[] requiredOrdering() {
+        return Arrays.stream(table.partitionColumns)
+                .map(c -> Expressions.sort(Expressions.column(c), SortDirection.ASCENDING))
+                .toArray(SortOrder[]::new);
+    }
+
+    @Override
+    public BatchWrite toBatch() {
+        SparkSession session = SparkSession.active();
+        Job job;
+        try {
+            job = Job.getInstance(session.sessionState().newHadoopConf());
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        PARQUET_SETTINGS.forEach(job.getConfiguration()::set);
+        OutputWriterFactory files = new ParquetFileFormat().prepareWrite(
+                session, job, scala.collection.immutable.Map.from(CollectionConverters.asScala(Map.<String, String>of())), schema);
+        // prepareWrite copies the session's settings into the job: ours go on top.
+        PARQUET_SETTINGS.forEach(job.getConfiguration()::set);
+        String root = table.dataRoot.endsWith("/") ? table.dataRoot : table.dataRoot + "/";
+        int[] partitionOrdinals = Arrays.stream(table.partitionColumns).mapToInt(schema::fieldIndex).toArray();
+        DataType[] partitionTypes = Arrays.stream(partitionOrdinals).mapToObj(i -> schema.fields()[i].dataType()).toArray(DataType[]::new);
+        Factory factory = new Factory(files, new SerializableConfiguration(job.getConfiguration()), schema,
+                root, table.dataPath, partitionOrdinals, partitionTypes);
+        return new Batch(factory);
+    }
+
+    private final class Batch implements BatchWrite {
+        private final Factory factory;
+
+        Batch(Factory factory) {
+            this.factory = factory;
+        }
+
+        @Override
+        public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
+            return factory;
+        }
+
+        @Override
+        public void commit(WriterCommitMessage[] messages) {
+            List<WrittenFile> written = writtenFiles(messages);
+            try {
+                table.catalog.control().call("commit_written", commitRequest.apply(written));
+            } catch (RuntimeException e) {
+                // The commit did not happen (a conflict, a refusal): no file of ours is referenced.
+                factory.delete(written);
+                throw e;
+            }
+        }
+
+        @Override
+        public void abort(WriterCommitMessage[] messages) {
+            factory.delete(writtenFiles(messages));
+        }
+    }
+
+    private static List<WrittenFile> writtenFiles(WriterCommitMessage[] messages) {
+        List<WrittenFile> out = new ArrayList<>();
+        for (WriterCommitMessage message : messages) {
+            if (message instanceof Written w) {
+                out.addAll(w.files());
+            }
+        }
+        return out;
+    }
+
+    /** Made on the driver, run in each task: the Parquet writer's factory and the file layout. */
+    private record Factory(OutputWriterFactory files, SerializableConfiguration conf, StructType schema, String root,
+                           String dataPath, int[] partitionOrdinals, DataType[] partitionTypes)
+            implements DataWriterFactory {
+        @Override
+        public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
+            TaskAttemptID attempt = new TaskAttemptID(new TaskID(new JobID("lakekv", 0), TaskType.MAP, partitionId), (int) taskId);
+            return new Writer(this, new TaskAttemptContextImpl(conf.value(), attempt));
+        }
+
+        Path absolute(String path) {
+            return new Path(root + path);
+        }
+
+        void delete(List<WrittenFile> written) {
+            for (WrittenFile file : written) {
+                Path path = absolute(file.path());
+                try {
+                    path.getFileSystem(conf.value()).delete(path, false);
+                } catch (IOException e) {
+                    // lake.gc() removes what is left: an unreferenced file is garbage, never data.
+                    System.err.println("lakekv: could not delete unreferenced file " + path + ": " + e);
+                }
+            }
+        }
+    }
+
+    /** One task: a file per run of equal partition values (the rows arrive sorted by them). */
+    private static final class Writer implements DataWriter<InternalRow> {
+        private final Factory factory;
+        private final TaskAttemptContextImpl context;
+        private final List<WrittenFile> written = new ArrayList<>();
+        private OutputWriter current;
+        private String currentPath;
+        private Object[] currentKey;
+
+        Writer(Factory factory, TaskAttemptContextImpl context) {
+            this.factory = factory;
+            this.context = context;
+        }
+
+        @Override
+        public void write(InternalRow row) throws IOException {
+            Object[] key = new Object[factory.partitionOrdinals().length];
+            for (int i = 0; i < key.length; i++) {
+                int ordinal = factory.partitionOrdinals()[i];
+                key[i] = row.isNullAt(ordinal) ? null : InternalRow.copyValue(row.get(ordinal, factory.partitionTypes()[i]));
+            }
+            if (current == null || !Arrays.equals(key, currentKey, (a, b) -> Objects.equals(a, b) ? 0 : 1)) {
+                finishFile();
+                currentPath = factory.dataPath() + "/" + UUID.randomUUID().toString().replace("-", "") + ".parquet";
+                current = factory.files().newInstance(factory.absolute(currentPath).toString(), factory.schema(), context);
+                currentKey = key;
+            }
+            current.write(row);
+        }
+
+        private void finishFile() throws IOException {
+            if (current == null) {
+                return;
+            }
+            current.close();
+            current = null;
+            written.add(new WrittenFile(currentPath, checksum(factory.absolute(currentPath))));
+        }
+
+        /** CRC32C of the whole file as written, read back once (the catalog checks it on every read). */
+        private long checksum(Path path) throws IOException {
+            CRC32C crc = new CRC32C();
+            FileSystem fs = path.getFileSystem(context.getConfiguration());
+            byte[] buffer = new byte[1 << 20];
+            try (FSDataInputStream in = fs.open(path)) {
+                for (int n = in.read(buffer); n >= 0; n = in.read(buffer)) {
+                    crc.update(buffer, 0, n);
+                }
+            }
+            return crc.getValue();
+        }
+
+        @Override
+        public WriterCommitMessage commit() throws IOException {
+            finishFile();
+            return new Written(List.copyOf(written));
+        }
+
+        @Override
+        public void abort() {
+            List<WrittenFile> mine = new ArrayList<>(written);
+            if (current != null) {
+                try {
+                    current.close();
+                } catch (RuntimeException e) {
+                    System.err.println("lakekv: closing an aborted file: " + e);
+                }
+                mine.add(new WrittenFile(currentPath, 0));
+                current = null;
+            }
+            factory.delete(mine);
+        }
+
+        @Override
+        public void close() {
+            // commit() or abort() has already finished every file.
+        }
+    }
+}
