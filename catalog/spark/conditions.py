@@ -1,4 +1,9 @@
-"""A ``DELETE ... WHERE`` condition from the catalog plugin as an exact row filter.
+"""Spark's filters from the catalog plugin: as PySpark filters for pruning, or as an exact row filter.
+
+:func:`spark_filters` turns a scan's pushed filters (JSON leaves) into
+PySpark filter objects, which :mod:`catalog.spark.filters` translates for
+pruning. :func:`exact_condition` turns a ``DELETE ... WHERE`` condition into
+an exact row filter.
 
 The plugin sends Spark's V1 filters (``Filters.java``) as JSON trees: the
 leaves of :mod:`catalog.spark.filters` plus ``And``/``Or``/``Not`` and
@@ -18,14 +23,28 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    EqualNullSafe,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    StringStartsWith,
+)
 
 from catalog.spark.filters import exact_scalar
 
-__all__ = ["exact_condition", "literal"]
+__all__ = ["exact_condition", "literal", "spark_filters"]
 
 
 def literal(encoded: Any) -> Any:
@@ -51,6 +70,50 @@ def literal(encoded: Any) -> Any:
         if kind == "timestamp_ntz":
             return dt.datetime.fromisoformat(value)
     raise ValueError(f"unknown filter literal {encoded!r}")
+
+
+_FILTERS: Final[dict[str, Callable[..., Filter]]] = {
+    "EqualTo": EqualTo,
+    "EqualNullSafe": EqualNullSafe,
+    "GreaterThan": GreaterThan,
+    "GreaterThanOrEqual": GreaterThanOrEqual,
+    "LessThan": LessThan,
+    "LessThanOrEqual": LessThanOrEqual,
+    "StringStartsWith": StringStartsWith,
+}
+
+
+def spark_filters(encoded: object) -> list[Filter]:
+    """The pushed filters of a scan request as PySpark filter objects (so one translation serves both paths)."""
+    if not isinstance(encoded, list):
+        raise ValueError("argument 'filters' must be a list")
+    result: list[Filter] = []
+    for item in encoded:
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+            raise ValueError(f"bad filter {item!r}")
+        attribute = _attribute(item)
+        kind = item["type"]
+        if kind == "IsNull":
+            result.append(IsNull(attribute))
+        elif kind == "IsNotNull":
+            result.append(IsNotNull(attribute))
+        elif kind == "In":
+            values = item.get("values")
+            if not isinstance(values, list):
+                raise ValueError(f"filter In needs 'values': {item!r}")
+            result.append(In(attribute, tuple(literal(v) for v in values)))
+        elif kind in _FILTERS:
+            result.append(_FILTERS[kind](attribute, literal(item.get("value"))))
+        else:
+            raise ValueError(f"unknown filter type {kind!r}")
+    return result
+
+
+def _attribute(item: dict[str, Any]) -> tuple[str, ...]:
+    value = item.get("attribute")
+    if not isinstance(value, list) or not value or not all(isinstance(p, str) for p in value):
+        raise ValueError(f"filter {item!r}: 'attribute' must be a list of names")
+    return tuple(value)
 
 
 _COMPARISONS = {

@@ -35,26 +35,14 @@ from contextlib import contextmanager
 from typing import IO, Any, Final
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    EqualNullSafe,
-    EqualTo,
-    Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
-    IsNotNull,
-    IsNull,
-    LessThan,
-    LessThanOrEqual,
-    StringStartsWith,
-)
 from pyspark.sql.types import StructType
 
 import catalog
 from catalog import errors
 from catalog.datafiles import DataFile, entry_from_footer
 from catalog.maintenance import purge_dropped
-from catalog.spark.conditions import exact_condition, literal
+from catalog.spark.commits import files_read_at, reads_checked, replaced_rows
+from catalog.spark.conditions import exact_condition, literal, spark_filters
 from catalog.spark.errors import annotated_conflicts
 from catalog.spark.filters import pruning_expression
 from catalog.spark.options import store_options
@@ -154,43 +142,6 @@ def _dict_of_str(args: Mapping[str, Any], key: str) -> dict[str, str]:
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise ProtocolError(f"argument {key!r} must be an object of strings")
     return value
-
-
-_FILTERS: Final[dict[str, Callable[..., Filter]]] = {
-    "EqualTo": EqualTo,
-    "EqualNullSafe": EqualNullSafe,
-    "GreaterThan": GreaterThan,
-    "GreaterThanOrEqual": GreaterThanOrEqual,
-    "LessThan": LessThan,
-    "LessThanOrEqual": LessThanOrEqual,
-    "StringStartsWith": StringStartsWith,
-}
-
-
-def spark_filters(encoded: object) -> list[Filter]:
-    """The pushed filters of a scan request as PySpark filter objects (so one translation serves both paths)."""
-    if not isinstance(encoded, list):
-        raise ProtocolError("argument 'filters' must be a list")
-    result: list[Filter] = []
-    for item in encoded:
-        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
-            raise ProtocolError(f"bad filter {item!r}")
-        attribute = tuple(_parts(item, "attribute"))
-        kind = item["type"]
-        if kind == "IsNull":
-            result.append(IsNull(attribute))
-        elif kind == "IsNotNull":
-            result.append(IsNotNull(attribute))
-        elif kind == "In":
-            values = item.get("values")
-            if not isinstance(values, list):
-                raise ProtocolError(f"filter In needs 'values': {item!r}")
-            result.append(In(attribute, tuple(literal(v) for v in values)))
-        elif kind in _FILTERS:
-            result.append(_FILTERS[kind](attribute, literal(item.get("value"))))
-        else:
-            raise ProtocolError(f"unknown filter type {kind!r}")
-    return result
 
 
 # -- schemas ---------------------------------------------------------------------------
@@ -515,43 +466,73 @@ class ControlPlane:
         return {"version": version}
 
     def op_commit_written(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """Commit Parquet files Spark's own writer put under the table's location (UPDATE, MERGE).
+        """Commit Parquet files Spark's own writer put under the table's location, in one commit.
 
         ``files``: ``[{"path", "crc32c"}]``, store-relative; each entry is
-        built from the file's footer. ``replace`` (a copy-on-write rewrite):
-        ``{"version", "removed", "filters"}``, the version the rewrite read,
-        the paths of the files it read (all of whose rows the new files
-        hold) and the filters that chose them (``"read": false``: Spark
-        planned no scan, so it is an append): a commit since ``version``
-        that may add such rows, or a removed file no longer live, is a
-        ``RetryableConflictError`` and nothing changes.
+        built from the file's footer. Without more it is an append (inside
+        ``txn`` if given: a staged CREATE TABLE AS SELECT). Then one of:
+
+        * ``overwrite``: ``{"read_version", "condition", "dynamic"}``, what
+          INSERT OVERWRITE and ``writeTo`` replace, as for the Python writer
+          (see catalog.spark.commits);
+        * ``replace`` (a copy-on-write UPDATE or MERGE):
+          ``{"version", "removed", "filters"}``, the version the rewrite read,
+          the paths of the files it read (all of whose rows the new files
+          hold) and the filters that chose them (``"read": false``: Spark
+          planned no scan, so it is an append). A commit since ``version``
+          that may add such rows, or a removed file no longer live, is a
+          ``RetryableConflictError`` and nothing changes.
         """
-        name = _name(args)
-        self._lake.refresh()
-        table = self._lake.load_table(name)
-        if table.id != args.get("id"):
-            raise errors.NoSuchTableError(f"table {name!r} was dropped or replaced since the statement loaded it")
-        added = [self._written_entry(table, entry) for entry in _list_arg(args, "files")]
-        replace = args.get("replace")
+        name, txn = _name(args), args.get("txn")
+        overwrite, replace = args.get("overwrite"), args.get("replace")
         if isinstance(replace, Mapping) and replace.get("read") is False:
             replace = None  # Spark planned no scan of the table: the rewrite read and replaces nothing
-        if replace is None:
-            if not added:
-                return {"version": None}
-            return {"version": table.commit_files(added, mode="append")}
+        ours = "append" if overwrite is None and replace is None else "overwrite"
+        # A staged CREATE TABLE AS SELECT commits with its durable transaction; any other write
+        # commits with the check of what its query read (catalog.spark.commits.reads_checked).
+        session_of = self._session({"txn": txn}) if txn is not None else reads_checked(self._lake, args.get("reads"), ours, name)
+        with session_of as session:
+            table = session.load_table(name)
+            if table.id != args.get("id"):
+                raise errors.NoSuchTableError(f"table {name!r} was dropped or replaced since the statement loaded it")
+            added = [self._written_entry(table, entry) for entry in _list_arg(args, "files")]
+            if overwrite is not None:
+                version = self._overwrite_with(table, added, overwrite)
+            elif replace is not None:
+                version = self._replace_with(table, added, replace)
+            else:
+                version = table.commit_files(added, mode="append") if added else None
+        if version is None and txn is None and session is not self._lake:
+            version = session.version  # committed by the read-checking transaction (None if it changed nothing)
+        return {"version": version}
+
+    def _overwrite_with(self, table: catalog.Table, added: list[DataFile], overwrite: object) -> int | None:
+        if not isinstance(overwrite, Mapping):
+            raise ProtocolError("argument 'overwrite' must be {'read_version': int?, 'condition': [...]?, 'dynamic': bool}")
+        dynamic = overwrite.get("dynamic") is True
+        if dynamic and not added:
+            return None  # no row written: no partition replaced, no empty version
+        read_version = overwrite.get("read_version")
+        read_files = None
+        if read_version is not None:
+            if not isinstance(read_version, int) or isinstance(read_version, bool):
+                raise ProtocolError("argument 'read_version' must be an int")
+            read_files = files_read_at(self._lake, table.name, table.id, read_version)
+        replaced = replaced_rows(table, added, overwrite.get("condition"), dynamic)
+        return table.commit_files(added, mode="overwrite", filter=replaced, read_files=read_files)
+
+    def _replace_with(self, table: catalog.Table, added: list[DataFile], replace: object) -> int | None:
         if not isinstance(replace, Mapping) or not isinstance(replace.get("version"), int):
             raise ProtocolError("argument 'replace' must be {'version': int, 'removed': [...], 'filters': [...]}")
         removed_paths = set(_list_arg(replace, "removed"))
-        with self._lake.at(version=replace["version"]) as past:
-            read_files = past.load_table(name).files()
+        read_files = files_read_at(self._lake, table.name, table.id, replace["version"])
         removed = [f for f in read_files if f.path in removed_paths]
         if len(removed) != len(removed_paths):
-            raise ProtocolError(f"table {name!r}: a removed path was not a data file at version {replace['version']}")
+            raise ProtocolError(f"table {table.name!r}: a removed path was not a data file at version {replace['version']}")
         if not removed and not added:
-            return {"version": None}  # the rewrite read no file and wrote no row: nothing changed
+            return None  # the rewrite read no file and wrote no row: nothing changed
         scope = pruning_expression(spark_filters(replace.get("filters") or []), table.schema)
-        version = table.commit_files(added, mode="replace", replaced=removed, read_files=read_files, filter=scope)
-        return {"version": version}
+        return table.commit_files(added, mode="replace", replaced=removed, read_files=read_files, filter=scope)
 
     def _written_entry(self, table: catalog.Table, entry: object) -> DataFile:
         if not isinstance(entry, Mapping) or not isinstance(entry.get("path"), str) or not isinstance(entry.get("crc32c"), int):

@@ -36,6 +36,10 @@ option                  when   meaning
 ``dynamicOverwrite``    write  overwrite only, set by the catalog plugin:
                                ``true`` replaces exactly the partitions the
                                written rows fall in (``overwritePartitions()``)
+``readSet``             write  set by the catalog plugin: the scans of the
+                               query that writes (JSON: table, id, version,
+                               filters); the commit checks them in one
+                               transaction (catalog.spark.commits)
 ``storage.<name>``      both   a store option (``storage.endpoint_url``,
                                ``storage.key``, ``storage.secret``,
                                ``storage.token``, ``storage.region``, ...):
@@ -99,6 +103,7 @@ class SourceOptions:
     read_version: int | None = None
     overwrite_condition: str | None = None
     dynamic_overwrite: bool = False
+    read_set: str | None = None
     storage: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -216,7 +221,7 @@ def store_options(options: Mapping[str, str], spelled: str) -> dict[str, Any]:
 STORAGE_PREFIX: Final = "storage."
 _READ: Final = frozenset({"versionasof", "timestampasof", "partitionbytes"})
 _WRITE: Final = frozenset(
-    {"createifmissing", "partitionby", "targetfilebytes", "transaction", "readversion", "overwritecondition", "dynamicoverwrite"}
+    {"createifmissing", "partitionby", "targetfilebytes", "transaction", "readversion", "overwritecondition", "dynamicoverwrite", "readset"}
 )
 # Options other sources honour that would make a write here do something
 # else than the user asked (replace the whole table): named with the way out.
@@ -292,6 +297,7 @@ def parse_options(options: Mapping[str, str], purpose: str | None = None) -> Sou
         read_version=_version(_get(options, "readVersion"), "readVersion"),
         overwrite_condition=_get(options, "overwriteCondition"),
         dynamic_overwrite=_bool(options, "dynamicOverwrite"),
+        read_set=_get(options, "readSet"),
         # Store options are lower-case words (endpoint_url, key, ...), and
         # Spark lower-cases option keys anyway; open_store names a bad one.
         storage=tuple(

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -44,9 +43,9 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 import catalog
-from catalog.datafiles import DataFile, decode_values, read_file_batches
+from catalog.datafiles import DataFile, read_file_batches
 from catalog.errors import NoSuchTableError
-from catalog.schema import field_id
+from catalog.spark.commits import files_read_at, reads_checked, replaced_rows
 from catalog.spark.conditions import exact_condition
 from catalog.spark.errors import annotated_conflicts
 from catalog.spark.filters import pruning_expression
@@ -260,6 +259,8 @@ class LakehouseWriter(DataSourceArrowWriter):
         self._overwrite = overwrite
         if options.overwrite_condition is not None:  # refused at planning, before any task writes
             exact_condition(json.loads(options.overwrite_condition), table_schema)
+        if options.read_set is not None and not isinstance(_json_or_none(options.read_set), list):
+            raise ValueError("option readSet must be a JSON list of the query's scans (the catalog plugin sets it)")
 
     def _load(self, lake: catalog.Lakehouse) -> catalog.Table:
         table = _native_table(writing_session(lake, self._options), self._table_name)
@@ -301,27 +302,18 @@ class LakehouseWriter(DataSourceArrowWriter):
         if not files and (mode == "append" or self._options.dynamic_overwrite):
             return  # nothing added, no partition touched: no empty version in the history
         with annotated_conflicts(), open_lakehouse(self._options.lakehouse, self._options.storage_options) as lake:
-            read_files = None if self._options.read_version is None else self._files_read(lake, self._options.read_version)
-            table = self._load(lake)
-            table.commit_files(files, mode=mode, filter=self._replaced_rows(table, files), read_files=read_files)
-
-    def _replaced_rows(self, table: catalog.Table, files: list[DataFile]) -> pc.Expression | None:
-        """What an overwrite replaces: every row (None), the condition's rows, or the written partitions'."""
-        if self._options.overwrite_condition is not None:
-            return exact_condition(json.loads(self._options.overwrite_condition), table.schema)
-        if self._options.dynamic_overwrite and table.partition_by:
-            return written_partitions(files, table.schema, table.partition_by)
-        return None
-
-    def _files_read(self, lake: catalog.Lakehouse, version: int) -> list[DataFile]:
-        """The table's live files at ``version`` (option readVersion): what an overwrite's input was read from."""
-        with lake.at(version=version) as past:
-            if not past.table_exists(self._table_name) or past.load_table(self._table_name).id != self._table_id:
-                raise ValueError(
-                    f"option readVersion: table {self._table_name!r} did not exist as this table at lakehouse "
-                    f"version {version}, so its data cannot have been read there; nothing was committed"
-                )
-            return past.load_table(self._table_name).files()
+            read_files = None
+            if self._options.read_version is not None:
+                try:
+                    read_files = files_read_at(lake, self._table_name, self._table_id, self._options.read_version)
+                except ValueError as exc:
+                    raise ValueError(f"option readVersion: {exc}") from None
+            reads = None if self._options.read_set is None else json.loads(self._options.read_set)
+            with reads_checked(lake, reads, mode, self._table_name) as session:
+                table = self._load(session)
+                condition = None if self._options.overwrite_condition is None else json.loads(self._options.overwrite_condition)
+                replaced = replaced_rows(table, files, condition, self._options.dynamic_overwrite) if self._overwrite else None
+                table.commit_files(files, mode=mode, filter=replaced, read_files=read_files)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         paths = [entry["path"] for message in messages if isinstance(message, WrittenFiles) for entry in message.files]
@@ -334,21 +326,11 @@ class LakehouseWriter(DataSourceArrowWriter):
             objects.close()
 
 
-def written_partitions(files: list[DataFile], schema: pa.Schema, partition_by: list[str]) -> pc.Expression:
-    """The rows of the partitions ``files`` belong to: an OR over their distinct partition tuples."""
-    ids = {name: str(field_id(schema.field(name))) for name in partition_by}
-    tuples = {tuple(f.partition.get(ids[name]) for name in partition_by) for f in files}
-    result: pc.Expression | None = None
-    for values in sorted(tuples, key=repr):
-        clause: pc.Expression | None = None
-        for name, encoded in zip(partition_by, values):
-            value = decode_values([encoded], schema.field(name).type)[0]
-            term = pc.field(name) == value if value.is_valid else pc.field(name).is_null()
-            clause = term if clause is None else clause & term
-        assert clause is not None  # partition_by is not empty
-        result = clause if result is None else result | clause
-    assert result is not None  # files is not empty
-    return result
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def _delete_files(objects: Any, paths: list[str]) -> None:
@@ -419,6 +401,8 @@ class LakehouseDataSource(DataSource):
                 raise ValueError(f'option {name} only applies to .mode("overwrite"): an append replaces nothing')
         if options.overwrite_condition is not None and options.dynamic_overwrite:
             raise ValueError("options overwriteCondition and dynamicOverwrite exclude each other")
+        if options.read_set is not None and options.transaction is not None:
+            raise ValueError("options readSet and transaction exclude each other: a staged write commits with its transaction")
         return _prepare_write(options, schema, overwrite)
 
 

@@ -11,6 +11,7 @@ import pytest
 
 import catalog
 from catalog.spark.control import ControlPlane, data_root, literal, serve_stdio
+from tests.spark.lake_history import commits_after
 
 LONG = {"name": "id", "type": "long", "nullable": True, "metadata": {}}
 STRUCT = {"type": "struct", "fields": [LONG, {"name": "p", "type": "string", "nullable": True, "metadata": {}}]}
@@ -105,9 +106,9 @@ def test_commit_written_replaces_exactly_the_files_read(plane: ControlPlane, tmp
                    "filters": [{"type": "EqualTo", "attribute": ["p"], "value": "a"}]}
         bad_path = {"path": "data/elsewhere/x.parquet", "crc32c": 0}
         assert error(plane, "commit_written", name=["s", "t"], id=info["id"], files=[bad_path], replace=replace)["kind"] == "bad_request"
-        assert lake.refresh() == version  # a refused request changes nothing
+        assert commits_after(lake, version) == []  # a refused request changes nothing
         committed = ok(plane, "commit_written", name=["s", "t"], id=info["id"], files=[new], replace=replace)
-        assert committed["version"] == lake.refresh() == version + 1
+        assert [h.version for h in commits_after(lake, version)] == [committed["version"]]
         rows = lake.load_table("s.t").scan().to_arrow().sort_by("id")
         assert rows.column("id").to_pylist() == [2, 10, 30]
         (entry,) = [f for f in lake.load_table("s.t").files() if f.path == new["path"]]
@@ -116,6 +117,31 @@ def test_commit_written_replaces_exactly_the_files_read(plane: ControlPlane, tmp
         again = error(plane, "commit_written", name=["s", "t"], id=info["id"],
                       files=[_foreign_file(lake, table, pa.table({"id": [9], "p": ["a"]}))], replace=replace)
         assert again["type"] == "catalog.errors.RetryableConflictError", again
+
+
+def test_commit_written_checks_the_reads_of_its_query(plane: ControlPlane, tmp_path: Path) -> None:
+    ok(plane, "create_namespace", namespace=["s"])
+    source = ok(plane, "create_table", name=["s", "src"], schema=STRUCT, partitioning=["p"])
+    target = ok(plane, "create_table", name=["s", "dst"], schema=STRUCT)
+    with catalog.open(str(tmp_path / "lake")) as lake:
+        src = lake.load_table("s.src")
+        src.append(pa.table({"id": [1, 2], "p": ["a", "b"]}).cast(src.schema))
+        read_at = lake.version
+        src.append(pa.table({"id": [3], "p": ["b"]}).cast(src.schema))  # committed after the query read 'src'
+        dst = lake.load_table("s.dst")
+
+        def commit(filters: list[dict[str, object]]) -> dict[str, object]:
+            reads = [{"name": ["s", "src"], "id": source["id"], "version": read_at, "filters": filters}]
+            files = [_foreign_file(lake, dst, pa.table({"id": [7], "p": ["x"]}))]
+            return plane.handle({"op": "commit_written", "args": {"name": ["s", "dst"], "id": target["id"], "files": files, "reads": reads}})
+
+        refused = commit([])  # read every row of 'src': the new 'b' file may hold rows it selected
+        assert not refused["ok"] and refused["error"]["type"] == "catalog.errors.RetryableConflictError", refused
+        assert "read table 's.src'" in refused["error"]["message"]
+        assert len(commits_after(lake, read_at)) == 1 and lake.load_table("s.dst").files() == []  # only the append
+        only_a = commit([{"type": "EqualTo", "attribute": ["p"], "value": "a"}])  # the new file cannot hold p = 'a'
+        assert only_a["ok"] and [h.version for h in commits_after(lake, read_at)][-1] == only_a["result"]["version"]
+        assert len(commits_after(lake, read_at)) == 2
 
 
 def test_can_delete_where_answers_whether_a_condition_has_an_exact_form(plane: ControlPlane) -> None:

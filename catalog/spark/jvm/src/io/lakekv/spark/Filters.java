@@ -33,7 +33,7 @@ import java.util.List;
 
 /**
  * Pushed filters in the JSON form the control plane prunes files with
- * (catalog/spark/control.py {@code spark_filters}).
+ * (catalog/spark/conditions.py {@code spark_filters}).
  *
  * <p>Only pruning uses them: Spark re-applies every filter to the rows, so a
  * filter that cannot be encoded is simply left out (it prunes nothing).

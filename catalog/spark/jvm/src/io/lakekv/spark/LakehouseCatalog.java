@@ -19,6 +19,9 @@ import org.apache.spark.sql.connector.catalog.RelationCatalog;
 import org.apache.spark.sql.connector.catalog.StagedTable;
 import org.apache.spark.sql.connector.catalog.StagingTableCatalog;
 import org.apache.spark.sql.connector.catalog.SupportsNamespaces;
+import org.apache.spark.sql.connector.catalog.TransactionalCatalogPlugin;
+import org.apache.spark.sql.connector.catalog.transactions.Transaction;
+import org.apache.spark.sql.connector.catalog.transactions.TransactionInfo;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableChange;
 import org.apache.spark.sql.connector.catalog.TableInfo;
@@ -55,7 +58,7 @@ import java.util.TreeMap;
  * </ul>
  * Any other option is an error naming it.
  */
-public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces, RelationCatalog {
+public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces, RelationCatalog, TransactionalCatalogPlugin {
     private static final Set<String> CATALOG_OPTIONS = Set.of("url", "uri", "token", "python");
     /** Catalog option name -> lakekv store option name. */
     private static final Map<String, String> STORAGE_OPTIONS = Map.of(
@@ -122,6 +125,15 @@ public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces
     @Override
     public String name() {
         return name;
+    }
+
+    /**
+     * Spark's transaction for one write query into this catalog: records what
+     * the query reads, so the write commits serializably ({@link QueryReads}).
+     */
+    @Override
+    public Transaction beginTransaction(TransactionInfo info) {
+        return QueryReads.begin(this);
     }
 
     ControlPlane control() {
@@ -291,7 +303,8 @@ public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces
 
     private Table load(Identifier ident, ObjectNode args) throws NoSuchTableException {
         try {
-            return new LakehouseTable(this, control.call("load_table", args), null);
+            boolean timeTravel = args.has("version") || args.has("timestamp_ms");
+            return new LakehouseTable(this, control.call("load_table", args), null, timeTravel);
         } catch (RuntimeException e) {
             if (is(e, "no_such_table") || is(e, "no_such_namespace")) {
                 throw new NoSuchTableException(ident);

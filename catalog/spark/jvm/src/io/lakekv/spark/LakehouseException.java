@@ -1,5 +1,10 @@
 package io.lakekv.spark;
 
+import org.apache.spark.QueryContext;
+import org.apache.spark.api.python.PythonException;
+import scala.Option;
+import scala.collection.immutable.Map$;
+
 /**
  * A refusal from the lakehouse catalog (a conflict, a lock, a missing object...).
  *
@@ -8,11 +13,17 @@ package io.lakekv.spark;
  * catalog's class name is in Spark's error and {@code catalog.spark.catalog_errors()}
  * rebuilds it in PySpark.
  */
-public class LakehouseException extends RuntimeException implements CatalogFailure {
+public class LakehouseException extends PythonException implements CatalogFailure {
     private final String kind;
 
+    /**
+     * A {@link PythonException}, as it was raised by the catalog's Python
+     * control plane: PySpark raises it as its own {@code PythonException}
+     * (a {@code PySparkException}) wherever Spark lets it through, such as a
+     * write's commit, instead of an unconverted py4j error.
+     */
     LakehouseException(String kind, String message) {
-        super(message);
+        super(message, null, Option.empty(), Map$.MODULE$.empty(), new QueryContext[0]);
         this.kind = kind;
     }
 

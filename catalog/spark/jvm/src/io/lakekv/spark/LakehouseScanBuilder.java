@@ -78,6 +78,7 @@ final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters
         ArrayNode filters = Filters.encode(pushed);
         args.set("filters", filters);
         JsonNode plan = table.catalog.control().call("plan_scan", args);
+        QueryReads.record(table, filters);
         if (rewrite != null) {
             rewrite.scanned(plan, filters);  // refuses files without field ids: no Python scan for a rewrite
         } else if (!plan.path("parquet_field_ids").asBoolean(false)) {

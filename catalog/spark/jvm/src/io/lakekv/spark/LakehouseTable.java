@@ -35,7 +35,7 @@ import java.util.Set;
  * version it was analysed at, as Iceberg's do); every new query loads the
  * table again and sees the latest commit. Reads go through Spark's own Parquet
  * reader when the JVM can open the storage ({@code data_root}), through the
- * Python source otherwise; INSERT and overwrites go through the Python source.
+ * Python source otherwise; writes likewise ({@link TableWriteBuilder}).
  *
  * <p>{@code DELETE FROM t WHERE ...} is one catalog commit made by the
  * control plane (copy-on-write: files the condition covers by their
@@ -62,8 +62,14 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, Sup
     final String dataPath;
     /** The durable transaction a staged table lives in (CREATE TABLE AS SELECT), or null. */
     final String txn;
+    /** Loaded with VERSION / TIMESTAMP AS OF: an immutable version, whose reads never conflict. */
+    final boolean timeTravel;
 
     LakehouseTable(LakehouseCatalog catalog, JsonNode info, String txn) {
+        this(catalog, info, txn, false);
+    }
+
+    LakehouseTable(LakehouseCatalog catalog, JsonNode info, String txn, boolean timeTravel) {
         this.catalog = catalog;
         this.nameParts = ControlPlane.JSON.convertValue(info.get("name"),
                 ControlPlane.JSON.getTypeFactory().constructCollectionType(List.class, String.class));
@@ -79,6 +85,7 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, Sup
         JsonNode path = info.get("data_path");
         this.dataPath = path == null || path.isNull() ? null : path.asText();
         this.txn = txn;
+        this.timeTravel = timeTravel;
     }
 
     @Override
@@ -114,6 +121,7 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, Sup
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
         Options.refuseAll(options, "read");
         if (dataRoot == null) {
+            QueryReads.record(this, ControlPlane.JSON.createArrayNode());  // every row of this version: no filter known here
             CaseInsensitiveStringMap pythonOptions = catalog.pythonSource().readOptions(this);
             return ((SupportsRead) catalog.pythonSource().table(this, pythonOptions)).newScanBuilder(pythonOptions);
         }
@@ -123,7 +131,7 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, Sup
     @Override
     public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
         Options.refuseAll(info.options(), "write");
-        return catalog.pythonSource().newWriteBuilder(this, info);
+        return new TableWriteBuilder(this, info);
     }
 
     /** A control-plane request about this table: its name and id (a replaced table is refused). */
@@ -137,12 +145,21 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, Sup
 
     @Override
     public boolean canDeleteWhere(Filter[] filters) {
+        return txn == null && hasExactForm(filters);
+    }
+
+    /** Whether the control plane translates this condition exactly (see catalog/spark/conditions.py). */
+    boolean hasExactForm(Filter[] filters) {
         ArrayNode conditions = Filters.encodeConditions(filters);
-        if (txn != null || conditions == null) {
+        if (conditions == null) {
             return false;
         }
         ObjectNode args = requestArgs();
-        args.put("version", version);
+        if (txn != null) {
+            args.put("txn", txn);
+        } else {
+            args.put("version", version);
+        }
         args.set("filters", conditions);
         return catalog.control().call("can_delete_where", args).asBoolean(false);
     }

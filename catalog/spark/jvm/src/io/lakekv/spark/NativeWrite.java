@@ -28,6 +28,8 @@ import org.apache.spark.sql.execution.datasources.OutputWriter;
 import org.apache.spark.sql.execution.datasources.OutputWriterFactory;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.MetadataBuilder;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.util.SerializableConfiguration;
 import scala.jdk.javaapi.CollectionConverters;
@@ -78,8 +80,19 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
 
     NativeWrite(LakehouseTable table, StructType schema, Function<List<WrittenFile>, ObjectNode> commitRequest) {
         this.table = table;
-        this.schema = schema;
+        this.schema = withFieldIds(schema, table.schema);
         this.commitRequest = commitRequest;
+    }
+
+    /** The rows' schema with each column's field id taken from the table's column of that name. */
+    private static StructType withFieldIds(StructType rows, StructType tableSchema) {
+        StructField[] fields = rows.fields().clone();
+        for (int i = 0; i < fields.length; i++) {
+            StructField column = tableSchema.apply(fields[i].name());
+            fields[i] = new StructField(fields[i].name(), fields[i].dataType(), fields[i].nullable(),
+                    new MetadataBuilder().withMetadata(fields[i].metadata()).withMetadata(column.metadata()).build());
+        }
+        return new StructType(fields);
     }
 
     /** Spark's writer writes through Hadoop: storage the JVM cannot open takes no such write. */

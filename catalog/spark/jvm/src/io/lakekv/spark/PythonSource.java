@@ -1,21 +1,17 @@
 package io.lakekv.spark;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.node.ArrayNode;
 import org.apache.spark.api.python.PythonUtils$;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.write.LogicalWriteInfo;
-import org.apache.spark.sql.connector.write.SupportsDynamicOverwrite;
-import org.apache.spark.sql.connector.write.SupportsOverwrite;
 import org.apache.spark.sql.connector.write.SupportsTruncate;
 import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.execution.datasources.DataSourceManager;
 import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2;
 import org.apache.spark.sql.execution.datasources.v2.python.UserDefinedPythonDataSource;
-import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
@@ -91,88 +87,19 @@ final class PythonSource {
         return provider.getTable(table.schema, new Transform[0], options);
     }
 
-    WriteBuilder newWriteBuilder(LakehouseTable table, LogicalWriteInfo info) {
-        return new TableWriteBuilder(table, info);
-    }
-
     /**
-     * Builds the Python source's write once Spark has said what it replaces.
-     *
-     * <p>Every overwrite carries the version the statement loaded the table at
-     * as the source's {@code readVersion}: a commit since then that may hold
-     * replaced rows (say, another process's append) makes it a
-     * {@code RetryableConflictError} instead of being silently replaced. A
-     * staged table (CTAS, REPLACE) lives in its own transaction and needs no
-     * such check. What is replaced:
-     * <ul>
-     * <li>{@code truncate()} ({@code INSERT OVERWRITE}, static mode): every row;
-     * <li>{@code overwrite(filters)} ({@code INSERT OVERWRITE ... PARTITION (c = v)},
-     *     {@code writeTo(...).overwrite(condition)}): the rows matching the
-     *     condition, which must have an exact form (as for DELETE);
-     * <li>{@code overwriteDynamicPartitions()} ({@code overwritePartitions()},
-     *     dynamic mode): the partitions the written rows fall in.
-     * </ul>
+     * The Python source's write into {@code table}: {@code writeOptions} say
+     * what an overwrite replaces (see {@link TableWriteBuilder}).
      */
-    private final class TableWriteBuilder implements SupportsOverwrite, SupportsDynamicOverwrite {
-        private final LakehouseTable table;
-        private final LogicalWriteInfo info;
-        private boolean overwrite;
-        private ArrayNode condition;
-        private boolean dynamic;
-
-        TableWriteBuilder(LakehouseTable table, LogicalWriteInfo info) {
-            this.table = table;
-            this.info = info;
+    Write write(LakehouseTable table, LogicalWriteInfo info, Map<String, String> writeOptions, boolean overwrite) {
+        Map<String, String> options = options(table);
+        options.putAll(writeOptions);
+        WriteBuilder python = ((org.apache.spark.sql.connector.catalog.SupportsWrite) table(table, Map.of()))
+                .newWriteBuilder(new WriteInfo(info, new CaseInsensitiveStringMap(options)));
+        if (overwrite) {
+            python = ((SupportsTruncate) python).truncate();
         }
-
-        @Override
-        public WriteBuilder truncate() {
-            overwrite = true;
-            return this;
-        }
-
-        @Override
-        public boolean canOverwrite(Filter[] filters) {
-            return Filters.encodeConditions(filters) != null;
-        }
-
-        @Override
-        public WriteBuilder overwrite(Filter[] filters) {
-            condition = Filters.encodeConditions(filters);
-            if (condition == null) {
-                throw new LakehouseException.InvalidArgument("invalid_argument", "overwrite of " + table.name()
-                        + ": the condition has no exact form for the lakehouse catalog; nothing was written");
-            }
-            overwrite = true;
-            return this;
-        }
-
-        @Override
-        public WriteBuilder overwriteDynamicPartitions() {
-            overwrite = true;
-            dynamic = true;
-            return this;
-        }
-
-        @Override
-        public Write build() {
-            Map<String, String> options = options(table);
-            if (overwrite && table.txn == null) {
-                options.put("readVersion", Long.toString(table.version));
-            }
-            if (condition != null) {
-                options.put("overwriteCondition", condition.toString());
-            }
-            if (dynamic) {
-                options.put("dynamicOverwrite", "true");
-            }
-            WriteBuilder python = ((org.apache.spark.sql.connector.catalog.SupportsWrite) table(table, Map.of()))
-                    .newWriteBuilder(new WriteInfo(info, new CaseInsensitiveStringMap(options)));
-            if (overwrite) {
-                python = ((SupportsTruncate) python).truncate();
-            }
-            return python.build();
-        }
+        return python.build();
     }
 
     /** Spark's write info with the table's options in place of the (empty) statement options. */

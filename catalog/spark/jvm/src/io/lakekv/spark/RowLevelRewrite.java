@@ -29,6 +29,8 @@ import java.util.List;
 final class RowLevelRewrite implements RowLevelOperation {
     private final LakehouseTable table;
     private final Command command;
+    /** What the statement read (the target's scan, a MERGE source in this catalog), or null. */
+    private final QueryReads reads;
     /** What the scan read: set when Spark builds it, before it builds the write. */
     private JsonNode plan;
     private ArrayNode planFilters;
@@ -36,6 +38,7 @@ final class RowLevelRewrite implements RowLevelOperation {
     RowLevelRewrite(LakehouseTable table, Command command) {
         this.table = table;
         this.command = command;
+        this.reads = QueryReads.active(table.catalog);
     }
 
     @Override
@@ -82,6 +85,9 @@ final class RowLevelRewrite implements RowLevelOperation {
         ObjectNode args = table.requestArgs();
         ArrayNode files = args.putArray("files");
         written.forEach(f -> files.addObject().put("path", f.path()).put("crc32c", f.crc32c()));
+        if (reads != null) {
+            args.set("reads", reads.json());
+        }
         ObjectNode replace = args.putObject("replace");
         replace.put("version", table.version);
         ArrayNode removed = replace.putArray("removed");

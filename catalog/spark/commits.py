@@ -1,0 +1,122 @@
+"""How a Spark write commits its files: what an overwrite replaces, and what the query read.
+
+Shared by the two writers of a Spark job, which commit the same way: the
+Python source (catalog.spark.source, any storage) and Spark's own Parquet
+writer, whose files the control plane commits (catalog.spark.control).
+
+A write query that read lakehouse tables (``INSERT INTO t2 SELECT ... FROM
+t1``, ``MERGE ... USING t1``) is serializable: the plugin records each scan
+(table, id, version, pushed filters; see ``QueryReads.java``) and the commit
+runs in one lakehouse transaction that first checks them
+(:func:`reads_checked`). If a table read has, since the version read, gained
+or lost a data file that may hold rows the scan selected, the write raises
+``RetryableConflictError`` and nothing is committed; the transaction's own
+reads of those tables make a commit racing the check conflict too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import catalog
+from catalog.datafiles import DataFile, decode_values
+from catalog.errors import RetryableConflictError
+from catalog.ops import prune
+from catalog.schema import field_id
+from catalog.spark.conditions import exact_condition, spark_filters
+from catalog.spark.filters import pruning_expression
+
+
+def replaced_rows(table: catalog.Table, files: list[DataFile], condition: object, dynamic: bool) -> pc.Expression | None:
+    """What an overwrite writing ``files`` replaces: the condition's rows, the written partitions', or every row (None).
+
+    ``condition`` is the JSON condition of ``overwrite(condition)`` (or None);
+    ``dynamic`` a dynamic partition overwrite (all of an unpartitioned table).
+    """
+    if condition is not None:
+        return exact_condition(condition, table.schema)
+    if dynamic and table.partition_by:
+        return written_partitions(files, table.schema, list(table.partition_by))
+    return None
+
+
+def written_partitions(files: list[DataFile], schema: pa.Schema, partition_by: list[str]) -> pc.Expression:
+    """The rows of the partitions ``files`` belong to: an OR over their distinct partition tuples."""
+    ids = {name: str(field_id(schema.field(name))) for name in partition_by}
+    tuples = {tuple(f.partition.get(ids[name]) for name in partition_by) for f in files}
+    result: pc.Expression | None = None
+    for values in sorted(tuples, key=repr):
+        clause: pc.Expression | None = None
+        for name, encoded in zip(partition_by, values):
+            value = decode_values([encoded], schema.field(name).type)[0]
+            term = pc.field(name) == value if value.is_valid else pc.field(name).is_null()
+            clause = term if clause is None else clause & term
+        assert clause is not None  # partition_by is not empty
+        result = clause if result is None else result | clause
+    assert result is not None  # files is not empty
+    return result
+
+
+def files_read_at(lake: catalog.Lakehouse, name: str, table_id: str, version: int) -> list[DataFile]:
+    """The table's live files at ``version``: what a write that read the table there read.
+
+    Raises ``ValueError`` if ``name`` was not this table (``table_id``) then.
+    """
+    with lake.at(version=version) as past:
+        if not past.table_exists(name) or past.load_table(name).id != table_id:
+            raise ValueError(
+                f"table {name!r} did not exist as this table at lakehouse version {version}, so its data "
+                "cannot have been read there; nothing was committed"
+            )
+        return past.load_table(name).files()
+
+
+@contextmanager
+def reads_checked(lake: catalog.Lakehouse, reads: object, ours: str, target: str) -> Iterator[Any]:
+    """The session a write into ``target`` commits in: the lakehouse, or, when the query read
+    lakehouse tables (``reads``, as the plugin sends them), one transaction that checks them first.
+    """
+    lake.refresh()
+    if not reads:
+        yield lake
+        return
+    if not isinstance(reads, list):
+        raise ValueError("reads must be a list of {'name', 'id', 'version', 'filters'}")
+    with lake.transaction() as tx:
+        for read in reads:
+            check_read(tx, lake, read, ours, target)
+        yield tx
+
+
+def check_read(tx: Any, lake: catalog.Lakehouse, read: object, ours: str, target: str) -> None:
+    """Raise ``RetryableConflictError`` unless the rows one scan selected are as they were when it read them."""
+    if not isinstance(read, Mapping) or not isinstance(read.get("version"), int) or not isinstance(read.get("name"), list):
+        raise ValueError(f"a read must be {{'name': [...], 'id': str, 'version': int, 'filters': [...]}}, not {read!r}")
+    name, version = ".".join(read["name"]), read["version"]
+    if not tx.table_exists(name) or tx.load_table(name).id != read.get("id"):
+        raise RetryableConflictError(
+            f"the query writing {target!r} read table {name!r} at lakehouse version {version}, and that table "
+            "was dropped or replaced since; nothing was committed: run the query again",
+            ours=ours,
+            object=name,
+        )
+    now = tx.load_table(name)
+    before = files_read_at(lake, name, now.id, version)
+    live = now.files()  # read inside the transaction: a commit racing this check conflicts with it
+    before_ids, live_ids = {f.id for f in before}, {f.id for f in live}
+    changed = [f for f in live if f.id not in before_ids] + [f for f in before if f.id not in live_ids]
+    scope = pruning_expression(spark_filters(read.get("filters") or []), now.schema)
+    relevant = prune(changed, now.schema, scope)
+    if relevant:
+        raise RetryableConflictError(
+            f"the query writing {target!r} read table {name!r} at lakehouse version {version}; since then "
+            f"{len(relevant)} data file(s) that may hold rows it selected were committed or removed, so what it "
+            "wrote may depend on rows it never saw; nothing was committed: run the query again",
+            ours=ours,
+            object=name,
+        )
