@@ -150,6 +150,27 @@ def test_ctas_and_replace_are_atomic(spark: SparkSession, ns: str) -> None:
     assert rows(spark, f"SELECT id FROM {ns}.t ORDER BY id") == [(0,), (1,), (2,)]
 
 
+def test_an_insert_whose_task_fails_mid_write_changes_nothing_and_leaves_no_file(spark: SparkSession, ns: str) -> None:
+    from tests.spark.lake_history import commits_after
+
+    spark.sql(f"CREATE TABLE {ns}.t (id BIGINT, x INT)")
+    spark.sql(f"INSERT INTO {ns}.t VALUES (1, 1), (2, 2)")
+    with catalog.open(lake_url_of(spark)) as lake:
+        version = lake.version
+        stored_before = {m.path for m in lake.objects.list("data/")}
+    # Four tasks: three finish (their files are written), the last raises on its last row.
+    with pytest.raises(PySparkException, match="boom"):
+        spark.sql(f"INSERT INTO {ns}.t SELECT id, CAST(IF(id = 399, raise_error('boom'), 1) AS INT) FROM range(0, 400, 1, 4)")
+    assert rows(spark, f"SELECT id, x FROM {ns}.t ORDER BY id") == [(1, 1), (2, 2)]
+    with catalog.open(lake_url_of(spark)) as lake:
+        assert commits_after(lake, version) == []
+        referenced = {f.path for f in lake.load_table(f"{short(ns)}.t").files()}
+        leftovers = {m.path for m in lake.objects.list("data/")} - stored_before
+        assert not leftovers & referenced
+        lake.gc(grace_s=0)
+        assert not leftovers & {m.path for m in lake.objects.list("data/")}
+
+
 def test_alter_table_columns_read_right_by_field_id(spark: SparkSession, ns: str) -> None:
     spark.sql(f"CREATE TABLE {ns}.t (id BIGINT, name STRING, score INT)")
     spark.sql(f"INSERT INTO {ns}.t VALUES (1, 'a', 10)")
