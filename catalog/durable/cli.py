@@ -1,4 +1,9 @@
-"""``lakekv lake URL txs | locks NODE | abort TXID``: inspect and abort durable transactions.
+"""``lakekv lake URL begin | commit TXID | abort TXID | txs | locks NODE``: durable transactions from a shell.
+
+``begin`` prints the new transaction's id, for a Spark session to join with
+``SET spark.sql.catalog.<name>.transaction=<id>`` (or for the Python API's
+``lake.attach(id)``); ``commit`` makes everything staged in it visible as one
+lakehouse version and prints that version.
 
 Registered into ``lakekv lake URL`` by :func:`add_durable_actions`, which
 :mod:`catalog.cli` calls.
@@ -9,6 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import catalog
 import kvstore
 from catalog.durable.manager import TransactionManager
 from catalog.durable.records import ACTIVE
@@ -18,7 +24,18 @@ _OPTIONS: dict[str, Any] = {"poll_interval_s": 0, "background_maintenance": Fals
 
 
 def add_durable_actions(actions: Any) -> None:
-    """Add ``txs``, ``locks NODE`` and ``abort TXID`` to the ``lakekv lake URL`` actions (see catalog.cli)."""
+    """Add ``begin``, ``commit TXID``, ``abort TXID``, ``txs`` and ``locks NODE`` to the ``lakekv lake URL`` actions (see catalog.cli)."""
+    begin = actions.add_parser("begin", help="begin a durable transaction and print its id")
+    begin.add_argument("--title", default=None, help="shown by txs")
+    begin.add_argument(
+        "--timeout", type=float, default=None, metavar="S",
+        help="seconds it lives without being used or pinged (default: the store's, 60 s; capped by the store's maximum)",
+    )
+    begin.add_argument("--parent", default=None, metavar="TXID", help="begin it inside TXID (it commits into TXID)")
+    begin.set_defaults(handler=_cmd_begin)
+    commit = actions.add_parser("commit", help="commit transaction TXID; print the lakehouse version it made")
+    commit.add_argument("txid", metavar="TXID")
+    commit.set_defaults(handler=_cmd_commit)
     txs = actions.add_parser("txs", help="list transactions: id, state, title, age, deadline, locks")
     txs.add_argument("--all", action="store_true", help="include committed, aborted and expired ones")
     txs.set_defaults(handler=_cmd_txs)
@@ -32,6 +49,21 @@ def add_durable_actions(actions: Any) -> None:
 
 def _open(url: str) -> kvstore.Store:
     return kvstore.open(url, create=False, **_OPTIONS)
+
+
+def _cmd_begin(args: argparse.Namespace) -> int:
+    with _open(args.url) as store:
+        record = TransactionManager(store).begin(timeout=args.timeout, parent=args.parent, title=args.title)
+    print(record.id)
+    return 0
+
+
+def _cmd_commit(args: argparse.Namespace) -> int:
+    # The topmost commit applies the staged catalog operations: that takes the lakehouse, not just the store.
+    with catalog.open(args.url, create=False, **_OPTIONS) as lake:
+        version = lake.attach(args.txid).commit()
+    print(f"committed {args.txid} at lakehouse version {version}")
+    return 0
 
 
 def _cmd_txs(args: argparse.Namespace) -> int:

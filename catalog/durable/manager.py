@@ -29,7 +29,7 @@ from catalog.arguments import checked
 from catalog.durable import checks, keys, lifecycle, locks
 from catalog.durable.errors import LockConflictError, TransactionExpiredError
 from catalog.durable.records import ACQUIRED, ACTIVE, EXPIRED, PENDING, DurableConfig, LockRecord, TxnRecord
-from catalog.durable.work import Work, run, wall_clock_ms
+from catalog.durable.work import Work, run, run_versioned, wall_clock_ms
 
 _POLL_MIN_S = 0.005
 DEFAULT_POLL_MAX_S = 0.1
@@ -76,6 +76,10 @@ class TransactionManager:
     def run(self, operation: Callable[[Work], Any], keep_cleanup: bool = True) -> Any:
         """Run ``operation`` in one serializable lakekv transaction (see :func:`.work.run`)."""
         return run(self.store, operation, self.clock, keep_cleanup=keep_cleanup)
+
+    def run_versioned(self, operation: Callable[[Work], Any]) -> tuple[Any, int]:
+        """:meth:`run`, also returning the store version the commit made."""
+        return run_versioned(self.store, operation, self.clock)
 
     # -- configuration -------------------------------------------------------------
 
@@ -228,14 +232,18 @@ class DurableTransaction:
         self.manager.run(lambda work: lifecycle.ping(work, self.id, bool(ancestors)))
 
     @checked
-    def commit(self) -> None:
+    def commit(self) -> int | None:
         """Commit: into the parent (locks and staged operations move up) or, if topmost, into the store as one version.
+
+        Returns:
+            The store (lakehouse) version a topmost commit made; None for a commit into the parent.
 
         Raises:
             TransactionStateError: already committed or aborted, or a child is open.
             TransactionExpiredError: it or an ancestor expired.
         """
-        self.manager.run(lambda work: lifecycle.commit(work, self.id, self.manager.apply_ops))
+        record, version = self.manager.run_versioned(lambda work: lifecycle.commit(work, self.id, self.manager.apply_ops))
+        return None if record.parent is not None else int(version)
 
     @checked
     def abort(self) -> None:

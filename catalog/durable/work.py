@@ -117,6 +117,17 @@ def run(
 ) -> T:
     """Run ``operation`` in a fresh SERIALIZABLE lakekv transaction and commit, retrying on conflict.
 
+    See :func:`run_versioned`, which also returns the version committed.
+    """
+    return run_versioned(store, operation, clock, keep_cleanup=keep_cleanup)[0]
+
+
+def run_versioned(
+    store: kvstore.Store, operation: Callable[[Work], T], clock: Callable[[], int], *, keep_cleanup: bool = True
+) -> tuple[T, int]:
+    """Run ``operation`` in a fresh SERIALIZABLE lakekv transaction and commit, retrying on conflict;
+    return its result and the store version the commit made (the start seq if it wrote nothing).
+
     ``keep_cleanup=False`` is for operations that may raise after writing
     state of their own (several locks, then a staged operation): nothing of a
     failed attempt is committed then.
@@ -141,7 +152,7 @@ def run(
             txn.rollback()
             raise
         try:
-            txn.commit()
+            seq = txn.commit()
         except ConflictError:
             if attempt == MAX_ATTEMPTS - 1:
                 raise
@@ -150,7 +161,8 @@ def run(
             continue
         if deferred is not None:
             raise deferred
-        return result
+        # A group commit puts several commits (seqs) in one store version: the version is what readers see.
+        return result, txn.commit_version if txn.commit_version is not None else seq
     raise AssertionError("unreachable")  # the loop returns or raises
 
 

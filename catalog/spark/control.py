@@ -21,6 +21,12 @@ The same requests travel two ways:
 One long-lived :class:`ControlPlane` keeps one lakehouse handle open, so a
 table load costs a refresh and a read, not a Python start. Every read
 refreshes first: a query sees the latest committed version at its planning.
+
+A request with ``txn`` works inside that durable transaction (a staged
+CREATE TABLE AS SELECT, or the transaction a Spark session set with
+``spark.sql.catalog.<name>.transaction``): reads see what it staged, writes
+stage into it and become visible at its commit, and the request pings it.
+A request pinned to a version (time travel) reads that version instead.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import pickle
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import IO, Any, Final
 
 import pyarrow as pa
@@ -243,14 +249,21 @@ class ControlPlane:
 
     @contextmanager
     def _session(self, args: Mapping[str, Any]) -> Iterator[Any]:
-        """The lakehouse at ``args["version"]`` (pinned), at ``timestamp_ms``, or latest; inside ``txn`` if given."""
+        """The lakehouse at ``args["version"]`` (pinned), at ``timestamp_ms``, inside durable transaction ``txn``, or latest.
+
+        Each request naming a transaction pings it (and its ancestors): a
+        Spark session's transaction lives as long as the session keeps using
+        it, however long its statements take.
+        """
         txn = args.get("txn")
-        if txn is not None:
+        version, timestamp_ms = args.get("version"), args.get("timestamp_ms")
+        if txn is not None and version is None and timestamp_ms is None:
             if not isinstance(txn, str):
                 raise ProtocolError("argument 'txn' must be a transaction id")
-            yield self._lake.attach(txn)
+            transaction = self._lake.attach(txn)
+            transaction.ping(ancestors=True)
+            yield transaction
             return
-        version, timestamp_ms = args.get("version"), args.get("timestamp_ms")
         if version is not None:
             if not isinstance(version, int) or isinstance(version, bool):
                 raise ProtocolError("argument 'version' must be an int")
@@ -300,40 +313,42 @@ class ControlPlane:
 
     def op_list_namespaces(self, args: Mapping[str, Any]) -> list[list[str]]:
         parent = args.get("parent") or []
-        with self._session({}) as lake:
+        with self._session(args) as lake:
             names = lake.list_namespaces(".".join(_parts({"p": parent}, "p")) or None)
         return [name.split(".") for name in names]
 
     def op_load_namespace(self, args: Mapping[str, Any]) -> dict[str, str]:
-        with self._session({}) as lake:
+        with self._session(args) as lake:
             return dict(lake.namespace_properties(_namespace(args)))
 
     def op_create_namespace(self, args: Mapping[str, Any]) -> None:
-        self._lake.create_namespace(_namespace(args), _dict_of_str(args, "properties") or None)
+        with self._session(args) as session:
+            session.create_namespace(_namespace(args), _dict_of_str(args, "properties") or None)
 
     def op_alter_namespace(self, args: Mapping[str, Any]) -> None:
         removals = args.get("remove") or []
         if not isinstance(removals, list) or not all(isinstance(k, str) for k in removals):
             raise ProtocolError("argument 'remove' must be a list of property names")
-        self._lake.update_namespace_properties(_namespace(args), _dict_of_str(args, "set") or None, removals or None)
+        with self._session(args) as session:
+            session.update_namespace_properties(_namespace(args), _dict_of_str(args, "set") or None, removals or None)
 
     def op_drop_namespace(self, args: Mapping[str, Any]) -> bool:
         namespace = _namespace(args)
-        with self._session({}) as lake:
-            if not lake.namespace_exists(namespace):
+        with self._session(args) as session:
+            if not session.namespace_exists(namespace):
                 return False
             if args.get("cascade"):
-                for view in lake.list_views(namespace):
-                    lake.drop_view(view)
-                for table in lake.list_tables(namespace):
-                    lake.drop_table(table)
-                for child in lake.list_namespaces(namespace):
-                    self.op_drop_namespace({"namespace": child.split("."), "cascade": True})
-        self._lake.drop_namespace(namespace)
+                for view in session.list_views(namespace):
+                    session.drop_view(view)
+                for table in session.list_tables(namespace):
+                    session.drop_table(table)
+                for child in session.list_namespaces(namespace):
+                    self.op_drop_namespace({**args, "namespace": child.split("."), "cascade": True})
+            session.drop_namespace(namespace)
         return True
 
     def op_list_tables(self, args: Mapping[str, Any]) -> list[list[str]]:
-        with self._session({}) as lake:
+        with self._session(args) as lake:
             return [name.split(".") for name in lake.list_tables(_namespace(args))]
 
     def op_load_table(self, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -353,7 +368,7 @@ class ControlPlane:
         schema = arrow_schema(args.get("schema"))
         partitioning = _parts(args, "partitioning") if args.get("partitioning") else []
         properties = self._table_properties(_dict_of_str(args, "properties"))
-        with self._session({"txn": args.get("txn")} if args.get("txn") else {}) as session:
+        with self._session(args) as session:
             if args.get("replace") and session.table_exists(name):
                 session.drop_table(name)
             table = session.create_table(name, schema, partition_by=partitioning or None, properties=properties or None)
@@ -385,8 +400,11 @@ class ControlPlane:
         changes = args.get("changes")
         if not isinstance(changes, list) or not changes:
             raise ProtocolError("argument 'changes' must be a non-empty list")
-        self._lake.refresh()
-        table = self._lake.load_table(name)
+        with self._session(args) as session:
+            return self._alter_table(session, name, changes)
+
+    def _alter_table(self, session: Any, name: str, changes: list[Any]) -> dict[str, Any]:
+        table = session.load_table(name)
         schema_change = table.update_schema()
         schema_steps = 0
         updates: dict[str, str] = {}
@@ -440,8 +458,9 @@ class ControlPlane:
         if schema_steps:
             schema_change.commit()
         if updates or removals:
-            self._lake.load_table(name).update_properties(updates or None, removals or None)
-        return self.op_load_table({"name": args["name"]})
+            session.load_table(name).update_properties(updates or None, removals or None)
+        table = session.load_table(name)
+        return self._describe(session, table, -1 if session is not self._lake else self._lake.refresh())
 
     def op_can_delete_where(self, args: Mapping[str, Any]) -> bool:
         """Whether ``delete_where`` takes this condition (an exact form); if not, Spark rewrites the files itself."""
@@ -457,20 +476,20 @@ class ControlPlane:
     def op_delete_where(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """``DELETE FROM t WHERE ...``: one catalog commit; files the condition covers go unread."""
         name = _name(args)
-        self._lake.refresh()
-        table = self._lake.load_table(name)
-        if table.id != args.get("id"):
-            raise errors.NoSuchTableError(f"table {name!r} was dropped or replaced since the statement loaded it")
-        condition = exact_condition(args.get("filters"), table.schema)
-        version = table.delete(condition)
+        with self._session(args) as session:
+            table = session.load_table(name)
+            if table.id != args.get("id"):
+                raise errors.NoSuchTableError(f"table {name!r} was dropped or replaced since the statement loaded it")
+            condition = exact_condition(args.get("filters"), table.schema)
+            version = table.delete(condition)
         return {"version": version}
 
     def op_commit_written(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Commit Parquet files Spark's own writer put under the table's location, in one commit.
 
         ``files``: ``[{"path", "crc32c"}]``, store-relative; each entry is
-        built from the file's footer. Without more it is an append (inside
-        ``txn`` if given: a staged CREATE TABLE AS SELECT). Then one of:
+        built from the file's footer. Without more it is an append (staged in
+        durable transaction ``txn`` if given). Then one of:
 
         * ``overwrite``: ``{"read_version", "condition", "dynamic"}``, what
           INSERT OVERWRITE and ``writeTo`` replace, as for the Python writer
@@ -488,8 +507,9 @@ class ControlPlane:
         if isinstance(replace, Mapping) and replace.get("read") is False:
             replace = None  # Spark planned no scan of the table: the rewrite read and replaces nothing
         ours = "append" if overwrite is None and replace is None else "overwrite"
-        # A staged CREATE TABLE AS SELECT commits with its durable transaction; any other write
-        # commits with the check of what its query read (catalog.spark.commits.reads_checked).
+        # A write inside a durable transaction (a staged CREATE TABLE AS SELECT, or the session's
+        # transaction) is staged and commits with it; any other write commits with the check of
+        # what its query read (catalog.spark.commits.reads_checked).
         session_of = self._session({"txn": txn}) if txn is not None else reads_checked(self._lake, args.get("reads"), ours, name)
         with session_of as session:
             table = session.load_table(name)
@@ -499,7 +519,7 @@ class ControlPlane:
             if overwrite is not None:
                 version = self._overwrite_with(table, added, overwrite)
             elif replace is not None:
-                version = self._replace_with(table, added, replace)
+                version = self._replace_with(table, added, replace, staged=txn is not None)
             else:
                 version = table.commit_files(added, mode="append") if added else None
         if version is None and txn is None and session is not self._lake:
@@ -521,14 +541,27 @@ class ControlPlane:
         replaced = replaced_rows(table, added, overwrite.get("condition"), dynamic)
         return table.commit_files(added, mode="overwrite", filter=replaced, read_files=read_files)
 
-    def _replace_with(self, table: catalog.Table, added: list[DataFile], replace: object) -> int | None:
+    def _replace_with(self, table: catalog.Table, added: list[DataFile], replace: object, staged: bool) -> int | None:
         if not isinstance(replace, Mapping) or not isinstance(replace.get("version"), int):
             raise ProtocolError("argument 'replace' must be {'version': int, 'removed': [...], 'filters': [...]}")
         removed_paths = set(_list_arg(replace, "removed"))
-        read_files = files_read_at(self._lake, table.name, table.id, replace["version"])
-        removed = [f for f in read_files if f.path in removed_paths]
-        if len(removed) != len(removed_paths):
-            raise ProtocolError(f"table {table.name!r}: a removed path was not a data file at version {replace['version']}")
+        if staged:
+            # Read inside a durable transaction: its view has no lakehouse version. The files
+            # read must still be live in it; the staged op's conflict rules apply at its commit.
+            read_files = table.files()
+            removed = [f for f in read_files if f.path in removed_paths]
+            if len(removed) != len(removed_paths):
+                raise errors.RetryableConflictError(
+                    f"the rewrite of {table.name!r} read a data file that its transaction has removed since; "
+                    "nothing was staged: run the statement again",
+                    ours="overwrite",
+                    object=table.name,
+                )
+        else:
+            read_files = files_read_at(self._lake, table.name, table.id, replace["version"])
+            removed = [f for f in read_files if f.path in removed_paths]
+            if len(removed) != len(removed_paths):
+                raise ProtocolError(f"table {table.name!r}: a removed path was not a data file at version {replace['version']}")
         if not removed and not added:
             return None  # the rewrite read no file and wrote no row: nothing changed
         scope = pruning_expression(spark_filters(replace.get("filters") or []), table.schema)
@@ -545,12 +578,18 @@ class ControlPlane:
 
     def op_drop_table(self, args: Mapping[str, Any]) -> bool:
         name = _name(args)
-        self._lake.refresh()
-        if not self._lake.table_exists(name):
-            return False
-        table_id = self._lake.load_table(name).id
         purge = bool(args.get("purge"))
-        self._lake.drop_table(name, purge=purge)
+        if purge and args.get("txn") is not None:
+            raise ValueError(
+                f"DROP TABLE {name} PURGE inside durable transaction {args['txn']}: a purge deletes the data at "
+                "once, which the transaction could not undo; drop the table without PURGE (its files go at gc "
+                "after the transaction commits)"
+            )
+        with self._session(args) as session:
+            if not session.table_exists(name):
+                return False
+            table_id = session.load_table(name).id
+            session.drop_table(name, purge=purge)
         if purge:
             # Spark's purgeTable: the data is gone when the statement returns
             # (without PURGE the files stay for time travel until gc).
@@ -558,7 +597,8 @@ class ControlPlane:
         return True
 
     def op_rename_table(self, args: Mapping[str, Any]) -> None:
-        self._lake.rename_table(_name(args, "old"), _name(args, "new"))
+        with self._session(args) as session:
+            session.rename_table(_name(args, "old"), _name(args, "new"))
 
     def op_plan_scan(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """The data files a scan at ``version`` reads, pruned by the pushed ``filters``."""
@@ -580,15 +620,22 @@ class ControlPlane:
     # -- durable transactions: staged CREATE TABLE AS SELECT / REPLACE --
 
     def op_begin(self, args: Mapping[str, Any]) -> str:
-        txn = self._lake.begin(title=str(args.get("title") or "spark"))
+        """A new durable transaction (a child of ``parent``, if given: a staged CTAS inside a session's transaction)."""
+        parent = args.get("parent")
+        if parent is not None and not isinstance(parent, str):
+            raise ProtocolError("argument 'parent' must be a transaction id")
+        timeout = args.get("timeout_s")
+        if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)):
+            raise ProtocolError("argument 'timeout_s' must be a number of seconds")
+        txn = self._lake.begin(timeout=timeout, parent=parent, title=str(args.get("title") or "spark"))
         return str(txn.id)
 
     def op_commit(self, args: Mapping[str, Any]) -> int:
         txid = args.get("txn")
         if not isinstance(txid, str):
             raise ProtocolError("argument 'txn' must be a transaction id")
-        self._lake.attach(txid).commit()
-        return self._lake.refresh()
+        version = self._lake.attach(txid).commit()
+        return -1 if version is None else int(version)  # -1: committed into its parent transaction
 
     def op_abort(self, args: Mapping[str, Any]) -> None:
         txid = args.get("txn")
@@ -599,11 +646,11 @@ class ControlPlane:
     # -- views --
 
     def op_list_views(self, args: Mapping[str, Any]) -> list[list[str]]:
-        with self._session({}) as lake:
+        with self._session(args) as lake:
             return [name.split(".") for name in lake.list_views(_namespace(args))]
 
     def op_load_view(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        with self._session({}) as lake:
+        with self._session(args) as lake:
             view = lake.load_view(_name(args))
         spark = (view.metadata or {}).get("spark") or {}
         return {
@@ -632,28 +679,28 @@ class ControlPlane:
         }
         schema = arrow_schema(args.get("schema")) if args.get("schema") else None
         properties = _dict_of_str(args, "properties") or None
-        if args.get("replace"):
-            self._lake.refresh()
-            if self._lake.view_exists(name):
-                self._lake.replace_view(name, sql, properties=properties, schema=schema, metadata={"spark": spark})
+        with self._session(args) as session:
+            if args.get("replace") and session.view_exists(name):
+                session.replace_view(name, sql, properties=properties, schema=schema, metadata={"spark": spark})
                 return
-        self._lake.create_view(name, sql, properties=properties, schema=schema, metadata={"spark": spark})
+            session.create_view(name, sql, properties=properties, schema=schema, metadata={"spark": spark})
 
     def op_drop_view(self, args: Mapping[str, Any]) -> bool:
         name = _name(args)
-        self._lake.refresh()
-        if not self._lake.view_exists(name):
-            return False
-        self._lake.drop_view(name)
+        with self._session(args) as session:
+            if not session.view_exists(name):
+                return False
+            session.drop_view(name)
         return True
 
     def op_rename_view(self, args: Mapping[str, Any]) -> None:
         old, new = _name(args, "old"), _name(args, "new")
-        self._lake.refresh()
-        view = self._lake.load_view(old)
-        with self._lake.transaction() as tx:
-            tx.create_view(new, view.sql, dialect=view.dialect, properties=dict(view.properties) or None, schema=view.schema, metadata=view.metadata)
-            tx.drop_view(old)
+        with self._session(args) as session:
+            view = session.load_view(old)
+            # Both steps commit together: in one lakehouse transaction, or with the durable one.
+            with session.transaction() if session is self._lake else nullcontext(session) as tx:
+                tx.create_view(new, view.sql, dialect=view.dialect, properties=dict(view.properties) or None, schema=view.schema, metadata=view.metadata)
+                tx.drop_view(old)
 
     # -- the Python data source, for the JVM to register in its session --
 

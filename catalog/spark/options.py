@@ -20,9 +20,10 @@ option                  when   meaning
                                ``createIfMissing`` (``.partitionBy()`` itself
                                is refused by Spark for Python sources)
 ``targetFileBytes``     write  target size of the Parquet files tasks write
-``transaction``         write  id of a durable transaction (``lake.begin()``):
-                               stage the write in it; it becomes visible, with
-                               the transaction's other writes, at its commit
+``transaction``         both   id of a durable transaction (``lake.begin()``):
+                               a write is staged in it and becomes visible,
+                               with the transaction's other writes, at its
+                               commit; a read sees what it staged
 ``readVersion``         write  overwrite only: the lakehouse version its data
                                was read at (a read-modify-write); the commit
                                raises RetryableConflictError if the table got
@@ -199,7 +200,7 @@ def _version(raw: str | None, key: str) -> int | None:
     return version
 
 
-_COMMON: Final = frozenset({"lakehouse", "path", "table"})
+_COMMON: Final = frozenset({"lakehouse", "path", "table", "transaction"})
 # Arguments of catalog.open / open_store that are not store options: the
 # caller sets them, so a user's option of that name would collide with it.
 _NOT_STORE_OPTIONS: Final = frozenset({"url", "create", "background", "background_maintenance", "poll_interval_s"})
@@ -221,7 +222,7 @@ def store_options(options: Mapping[str, str], spelled: str) -> dict[str, Any]:
 STORAGE_PREFIX: Final = "storage."
 _READ: Final = frozenset({"versionasof", "timestampasof", "partitionbytes"})
 _WRITE: Final = frozenset(
-    {"createifmissing", "partitionby", "targetfilebytes", "transaction", "readversion", "overwritecondition", "dynamicoverwrite", "readset"}
+    {"createifmissing", "partitionby", "targetfilebytes", "readversion", "overwritecondition", "dynamicoverwrite", "readset"}
 )
 # Options other sources honour that would make a write here do something
 # else than the user asked (replace the whole table): named with the way out.
@@ -284,6 +285,9 @@ def parse_options(options: Mapping[str, str], purpose: str | None = None) -> Sou
     if version_raw is not None and timestamp_raw is not None:
         raise ValueError("options versionAsOf and timestampAsOf exclude each other")
     version = _version(version_raw, "versionAsOf")
+    transaction = (_get(options, "transaction") or "").strip() or None
+    if transaction is not None and (version_raw is not None or timestamp_raw is not None):
+        raise ValueError("option transaction reads what the transaction sees now; it excludes versionAsOf and timestampAsOf")
     return SourceOptions(
         lakehouse=lakehouse,
         table=table,
@@ -293,7 +297,7 @@ def parse_options(options: Mapping[str, str], purpose: str | None = None) -> Sou
         create_if_missing=_bool(options, "createIfMissing"),
         partition_by=_partition_by(options),
         target_file_bytes=_positive_int(options, "targetFileBytes", DEFAULT_TARGET_FILE_BYTES),
-        transaction=(_get(options, "transaction") or "").strip() or None,
+        transaction=transaction,
         read_version=_version(_get(options, "readVersion"), "readVersion"),
         overwrite_condition=_get(options, "overwriteCondition"),
         dynamic_overwrite=_bool(options, "dynamicOverwrite"),

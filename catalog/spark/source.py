@@ -76,9 +76,11 @@ def open_lakehouse(url: str, storage: dict[str, Any] | None = None) -> catalog.L
 
 @contextmanager
 def reading_session(options: SourceOptions) -> Iterator[Any]:
-    """The lakehouse, or the past version the options ask for, open for one planning step."""
+    """The lakehouse, the past version the options ask for, or the durable transaction's view, open for one planning step."""
     with open_lakehouse(options.lakehouse, options.storage_options) as lake:
-        if options.version_as_of is not None:
+        if options.transaction is not None:
+            yield lake.attach(options.transaction)
+        elif options.version_as_of is not None:
             with lake.at(version=options.version_as_of) as past:
                 yield past
         elif options.timestamp_as_of is not None:
@@ -375,7 +377,7 @@ class LakehouseDataSource(DataSource):
     def schema(self) -> StructType:
         options = parse_options(self.options, "read")
         with reading_session(options) as session:
-            if options.version_as_of is None and options.timestamp_as_of is None:
+            if options.version_as_of is None and options.timestamp_as_of is None and options.transaction is None:
                 # The DataFrame reads the version it was defined at, as a
                 # catalog DataFrame does. PySpark pickles this object after
                 # schema() and makes every reader from that copy, so the pin

@@ -1,4 +1,4 @@
-"""One Spark application (own JVM, local[1]) running SQL writes through the catalog plugin; for test_catalog_concurrency.
+"""One Spark application (own JVM, local[1]) running SQL writes through the catalog plugin; see catalog_apps.py.
 
 Usage: python catalog_writer_app.py URL NAME READY_FILE GO_FILE STATEMENT...
 

@@ -12,11 +12,6 @@ replaying that order gives.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,11 +19,8 @@ import pyarrow as pa
 import pytest
 
 import catalog
-from catalog.spark.local import prepare_environment
+from tests.spark.catalog_apps import run_writer_apps
 from tests.spark.lake_history import commits_after
-from tests.spark.test_spark_concurrency import QUICK_JVM
-
-APP = Path(__file__).with_name("catalog_writer_app.py")
 Rows = dict[int, tuple[int, str]]  # k -> (v, op)
 ROUNDS = 3
 MERGE_KEYS = (1, 4, 7)
@@ -90,7 +82,6 @@ def rows_at(lake: catalog.Lakehouse, version: int) -> Rows:
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # four JVM starts on a shared 2-core machine
 def test_concurrent_updates_merges_and_appends_serialize(tmp_path: Path) -> None:
-    prepare_environment()
     url = str(tmp_path / "lake")
     with catalog.open(url) as lake:
         lake.create_namespace("c")
@@ -98,34 +89,7 @@ def test_concurrent_updates_merges_and_appends_serialize(tmp_path: Path) -> None
         table.append(pa.table({"k": list(range(30)), "v": [0] * 30, "op": ["seed"] * 30}).cast(table.schema))
         start_version = lake.version
 
-    go = tmp_path / "go"
-    procs = {
-        name: subprocess.Popen(
-            [sys.executable, str(APP), url, name, str(tmp_path / f"ready-{name}"), str(go), *statements(name)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=dict(os.environ, PYSPARK_SUBMIT_ARGS=QUICK_JVM),
-        )
-        for name in MODELS
-    }
-    try:
-        deadline = time.monotonic() + 900
-        while not all((tmp_path / f"ready-{name}").exists() for name in MODELS):
-            assert all(p.poll() is None for p in procs.values()), "an application exited before it was ready"
-            assert time.monotonic() < deadline, "applications did not start in time"
-            time.sleep(0.2)
-        go.write_text("go")
-        results = {}
-        for name, proc in procs.items():
-            out, err = proc.communicate(timeout=1200)
-            assert proc.returncode == 0, f"{name} failed:\n{err[-3000:]}"
-            results[name] = json.loads(out.strip().splitlines()[-1])
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    results = run_writer_apps(tmp_path, url, {name: statements(name) for name in MODELS})
 
     with catalog.open(url) as lake:
         state = rows_at(lake, start_version)

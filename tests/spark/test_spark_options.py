@@ -26,15 +26,15 @@ def test_every_option_parses() -> None:
             "createIfMissing": "yes",
             "partitionBy": " day, region ,day",
             "targetFileBytes": "2048",
-            "transaction": " abc ",
             "readVersion": "5",
         }
     )
     assert options.table == "a.b.t" and options.version_as_of == 7
     assert options.partition_bytes == 1024 and options.target_file_bytes == 2048
     assert options.create_if_missing
-    assert options.partition_by == ("day", "region") and options.transaction == "abc"
+    assert options.partition_by == ("day", "region")
     assert options.read_version == 5
+    assert parse_options({"lakehouse": "/l", "table": "a.t", "transaction": " abc "}).transaction == "abc"
 
 
 @pytest.mark.parametrize(
@@ -50,6 +50,7 @@ def test_every_option_parses() -> None:
         ({"lakehouse": "/l", "path": "a.t", "readVersion": "v3"}, "readVersion"),
         ({"lakehouse": "/l", "path": "a.t", "readVersion": "-2"}, "readVersion"),
         ({"lakehouse": "/l", "path": "a.t", "storage.create": "true"}, "storage.create is not a store option"),
+        ({"lakehouse": "/l", "path": "a.t", "transaction": "t", "versionAsOf": "1"}, "transaction reads what the transaction sees now"),
     ],
 )
 def test_bad_options_name_the_option(options: dict[str, str], message: str) -> None:

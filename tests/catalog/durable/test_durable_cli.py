@@ -1,9 +1,12 @@
-"""``lakekv lake URL txs | locks NODE | abort TXID``."""
+"""``lakekv lake URL begin | commit TXID | abort TXID | txs | locks NODE``."""
 
 from __future__ import annotations
 
 import pytest
 
+import pyarrow as pa
+
+import catalog
 import kvstore
 from catalog.durable import TransactionManager
 from kvstore.cli import main
@@ -39,3 +42,32 @@ def test_bad_arguments(store_url: str, capsys: pytest.CaptureFixture[str]) -> No
     assert "32 lowercase hex" in capsys.readouterr().err
     assert main(["lake", store_url, "locks", "a/b"]) == 2
     assert "forbidden character" in capsys.readouterr().err
+
+
+def test_begin_and_commit_make_staged_writes_one_version(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    url = str(tmp_path) + "/lake"
+    with catalog.open(url) as lake:
+        lake.create_namespace("s")
+        lake.create_table("s.a", pa.schema([("id", pa.int64())]))
+    assert main(["lake", url, "begin", "--title", "nightly", "--timeout", "600"]) == 0
+    txid = capsys.readouterr().out.strip()
+    with catalog.open(url) as lake:
+        before = lake.version
+        tx = lake.attach(txid)
+        tx.load_table("s.a").append(pa.table({"id": [1, 2]}))
+        tx.create_table("s.b", pa.schema([("id", pa.int64())]))
+        assert lake.load_table("s.a").scan().to_arrow().num_rows == 0 and not lake.table_exists("s.b")
+    assert main(["lake", url, "commit", txid]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out.startswith(f"committed {txid} at lakehouse version ")
+    version = int(out.rsplit(" ", 1)[1])
+    with catalog.open(url) as lake:
+        # History, not lake.version: background flushes make versions with no catalog commit.
+        assert [h.version for h in lake.history(limit=None) if h.version > before] == [version]
+        assert lake.load_table("s.a").scan().to_arrow().num_rows == 2 and lake.table_exists("s.b")
+    assert main(["lake", url, "commit", txid]) == 2
+    assert "already committed" in capsys.readouterr().err
+    assert main(["lake", url, "begin", "--timeout", "-1"]) == 2
+    assert "timeout must be a positive number" in capsys.readouterr().err
+    assert main(["lake", url, "begin", "--parent", "nope"]) == 2
+    assert "32 lowercase hex" in capsys.readouterr().err

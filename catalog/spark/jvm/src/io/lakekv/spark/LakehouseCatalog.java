@@ -14,6 +14,7 @@ import org.apache.spark.sql.connector.catalog.CatalogV2Util;
 import org.apache.spark.sql.connector.catalog.Column;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.NamespaceChange;
+import org.apache.spark.sql.connector.catalog.ProcedureCatalog;
 import org.apache.spark.sql.connector.catalog.Relation;
 import org.apache.spark.sql.connector.catalog.RelationCatalog;
 import org.apache.spark.sql.connector.catalog.StagedTable;
@@ -26,8 +27,10 @@ import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableChange;
 import org.apache.spark.sql.connector.catalog.TableInfo;
 import org.apache.spark.sql.connector.catalog.View;
+import org.apache.spark.sql.connector.catalog.procedures.UnboundProcedure;
 import org.apache.spark.sql.connector.expressions.IdentityTransform;
 import org.apache.spark.sql.connector.expressions.Transform;
+import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
@@ -55,11 +58,18 @@ import java.util.TreeMap;
  *   <li>storage options {@code endpoint_url}, {@code key}, {@code secret}, {@code session_token},
  *       {@code region}, {@code fsync}, {@code commit_store}: passed to the store, on the driver and
  *       in the tasks of the Python data path, never printed.</li>
+ *   <li>{@code transaction}: a durable transaction id, read from the session's conf at
+ *       each statement ({@code SET} / {@code RESET} it at any time): every statement then
+ *       reads what the transaction staged and stages its writes into it, to become
+ *       visible at its commit ({@code CALL <catalog>.system.commit_transaction()},
+ *       {@link TransactionProcedures}).</li>
  * </ul>
  * Any other option is an error naming it.
  */
-public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces, RelationCatalog, TransactionalCatalogPlugin {
-    private static final Set<String> CATALOG_OPTIONS = Set.of("url", "uri", "token", "python");
+public class LakehouseCatalog
+        implements StagingTableCatalog, SupportsNamespaces, RelationCatalog, TransactionalCatalogPlugin, ProcedureCatalog {
+    /** {@code transaction} is read at each statement from the session's conf ({@link #sessionTransaction}). */
+    private static final Set<String> CATALOG_OPTIONS = Set.of("url", "uri", "token", "python", "transaction");
     /** Catalog option name -> lakekv store option name. */
     private static final Map<String, String> STORAGE_OPTIONS = Map.of(
             "endpoint_url", "endpoint_url",
@@ -136,6 +146,17 @@ public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces
         return QueryReads.begin(this);
     }
 
+    /** {@code CALL <catalog>.system.begin_transaction()} and its kin ({@link TransactionProcedures}). */
+    @Override
+    public UnboundProcedure loadProcedure(Identifier ident) {
+        return TransactionProcedures.load(this, ident);
+    }
+
+    @Override
+    public Identifier[] listProcedures(String[] namespace) {
+        return TransactionProcedures.list(namespace);
+    }
+
     ControlPlane control() {
         return control;
     }
@@ -157,14 +178,44 @@ public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces
         return array;
     }
 
-    private static ObjectNode nameArgs(Identifier ident) {
+    /**
+     * The durable transaction this Spark session works in
+     * ({@code SET spark.sql.catalog.<name>.transaction=<id>}), or null. Read
+     * at each request, so {@code SET} and {@code RESET} take effect at the next
+     * statement; a table keeps the transaction it was loaded in.
+     */
+    String sessionTransaction() {
+        String value = SQLConf.get().getConfString(transactionKey(), "").trim();
+        return value.isEmpty() ? null : value;
+    }
+
+    String transactionKey() {
+        return "spark.sql.catalog." + name + ".transaction";
+    }
+
+    /** Arguments of a request about the catalog's state: inside the session's transaction, if it has one. */
+    private ObjectNode args() {
         ObjectNode args = ControlPlane.args();
+        String txn = sessionTransaction();
+        if (txn != null) {
+            args.put("txn", txn);
+        }
+        return args;
+    }
+
+    private static String txnOf(ObjectNode args) {
+        JsonNode txn = args.get("txn");
+        return txn == null ? null : txn.asText();
+    }
+
+    private ObjectNode nameArgs(Identifier ident) {
+        ObjectNode args = args();
         parts(args, "name", ident.namespace(), ident.name());
         return args;
     }
 
-    private static ObjectNode namespaceArgs(String[] namespace) {
-        ObjectNode args = ControlPlane.args();
+    private ObjectNode namespaceArgs(String[] namespace) {
+        ObjectNode args = args();
         parts(args, "namespace", namespace, null);
         return args;
     }
@@ -202,12 +253,12 @@ public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces
 
     @Override
     public String[][] listNamespaces() {
-        return namespaces(control.call("list_namespaces", ControlPlane.args()));
+        return namespaces(control.call("list_namespaces", args()));
     }
 
     @Override
     public String[][] listNamespaces(String[] namespace) throws NoSuchNamespaceException {
-        ObjectNode args = ControlPlane.args();
+        ObjectNode args = args();
         parts(args, "parent", namespace, null);
         try {
             return namespaces(control.call("list_namespaces", args));
@@ -304,7 +355,10 @@ public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces
     private Table load(Identifier ident, ObjectNode args) throws NoSuchTableException {
         try {
             boolean timeTravel = args.has("version") || args.has("timestamp_ms");
-            return new LakehouseTable(this, control.call("load_table", args), null, timeTravel);
+            if (timeTravel) {
+                args.remove("txn");  // a past version is the same inside a transaction
+            }
+            return new LakehouseTable(this, control.call("load_table", args), txnOf(args), timeTravel);
         } catch (RuntimeException e) {
             if (is(e, "no_such_table") || is(e, "no_such_namespace")) {
                 throw new NoSuchTableException(ident);
@@ -348,8 +402,9 @@ public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces
             throw new NoSuchTableException(ident);
         }
         JsonNode relation;
+        ObjectNode args = nameArgs(ident);
         try {
-            relation = control.call("load_relation", nameArgs(ident));
+            relation = control.call("load_relation", args);
         } catch (RuntimeException e) {
             if (is(e, "no_such_table") || is(e, "no_such_view") || is(e, "no_such_namespace")) {
                 throw new NoSuchTableException(ident);
@@ -359,7 +414,7 @@ public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces
         if (relation.has("view")) {
             return view(relation.get("view"));
         }
-        return new LakehouseTable(this, relation.get("table"), null);
+        return new LakehouseTable(this, relation.get("table"), txnOf(args));
     }
 
     @Override
@@ -401,7 +456,7 @@ public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces
 
     private Table create(Identifier ident, ObjectNode args) throws TableAlreadyExistsException, NoSuchNamespaceException {
         try {
-            return new LakehouseTable(this, control.call("create_table", args), null);
+            return new LakehouseTable(this, control.call("create_table", args), txnOf(args));
         } catch (RuntimeException e) {
             if (is(e, "table_exists") || is(e, "view_exists")) {
                 throw new TableAlreadyExistsException(ident);
@@ -442,7 +497,7 @@ public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces
             list.add(TableChanges.encode(change));
         }
         try {
-            return new LakehouseTable(this, control.call("alter_table", args), null);
+            return new LakehouseTable(this, control.call("alter_table", args), txnOf(args));
         } catch (RuntimeException e) {
             if (is(e, "no_such_table")) {
                 throw new NoSuchTableException(ident);
@@ -466,7 +521,7 @@ public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces
 
     @Override
     public void renameTable(Identifier from, Identifier to) throws NoSuchTableException, TableAlreadyExistsException {
-        ObjectNode args = ControlPlane.args();
+        ObjectNode args = args();
         parts(args, "old", from.namespace(), from.name());
         parts(args, "new", to.namespace(), to.name());
         try {
@@ -488,6 +543,10 @@ public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces
             throws TableAlreadyExistsException, NoSuchNamespaceException, NoSuchTableException {
         ObjectNode begin = ControlPlane.args();
         begin.put("title", "spark: create " + String.join(".", ident.namespace()) + "." + ident.name());
+        String parent = txnOf(args);
+        if (parent != null) {
+            begin.put("parent", parent);  // the statement commits into the session's transaction
+        }
         String txn = control.call("begin", begin).asText();
         try {
             if (mustExist) {
@@ -696,7 +755,7 @@ public class LakehouseCatalog implements StagingTableCatalog, SupportsNamespaces
 
     @Override
     public void renameView(Identifier from, Identifier to) throws NoSuchViewException, ViewAlreadyExistsException {
-        ObjectNode args = ControlPlane.args();
+        ObjectNode args = args();
         parts(args, "old", from.namespace(), from.name());
         parts(args, "new", to.namespace(), to.name());
         try {

@@ -73,8 +73,7 @@ final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters
 
     @Override
     public Scan build() {
-        ObjectNode args = table.requestArgs();
-        args.put("version", table.version);
+        ObjectNode args = table.versionArgs();
         ArrayNode filters = Filters.encode(pushed);
         args.set("filters", filters);
         JsonNode plan = table.catalog.control().call("plan_scan", args);

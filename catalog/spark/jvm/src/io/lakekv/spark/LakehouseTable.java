@@ -60,7 +60,12 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, Sup
     final String dataRoot;
     /** Store-relative directory of the table's data files (where Spark's writer puts new ones). */
     final String dataPath;
-    /** The durable transaction a staged table lives in (CREATE TABLE AS SELECT), or null. */
+    /**
+     * The durable transaction the table was loaded in, or null: a staged table's
+     * (CREATE TABLE AS SELECT) or the session's ({@code spark.sql.catalog.<name>.transaction}).
+     * Its reads see what the transaction staged, its writes stage into it, and
+     * its {@link #version} is -1 (a transaction's view is no lakehouse version).
+     */
     final String txn;
     /** Loaded with VERSION / TIMESTAMP AS OF: an immutable version, whose reads never conflict. */
     final boolean timeTravel;
@@ -134,18 +139,30 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, Sup
         return new TableWriteBuilder(this, info);
     }
 
-    /** A control-plane request about this table: its name and id (a replaced table is refused). */
+    /** A control-plane request about this table: its name and id (a replaced table is refused), and its transaction. */
     ObjectNode requestArgs() {
         ObjectNode args = ControlPlane.args();
         ArrayNode parts = args.putArray("name");
         nameParts.forEach(parts::add);
         args.put("id", id);
+        if (txn != null) {
+            args.put("txn", txn);
+        }
+        return args;
+    }
+
+    /** {@link #requestArgs} pinned to the version the table was loaded at (none inside a transaction). */
+    ObjectNode versionArgs() {
+        ObjectNode args = requestArgs();
+        if (txn == null) {
+            args.put("version", version);
+        }
         return args;
     }
 
     @Override
     public boolean canDeleteWhere(Filter[] filters) {
-        return txn == null && hasExactForm(filters);
+        return hasExactForm(filters);
     }
 
     /** Whether the control plane translates this condition exactly (see catalog/spark/conditions.py). */
@@ -154,12 +171,7 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, Sup
         if (conditions == null) {
             return false;
         }
-        ObjectNode args = requestArgs();
-        if (txn != null) {
-            args.put("txn", txn);
-        } else {
-            args.put("version", version);
-        }
+        ObjectNode args = versionArgs();
         args.set("filters", conditions);
         return catalog.control().call("can_delete_where", args).asBoolean(false);
     }
@@ -167,7 +179,7 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, Sup
     @Override
     public void deleteWhere(Filter[] filters) {
         ArrayNode conditions = Filters.encodeConditions(filters);
-        if (conditions == null || txn != null) {
+        if (conditions == null) {
             throw new LakehouseException.InvalidArgument("invalid_argument",
                     "DELETE FROM " + name() + ": the condition has no exact form for the lakehouse catalog; nothing was deleted");
         }

@@ -102,10 +102,6 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
                     + ": this lakehouse's storage (or a column type) is not one Spark's Parquet writer can write"
                     + " here; only file: lakehouses take UPDATE and MERGE. Nothing was changed");
         }
-        if (table.txn != null) {
-            throw new LakehouseException.InvalidArgument("invalid_argument", what + " " + table.name()
-                    + " inside a staged transaction is not supported. Nothing was changed");
-        }
     }
 
     @Override

@@ -75,7 +75,9 @@ final class PythonSource {
 
     CaseInsensitiveStringMap readOptions(LakehouseTable table) {
         Map<String, String> options = options(table);
-        options.put("versionAsOf", Long.toString(table.version));
+        if (table.txn == null) {  // inside a transaction the source reads the transaction's view
+            options.put("versionAsOf", Long.toString(table.version));
+        }
         return new CaseInsensitiveStringMap(options);
     }
 

@@ -102,9 +102,6 @@ final class TableWriteBuilder implements SupportsOverwrite, SupportsDynamicOverw
     /** The control-plane arguments of a native write's commit (see {@code ControlPlane.op_commit_written}). */
     private ObjectNode commitRequest(List<NativeWrite.WrittenFile> written) {
         ObjectNode args = table.requestArgs();
-        if (table.txn != null) {
-            args.put("txn", table.txn);
-        }
         ArrayNode files = args.putArray("files");
         written.forEach(f -> files.addObject().put("path", f.path()).put("crc32c", f.crc32c()));
         if (reads != null) {
