@@ -41,6 +41,7 @@ from catalog.errors import (
     NamespaceNotEmptyError,
     NoSuchNamespaceError,
     NoSuchTableError,
+    RetryableConflictError,
     SchemaMismatchError,
     TableAlreadyExistsError,
     ViewAlreadyExistsError,
@@ -736,6 +737,52 @@ class DropView(_NamedOp):
 
 # -- records ---------------------------------------------------------------------
 
+@dataclass
+class CheckRead(_NamedOp):
+    """Writes nothing: fails the commit if rows a write was computed from changed since they were read.
+
+    Staged into a durable transaction by a write whose query read table
+    ``<ns>.<name>`` at some lakehouse version (a Spark CREATE TABLE AS
+    SELECT, say), so its commit is serializable with every other commit:
+    ``read_ids`` are the ids of the table's live files at that version,
+    ``selected_ids`` those of them that may hold rows the read selected
+    (``filter``; None is every row). Applied, it raises
+    :class:`RetryableConflictError` when the table was dropped or replaced,
+    a selected file is gone, or a file added since may hold selected rows.
+    """
+
+    kind: ClassVar[str] = "check_read"
+    table_id: str
+    read_ids: list[str]
+    selected_ids: list[str]
+    filter: pc.Expression | None = None
+
+    def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        pointer = w.pointer(self.ns, self.name)
+        if pointer is None or pointer.kind != TABLE or pointer.id != self.table_id:
+            raise RetryableConflictError(
+                f"table {self.object_name!r} was dropped or replaced since it was read; nothing was committed: "
+                "run the write again",
+                ours=self.kind,
+                object=self.object_name,
+            )
+        definition = _require_def(w, self.table_id, self.object_name)
+        live = w.live_files(self.table_id)
+        live_ids = {f.id for f in live}
+        read = set(self.read_ids)
+        gone = [i for i in self.selected_ids if i not in live_ids]
+        added = prune([f for f in live if f.id not in read], definition.schema, self.filter)
+        if gone or added:
+            raise RetryableConflictError(
+                f"table {self.object_name!r} changed since it was read: {len(gone)} data file(s) that may hold "
+                f"rows the read selected were removed and {len(added)} were added, so what was written from "
+                "them may depend on rows it never saw; nothing was committed: run the write again",
+                ours=self.kind,
+                object=self.object_name,
+            )
+        return summary(self.kind, self.object_name, table_id=self.table_id, files_checked=len(self.selected_ids))
+
+
 _KINDS: dict[str, type[Op]] = {
     cls.kind: cls
     for cls in (
@@ -754,6 +801,7 @@ _KINDS: dict[str, type[Op]] = {
         CommitMetadata,
         CreateView,
         DropView,
+        CheckRead,
     )
 }
 

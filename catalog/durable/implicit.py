@@ -73,6 +73,8 @@ def implicit_locks(op: ops.Op) -> list[LockRequest]:
         return [LockRequest(op.table, "shared", attribute_key=k) for k in sorted({*op.updates, *op.removals})]
     if isinstance(op, (ops._Rewrite, ops.UpdateSchema, ops.CommitMetadata)):
         return [LockRequest(op.table, "exclusive")]
+    if isinstance(op, ops.CheckRead):
+        return []  # validated at the commit instead: a read that another transaction's write may follow
     raise TypeError(f"no implicit-lock rule for catalog operation {op.kind!r}")
 
 

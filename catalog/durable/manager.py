@@ -77,6 +77,7 @@ class TransactionManager:
         """Run ``operation`` in one serializable lakekv transaction (see :func:`.work.run`)."""
         return run(self.store, operation, self.clock, keep_cleanup=keep_cleanup)
 
+    @checked
     def run_versioned(self, operation: Callable[[Work], Any]) -> tuple[Any, int]:
         """:meth:`run`, also returning the store version the commit made."""
         return run_versioned(self.store, operation, self.clock)

@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+import pyarrow.compute as pc
+
 from catalog.arguments import checked
 from catalog import names
 from catalog.access import CatalogReader, CatalogWriter
@@ -39,7 +41,7 @@ from catalog.durable.records import SNAPSHOT, TxnRecord
 from catalog.durable.work import Work
 from catalog.errors import StaleDataFileError
 from catalog.freshness import publish_deadline
-from catalog.ops import Op, from_record
+from catalog.ops import CheckRead, Op, from_record, prune
 from catalog.session import CatalogSession
 from catalog.table import Table
 from kvstore.errors import StaleOutputError
@@ -135,6 +137,32 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
             return None
 
         return self.manager.run(find)  # type: ignore[no-any-return]
+
+    @checked
+    def require_unchanged(self, name: str, version: int, filter: pc.Expression | None = None) -> None:
+        """Make this transaction's commit depend on what table ``name`` held at lakehouse ``version``.
+
+        For a write computed from rows read there: the commit raises
+        ``RetryableConflictError`` (and applies nothing) if, since
+        ``version``, the table was dropped or replaced, or gained or lost a
+        data file that may hold rows matching ``filter`` (every row if None).
+        The check runs now too, against this transaction's view, and again in
+        the commit, atomically with it.
+
+        Raises:
+            NoSuchTableError: ``name`` was not a table at ``version``.
+            RetryableConflictError: it already changed.
+        """
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise TypeError(f"version must be a lakehouse version (an int >= 0), got {version!r}")
+        if filter is not None and not isinstance(filter, pc.Expression):
+            raise TypeError(f"filter must be a pyarrow.compute.Expression or None, got {type(filter).__name__}")
+        ns, short = names.split_table_name(name)
+        with self._durable.lake.at(version=version) as past:
+            table = past.load_table(name)
+            files = table.files()
+            selected = prune(files, table.schema, filter)
+        self._submit(CheckRead(ns, short, table.id, [f.id for f in files], [f.id for f in selected], filter))
 
     @checked
     def update_properties(self, name: str, updates: dict[str, str] | None = None, removals: list[str] | None = None) -> None:

@@ -77,27 +77,57 @@ def files_read_at(lake: catalog.Lakehouse, name: str, table_id: str, version: in
 
 
 @contextmanager
-def reads_checked(lake: catalog.Lakehouse, reads: object, ours: str, target: str) -> Iterator[Any]:
+def reads_checked(
+    lake: catalog.Lakehouse, reads: object, ours: str, target: str, transaction: str | None = None
+) -> Iterator[Any]:
     """The session a write into ``target`` commits in: the lakehouse, or, when the query read
     lakehouse tables (``reads``, as the plugin sends them), one transaction that checks them first.
+
+    With ``transaction`` (a durable transaction id), the write is staged in
+    it and each read becomes a check its commit makes atomically
+    (``require_unchanged``): a staged CREATE TABLE AS SELECT, or a statement
+    of a Spark session working in that transaction.
     """
+    if reads is not None and not isinstance(reads, list):
+        raise ValueError("reads must be a list of {'name', 'id', 'version', 'filters'}")
+    if transaction is not None:
+        staged = lake.attach(transaction)
+        staged.ping(ancestors=True)  # a statement working in it keeps it alive
+        for read in reads or []:
+            stage_read_check(lake, staged, read)
+        yield staged
+        return
     lake.refresh()
     if not reads:
         yield lake
         return
-    if not isinstance(reads, list):
-        raise ValueError("reads must be a list of {'name', 'id', 'version', 'filters'}")
     with lake.transaction() as tx:
         for read in reads:
             check_read(tx, lake, read, ours, target)
         yield tx
 
 
-def check_read(tx: Any, lake: catalog.Lakehouse, read: object, ours: str, target: str) -> None:
-    """Raise ``RetryableConflictError`` unless the rows one scan selected are as they were when it read them."""
+def stage_read_check(lake: catalog.Lakehouse, staged: Any, read: object) -> None:
+    """Make durable transaction ``staged``'s commit check that the rows one scan selected are unchanged."""
+    name, version = _name_and_version(read)
+    assert isinstance(read, Mapping)
+    with lake.at(version=version) as past:
+        if not past.table_exists(name) or past.load_table(name).id != read.get("id"):
+            raise ValueError(f"a read of table {name!r} at lakehouse version {version} names another table; nothing was committed")
+        schema = past.load_table(name).schema
+    staged.require_unchanged(name, version, pruning_expression(spark_filters(read.get("filters") or []), schema))
+
+
+def _name_and_version(read: object) -> tuple[str, int]:
     if not isinstance(read, Mapping) or not isinstance(read.get("version"), int) or not isinstance(read.get("name"), list):
         raise ValueError(f"a read must be {{'name': [...], 'id': str, 'version': int, 'filters': [...]}}, not {read!r}")
-    name, version = ".".join(read["name"]), read["version"]
+    return ".".join(read["name"]), read["version"]
+
+
+def check_read(tx: Any, lake: catalog.Lakehouse, read: object, ours: str, target: str) -> None:
+    """Raise ``RetryableConflictError`` unless the rows one scan selected are as they were when it read them."""
+    name, version = _name_and_version(read)
+    assert isinstance(read, Mapping)
     if not tx.table_exists(name) or tx.load_table(name).id != read.get("id"):
         raise RetryableConflictError(
             f"the query writing {target!r} read table {name!r} at lakehouse version {version}, and that table "

@@ -501,20 +501,43 @@ class ControlPlane:
           planned no scan, so it is an append). A commit since ``version``
           that may add such rows, or a removed file no longer live, is a
           ``RetryableConflictError`` and nothing changes.
+
+        ``stream``: ``{"query_id", "batch"}`` for a micro-batch of a streaming
+        query. The commit also sets table property
+        ``lakekv.stream.<query_id>.batch`` to the batch id; a batch id not
+        above the one recorded was committed before (the query restarted
+        between this commit and its own commit log): nothing is committed
+        and the answer says ``"duplicate": true``.
         """
         name, txn = _name(args), args.get("txn")
         overwrite, replace = args.get("overwrite"), args.get("replace")
         if isinstance(replace, Mapping) and replace.get("read") is False:
             replace = None  # Spark planned no scan of the table: the rewrite read and replaces nothing
         ours = "append" if overwrite is None and replace is None else "overwrite"
+        stream = _stream_arg(args)
         # A write inside a durable transaction (a staged CREATE TABLE AS SELECT, or the session's
-        # transaction) is staged and commits with it; any other write commits with the check of
-        # what its query read (catalog.spark.commits.reads_checked).
-        session_of = self._session({"txn": txn}) if txn is not None else reads_checked(self._lake, args.get("reads"), ours, name)
+        # transaction) is staged and commits with it; either way what its query read is checked
+        # at the commit (catalog.spark.commits.reads_checked).
+        if txn is not None:
+            if not isinstance(txn, str):
+                raise ProtocolError("argument 'txn' must be a transaction id")
+            session_of = reads_checked(self._lake, args.get("reads"), ours, name, transaction=txn)
+        elif stream is not None:
+            self._lake.refresh()
+            session_of = self._lake.transaction()  # the files and the batch id commit together
+        else:
+            session_of = reads_checked(self._lake, args.get("reads"), ours, name)
         with session_of as session:
             table = session.load_table(name)
             if table.id != args.get("id"):
                 raise errors.NoSuchTableError(f"table {name!r} was dropped or replaced since the statement loaded it")
+            if stream is not None:
+                batch_key = f"{_STREAM_PREFIX}{stream[0]}.batch"
+                done = table.properties.get(batch_key)
+                if done is not None and int(done) >= stream[1]:
+                    return {"version": None, "duplicate": True}
+                table.update_properties({batch_key: str(stream[1])})
+                table = session.load_table(name)
             added = [self._written_entry(table, entry) for entry in _list_arg(args, "files")]
             if overwrite is not None:
                 version = self._overwrite_with(table, added, overwrite)
@@ -709,6 +732,24 @@ class ControlPlane:
         from catalog.spark.source import CatalogScanSource
 
         return {"name": CatalogScanSource.name(), "pickle": base64.b64encode(pickle.dumps(CatalogScanSource)).decode()}
+
+
+_STREAM_PREFIX: Final = "lakekv.stream."
+
+
+def _stream_arg(args: Mapping[str, Any]) -> tuple[str, int] | None:
+    """``(query_id, batch)`` of a streaming micro-batch commit, or None."""
+    stream = args.get("stream")
+    if stream is None:
+        return None
+    query_id = stream.get("query_id") if isinstance(stream, Mapping) else None
+    batch = stream.get("batch") if isinstance(stream, Mapping) else None
+    if (
+        not isinstance(query_id, str) or not query_id or "." in query_id
+        or not isinstance(batch, int) or isinstance(batch, bool) or batch < 0
+    ):
+        raise ProtocolError("argument 'stream' must be {'query_id': str without '.', 'batch': int >= 0}")
+    return query_id, batch
 
 
 def data_root(lake: catalog.Lakehouse) -> str | None:

@@ -264,8 +264,8 @@ class LakehouseWriter(DataSourceArrowWriter):
         if options.read_set is not None and not isinstance(_json_or_none(options.read_set), list):
             raise ValueError("option readSet must be a JSON list of the query's scans (the catalog plugin sets it)")
 
-    def _load(self, lake: catalog.Lakehouse) -> catalog.Table:
-        table = _native_table(writing_session(lake, self._options), self._table_name)
+    def _load(self, session: Any) -> catalog.Table:
+        table = _native_table(session, self._table_name)
         if table.id != self._table_id:
             raise NoSuchTableError(
                 f"table {self._table_name!r} was dropped or replaced while the write ran; nothing was committed"
@@ -277,7 +277,7 @@ class LakehouseWriter(DataSourceArrowWriter):
         pending: list[pa.RecordBatch] = []
         pending_bytes = 0
         with open_lakehouse(self._options.lakehouse, self._options.storage_options) as lake:
-            table = self._load(lake)
+            table = self._load(writing_session(lake, self._options))
             try:
                 # Hand the catalog about one target file of rows at a time, so
                 # a task's memory stays bounded whatever its input size.
@@ -311,7 +311,7 @@ class LakehouseWriter(DataSourceArrowWriter):
                 except ValueError as exc:
                     raise ValueError(f"option readVersion: {exc}") from None
             reads = None if self._options.read_set is None else json.loads(self._options.read_set)
-            with reads_checked(lake, reads, mode, self._table_name) as session:
+            with reads_checked(lake, reads, mode, self._table_name, self._options.transaction) as session:
                 table = self._load(session)
                 condition = None if self._options.overwrite_condition is None else json.loads(self._options.overwrite_condition)
                 replaced = replaced_rows(table, files, condition, self._options.dynamic_overwrite) if self._overwrite else None
@@ -403,8 +403,6 @@ class LakehouseDataSource(DataSource):
                 raise ValueError(f'option {name} only applies to .mode("overwrite"): an append replaces nothing')
         if options.overwrite_condition is not None and options.dynamic_overwrite:
             raise ValueError("options overwriteCondition and dynamicOverwrite exclude each other")
-        if options.read_set is not None and options.transaction is not None:
-            raise ValueError("options readSet and transaction exclude each other: a staged write commits with its transaction")
         return _prepare_write(options, schema, overwrite)
 
 

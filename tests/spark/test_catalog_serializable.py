@@ -124,3 +124,16 @@ def test_merge_whose_source_changed_while_it_ran_is_a_retryable_conflict(
             "WHEN MATCHED THEN UPDATE SET tag = 1 WHEN NOT MATCHED THEN INSERT (id, tag) VALUES (s.id, 2)"
         )
     assert rows(spark, f"SELECT * FROM {t2} ORDER BY id") == expected
+
+
+def test_create_table_as_select_whose_source_changed_while_it_ran_is_a_retryable_conflict(
+    spark: SparkSession, ns: str, tables: tuple[str, str], tmp_path: Path
+) -> None:
+    t1, _ = tables
+    appending_udf(spark, ns, tmp_path / "appended", "eu")
+    # A staged CTAS commits with its durable transaction: the read is checked in that commit.
+    with pytest.raises(PySparkException, match="RetryableConflictError"):
+        spark.sql(f"CREATE TABLE {ns}.t3 AS SELECT id, append_once(id) AS tag FROM {t1}")
+    assert rows(spark, f"SHOW TABLES IN {ns}") == [(short(ns), "t1", False), (short(ns), "t2", False)]
+    spark.sql(f"CREATE TABLE {ns}.t3 AS SELECT id, append_once(id) AS tag FROM {t1}")  # no commit meanwhile
+    assert rows(spark, f"SELECT id FROM {ns}.t3 ORDER BY id") == [(1,), (2,), (3,), (100,)]

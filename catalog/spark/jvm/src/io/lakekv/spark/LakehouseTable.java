@@ -49,6 +49,10 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, Sup
     private static final Set<TableCapability> CAPABILITIES =
             EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE, TableCapability.TRUNCATE,
                     TableCapability.OVERWRITE_BY_FILTER, TableCapability.OVERWRITE_DYNAMIC);
+    /** Streaming writes go through Spark's Parquet writer only ({@link NativeWrite}): storage it writes. */
+    private static final Set<TableCapability> WITH_STREAMING_WRITE =
+            EnumSet.of(TableCapability.STREAMING_WRITE, TableCapability.BATCH_READ, TableCapability.BATCH_WRITE,
+                    TableCapability.TRUNCATE, TableCapability.OVERWRITE_BY_FILTER, TableCapability.OVERWRITE_DYNAMIC);
 
     final LakehouseCatalog catalog;
     final List<String> nameParts;
@@ -119,7 +123,7 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, Sup
 
     @Override
     public Set<TableCapability> capabilities() {
-        return CAPABILITIES;
+        return dataRoot != null && dataPath != null ? WITH_STREAMING_WRITE : CAPABILITIES;
     }
 
     @Override

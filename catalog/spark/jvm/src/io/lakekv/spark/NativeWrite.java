@@ -24,6 +24,8 @@ import org.apache.spark.sql.connector.write.DataWriterFactory;
 import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
 import org.apache.spark.sql.connector.write.RequiresDistributionAndOrdering;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
+import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.execution.datasources.OutputWriter;
 import org.apache.spark.sql.execution.datasources.OutputWriterFactory;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
@@ -58,13 +60,25 @@ import java.util.zip.CRC32C;
  * fails deletes its files; a job that fails or loses its commit deletes all
  * of them (and {@code lake.gc()} removes any a killed executor left), so no
  * file of a failed job is ever referenced.
+ *
+ * <p>A streaming query ({@code writeStream.toTable("lake.ns.t")}) commits each
+ * micro-batch the same way, once: the commit records the batch id under the
+ * query's id (Spark's {@code StreamingQuery.id}, kept in its checkpoint), and
+ * the control plane skips a batch that id already committed, so a query
+ * restarted after a crash between the catalog's commit and Spark's own commit
+ * log does not append that batch twice.
  */
 final class NativeWrite implements RequiresDistributionAndOrdering {
     /** Parquet settings the catalog relies on: field ids, microsecond timestamps Python reads the same. */
     private static final Map<String, String> PARQUET_SETTINGS = Map.of(
             "spark.sql.parquet.fieldId.write.enabled", "true",
             "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS",
-            "parquet.page.write-checksum.enabled", "true");
+            "parquet.page.write-checksum.enabled", "true",
+            // Hadoop's default local file system writes a ".<name>.crc" beside every file: clutter
+            // in the table's directory that no catalog entry names (the catalog keeps its own CRC32C).
+            // The cache holds file systems by scheme, not by settings: it would hand back the default one.
+            "fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem",
+            "fs.file.impl.disable.cache", "true");
 
     /** One file a task wrote: store-relative path and whole-file checksum. */
     record WrittenFile(String path, long crc32c) implements Serializable {
@@ -77,11 +91,14 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
     private final LakehouseTable table;
     private final StructType schema;
     private final Function<List<WrittenFile>, ObjectNode> commitRequest;
+    /** Spark's id of the writing query: for a streaming query, the same across its restarts. */
+    private final String queryId;
 
-    NativeWrite(LakehouseTable table, StructType schema, Function<List<WrittenFile>, ObjectNode> commitRequest) {
+    NativeWrite(LakehouseTable table, StructType schema, Function<List<WrittenFile>, ObjectNode> commitRequest, String queryId) {
         this.table = table;
         this.schema = withFieldIds(schema, table.schema);
         this.commitRequest = commitRequest;
+        this.queryId = queryId;
     }
 
     /** The rows' schema with each column's field id taken from the table's column of that name. */
@@ -123,6 +140,15 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
 
     @Override
     public BatchWrite toBatch() {
+        return new Batch(factory());
+    }
+
+    @Override
+    public StreamingWrite toStreaming() {
+        return new Stream(factory());
+    }
+
+    private Factory factory() {
         SparkSession session = SparkSession.active();
         Job job;
         try {
@@ -138,9 +164,8 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
         String root = table.dataRoot.endsWith("/") ? table.dataRoot : table.dataRoot + "/";
         int[] partitionOrdinals = Arrays.stream(table.partitionColumns).mapToInt(schema::fieldIndex).toArray();
         DataType[] partitionTypes = Arrays.stream(partitionOrdinals).mapToObj(i -> schema.fields()[i].dataType()).toArray(DataType[]::new);
-        Factory factory = new Factory(files, new SerializableConfiguration(job.getConfiguration()), schema,
+        return new Factory(files, new SerializableConfiguration(job.getConfiguration()), schema,
                 root, table.dataPath, partitionOrdinals, partitionTypes);
-        return new Batch(factory);
     }
 
     private final class Batch implements BatchWrite {
@@ -173,6 +198,47 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
         }
     }
 
+    private final class Stream implements StreamingWrite {
+        private final Factory factory;
+
+        Stream(Factory factory) {
+            this.factory = factory;
+        }
+
+        @Override
+        public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
+            return factory;
+        }
+
+        @Override
+        public void commit(long epochId, WriterCommitMessage[] messages) {
+            List<WrittenFile> written = writtenFiles(messages);
+            ObjectNode args = commitRequest.apply(written);
+            // Each batch commits on top of the previous ones (which are newer than the version the
+            // stream loaded the table at) and reads nothing of the catalog's.
+            args.remove("reads");
+            if (args.get("overwrite") instanceof ObjectNode overwrite) {
+                overwrite.remove("read_version");  // complete mode: the batch replaces the table as it is now
+            }
+            args.putObject("stream").put("query_id", queryId).put("batch", epochId);
+            boolean committed;
+            try {
+                committed = !table.catalog.control().call("commit_written", args).path("duplicate").asBoolean(false);
+            } catch (RuntimeException e) {
+                factory.delete(written);
+                throw e;
+            }
+            if (!committed) {
+                factory.delete(written);  // this query committed the batch before a restart: its rows are in
+            }
+        }
+
+        @Override
+        public void abort(long epochId, WriterCommitMessage[] messages) {
+            factory.delete(writtenFiles(messages));
+        }
+    }
+
     private static List<WrittenFile> writtenFiles(WriterCommitMessage[] messages) {
         List<WrittenFile> out = new ArrayList<>();
         for (WriterCommitMessage message : messages) {
@@ -186,11 +252,16 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
     /** Made on the driver, run in each task: the Parquet writer's factory and the file layout. */
     private record Factory(OutputWriterFactory files, SerializableConfiguration conf, StructType schema, String root,
                            String dataPath, int[] partitionOrdinals, DataType[] partitionTypes)
-            implements DataWriterFactory {
+            implements DataWriterFactory, StreamingDataWriterFactory {
         @Override
         public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
             TaskAttemptID attempt = new TaskAttemptID(new TaskID(new JobID("lakekv", 0), TaskType.MAP, partitionId), (int) taskId);
             return new Writer(this, new TaskAttemptContextImpl(conf.value(), attempt));
+        }
+
+        @Override
+        public DataWriter<InternalRow> createWriter(int partitionId, long taskId, long epochId) {
+            return createWriter(partitionId, taskId);  // file names are unique: the epoch is only the commit's
         }
 
         Path absolute(String path) {

@@ -24,7 +24,7 @@ import java.util.Map;
  * {@code RetryableConflictError} instead of being silently replaced. A staged
  * table (CTAS, REPLACE) lives in its own transaction and needs no such check.
  * A query that read lakehouse tables commits with those reads checked
- * ({@link QueryReads}). What is replaced:
+ * ({@link QueryReads}), staged ones at their transaction's commit. What is replaced:
  * <ul>
  * <li>{@code truncate()} ({@code INSERT OVERWRITE}, static mode): every row;
  * <li>{@code overwrite(filters)} ({@code INSERT OVERWRITE ... PARTITION (c = v)},
@@ -37,7 +37,7 @@ import java.util.Map;
 final class TableWriteBuilder implements SupportsOverwrite, SupportsDynamicOverwrite {
     private final LakehouseTable table;
     private final LogicalWriteInfo info;
-    /** What the query writing this read (null outside Spark's catalog transaction, or when staged). */
+    /** What the query writing this read (null outside Spark's catalog transaction). */
     private final QueryReads reads;
     private boolean overwrite;
     private ArrayNode condition;
@@ -46,7 +46,7 @@ final class TableWriteBuilder implements SupportsOverwrite, SupportsDynamicOverw
     TableWriteBuilder(LakehouseTable table, LogicalWriteInfo info) {
         this.table = table;
         this.info = info;
-        this.reads = table.txn == null ? QueryReads.active(table.catalog) : null;
+        this.reads = QueryReads.active(table.catalog);
     }
 
     @Override
@@ -81,7 +81,7 @@ final class TableWriteBuilder implements SupportsOverwrite, SupportsDynamicOverw
     @Override
     public Write build() {
         if (table.dataRoot != null && table.dataPath != null) {
-            return new NativeWrite(table, info.schema(), this::commitRequest);
+            return new NativeWrite(table, info.schema(), this::commitRequest, info.queryId());
         }
         Map<String, String> options = new HashMap<>();
         if (overwrite && table.txn == null) {

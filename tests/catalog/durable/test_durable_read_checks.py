@@ -1,0 +1,86 @@
+"""``DurableCatalogTransaction.require_unchanged``: a staged read check (ops.CheckRead) decided at the commit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import catalog
+from catalog.errors import NoSuchTableError, RetryableConflictError
+
+SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
+PARTITIONS = ["a", "b", "c"]
+
+
+def new_lake(path: Path) -> catalog.Lakehouse:
+    lake = catalog.open(str(path), background=False)
+    lake.create_namespace("s")
+    table = lake.create_table("s.t", SCHEMA, partition_by=["p"])
+    for n, p in enumerate(PARTITIONS):
+        table.append(pa.table({"id": [n], "p": [p]}, schema=SCHEMA))
+    lake.create_table("s.out", SCHEMA)
+    return lake
+
+
+def rows(lake: catalog.Lakehouse, name: str) -> list[int]:
+    return sorted(lake.load_table(name).scan().to_arrow().column("id").to_pylist())
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    selected=st.lists(st.sampled_from(PARTITIONS), unique=True),
+    appended=st.lists(st.sampled_from(PARTITIONS), max_size=3),
+    deleted=st.lists(st.sampled_from(PARTITIONS), max_size=2, unique=True),
+)
+def test_the_commit_conflicts_exactly_when_a_selected_partition_changed(
+    tmp_path_factory: pytest.TempPathFactory, selected: list[str], appended: list[str], deleted: list[str]
+) -> None:
+    lake = new_lake(tmp_path_factory.mktemp("lake"))
+    try:
+        version = lake.version
+        tx = lake.begin(timeout=600)
+        scope = pc.field("p").isin(selected) if selected else pc.scalar(False)
+        tx.require_unchanged("s.t", version, scope)
+        tx.load_table("s.out").append(pa.table({"id": [99], "p": ["x"]}, schema=SCHEMA))
+        other = lake.load_table("s.t")
+        for n, p in enumerate(appended):
+            other.append(pa.table({"id": [10 + n], "p": [p]}, schema=SCHEMA))
+        for p in deleted:
+            other.delete(pc.field("p") == p)
+        changed = set(appended) | set(deleted)
+        if changed & set(selected):
+            with pytest.raises(RetryableConflictError, match="changed since it was read"):
+                tx.commit()
+            assert rows(lake, "s.out") == []  # nothing of the transaction applied
+        else:
+            tx.commit()
+            assert rows(lake, "s.out") == [99]
+    finally:
+        lake.close()
+
+
+def test_a_replaced_table_conflicts_and_bad_arguments_change_nothing(tmp_path: Path) -> None:
+    with new_lake(tmp_path / "lake") as lake:
+        version = lake.version
+        tx = lake.begin(timeout=600)
+        for bad, error in ((True, TypeError), (-1, TypeError), ("3", TypeError)):
+            with pytest.raises(error, match="version"):
+                tx.require_unchanged("s.t", bad)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="filter"):
+            tx.require_unchanged("s.t", version, "p = 'a'")  # type: ignore[arg-type]
+        with pytest.raises(NoSuchTableError):
+            tx.require_unchanged("s.nope", version)
+        tx.require_unchanged("s.t", version)
+        lake.drop_table("s.t")
+        lake.create_table("s.t", SCHEMA)
+        with pytest.raises(RetryableConflictError, match="dropped or replaced"):
+            tx.commit()
+        # Staging checks at once, against the transaction's view, too.
+        later = lake.begin(timeout=600)
+        with pytest.raises(RetryableConflictError):
+            later.require_unchanged("s.t", version - 1)
