@@ -16,6 +16,7 @@ from kvstore.errors import (
     DeadlockError,
     LockTimeoutError,
     ObjectStoreError,
+    PreconditionFailedError,
     SnapshotTooOldError,
     StoreClosedError,
     StoreError,
@@ -49,4 +50,5 @@ __all__ = [
     "TransactionExpiredError",
     "TransactionClosedError",
     "SnapshotTooOldError",
+    "PreconditionFailedError",
 ]

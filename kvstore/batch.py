@@ -167,21 +167,49 @@ class WriteBatch:
     Not thread-safe: build a batch in one thread.
     """
 
-    __slots__ = ("_mutations",)
+    __slots__ = ("_mutations", "_conditions")
 
     def __init__(self) -> None:
         self._mutations: dict[bytes, Mutation] = {}
+        # key -> the revision (seq) it must be at when the batch commits; None: it must have no value.
+        self._conditions: dict[bytes, int | None] = {}
 
-    def put(self, key: bytes, value: bytes, ttl: float | None = None) -> WriteBatch:
-        """Set ``key`` to ``value`` (optionally expiring after ``ttl`` seconds)."""
+    def put(
+        self, key: bytes, value: bytes, ttl: float | None = None, *, if_seq: int | None = None, if_absent: bool = False
+    ) -> WriteBatch:
+        """Set ``key`` to ``value`` (optionally expiring after ``ttl`` seconds).
+
+        ``if_seq=N`` (the key's revision, see ``Store.get_with_revision``) or
+        ``if_absent=True`` makes the whole batch a compare-and-set: ``Store.write``
+        applies it only if the compare holds when it commits, else raises
+        ``PreconditionFailedError`` and writes nothing.
+        """
         # Fast path for the bulk-load case (bytes, no TTL): the same checks as
         # check_key/put_mutation without their calls, a third of a put's cost.
         if type(key) is bytes and type(value) is bytes and ttl is None and 0 < len(key) <= MAX_KEY_BYTES \
-                and len(value) <= MAX_VALUE_BYTES:
+                and len(value) <= MAX_VALUE_BYTES and if_seq is None and not if_absent:
             self._mutations[key] = (PUT, value, None)
-        else:
-            self._mutations[check_key(key)] = put_mutation(value, ttl)
+            return self
+        mutation = put_mutation(value, ttl)  # the value first, as the fast path's assignment does
+        key = check_key(key)
+        self._require(key, if_seq, if_absent)
+        self._mutations[key] = mutation
         return self
+
+    def _require(self, key: bytes, if_seq: object, if_absent: object) -> None:
+        """Record the compare of a conditional put or delete (checked before anything changes)."""
+        if not isinstance(if_absent, bool):
+            raise TypeError(f"if_absent must be a bool, not {type(if_absent).__name__}")
+        if if_seq is not None and (isinstance(if_seq, bool) or not isinstance(if_seq, int) or if_seq < 1):
+            raise TypeError(f"if_seq must be a revision (an int >= 1), not {if_seq!r}")
+        if if_seq is not None and if_absent:
+            raise ValueError("if_seq and if_absent exclude each other")
+        if if_seq is None and not if_absent:
+            return
+        expected = None if if_absent else if_seq
+        if key in self._conditions and self._conditions[key] != expected:
+            raise ValueError(f"key {key!r:.60} already has another condition in this batch")
+        self._conditions[key] = expected
 
     def put_many(self, pairs: Iterable[tuple[bytes, bytes]]) -> WriteBatch:
         """Set each key to its value, for the ``(key, value)`` pairs of ``pairs`` in order.
@@ -208,9 +236,11 @@ class WriteBatch:
             self.put(key, value)
         return self
 
-    def delete(self, key: bytes) -> WriteBatch:
-        """Delete ``key`` (a no-op on storage if it does not exist)."""
-        self._mutations[check_key(key)] = DELETE_MUTATION
+    def delete(self, key: bytes, *, if_seq: int | None = None) -> WriteBatch:
+        """Delete ``key`` (a no-op on storage if it does not exist); ``if_seq`` as for :meth:`put`."""
+        key = check_key(key)
+        self._require(key, if_seq, False)
+        self._mutations[key] = DELETE_MUTATION
         return self
 
     def __len__(self) -> int:
@@ -222,6 +252,11 @@ class WriteBatch:
     @property
     def mutations(self) -> dict[bytes, Mutation]:
         return self._mutations
+
+    @property
+    def conditions(self) -> dict[bytes, int | None]:
+        """The compares of a compare-and-set batch: key -> required revision (None: absent)."""
+        return self._conditions
 
     def __repr__(self) -> str:
         return f"WriteBatch({len(self._mutations)} keys)"

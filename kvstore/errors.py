@@ -113,3 +113,26 @@ class TransactionClosedError(StoreError):
 
 class SnapshotTooOldError(StoreError):
     """The requested version or snapshot has been dropped by retention."""
+
+
+class PreconditionFailedError(StoreError):
+    """A compare-and-set's compare failed: the key is not at the revision the write required.
+
+    Not a conflict: running the write again fails the same way until the
+    caller reads the key again and decides anew.
+
+    Attributes:
+        key: the key whose compare failed.
+        expected: the revision (seq) the write required; None for "absent".
+        actual: the key's revision when compared; None when it had no value.
+    """
+
+    def __init__(self, message: str = "", *, key: bytes | None = None, expected: int | None = None,
+                 actual: int | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.expected = expected
+        self.actual = actual
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, self.args, dict(self.__dict__))

@@ -29,16 +29,18 @@ from kvstore.gc import GCReport
 from kvstore.history import VersionInfo
 from kvstore.housekeeping import CompactionResult
 from kvstore.identity import check_identity, create_store
+from kvstore.keyrange import prefix_bounds
 from kvstore.maintenance import Maintenance
 from kvstore.objstore.base import ObjectStore
 from kvstore.oracle import SERIALIZABLE, Oracle
 from kvstore.options import MAX_KEY_BYTES, StoreOptions
-from kvstore.reader import StoreGetter
+from kvstore.reader import StoreGetter, get_row, scan_rows, visible_value
 from kvstore.retention import Checkpoint, RetentionFloor
 from kvstore.snapshot import Snapshot, scan_view, scan_view_batches
 from kvstore.state import EngineState
 from kvstore.txn import Transaction, TransactionManager
 from kvstore.verify import VerifyReport
+from kvstore.watch import Watch
 from kvstore.watermark import Watermark
 
 T = TypeVar("T")
@@ -286,6 +288,9 @@ class Store:
         descriptor: dict[str, Any] = {"op": "write", "keys": len(batch)}
         if summary is not None:
             descriptor["summary"] = check_summary(summary)
+        if batch.conditions:
+            self._check_open()
+            return self._txns.compare_and_write(batch, descriptor.get("summary"))
         return self._commit(dict(batch.mutations), descriptor)
 
     def _commit(self, mutations: dict, descriptor: dict | None = None) -> int:
@@ -308,6 +313,59 @@ class Store:
             CorruptionError / ObjectStoreError: an SST could not be read.
         """
         return self._getter.get(key)  # type: ignore[no-any-return]
+
+    def get_with_revision(self, key: bytes) -> tuple[bytes | None, int | None]:
+        """``(value, revision)`` of ``key`` in this handle's view: the revision is the seq of
+        the commit that wrote the value, for ``WriteBatch.put(..., if_seq=revision)``;
+        ``(None, None)`` when the key has no value (never written, deleted or expired).
+
+        Raises:
+            TypeError / ValueError: a bad key. StoreClosedError: the store is closed.
+        """
+        self._check_open()
+        key = check_key(key)
+        seq = self._state.head[1]  # head first: the layers read after it hold every row up to seq
+        row = get_row(self._state.layers, key, seq)
+        value = visible_value(row)
+        return (None, None) if value is None or row is None else (value, int(row[1]))
+
+    def watch(
+        self, prefix: bytes = b"", start: int | None = None, end: int | None = None, poll_interval_s: float = 0.05
+    ) -> Watch:
+        """Changes of the keys under ``prefix`` as they are committed, by any process: a :class:`~kvstore.watch.Watch`.
+
+        Args:
+            prefix: only keys starting with it (b"": every key).
+            start: replay from retained version ``start`` (its changes
+                included) before following new ones; None: only commits
+                after the current version.
+            end: stop after version ``end``; None: until ``close()``.
+            poll_interval_s: how often a caught-up watch probes for the next
+                version (one HEAD request on S3).
+
+        Raises:
+            TypeError / ValueError: a bad argument.
+            SnapshotTooOldError: (while iterating) ``start`` is no longer retained.
+        """
+        self._check_open()
+        if type(prefix) is not bytes:
+            raise TypeError(f"prefix must be bytes, not {type(prefix).__name__}")
+        for name, value in (("start", start), ("end", end)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise TypeError(f"{name} must be a version (an int >= 0) or None, not {value!r}")
+        if isinstance(poll_interval_s, bool) or not isinstance(poll_interval_s, (int, float)) or not poll_interval_s > 0:
+            raise ValueError(f"poll_interval_s must be a positive number of seconds, not {poll_interval_s!r}")
+        if start is not None and end is not None and end < start:
+            raise ValueError(f"end ({end}) is before start ({start})")
+        live: list = []
+        if start is None:
+            head = self.refresh()
+            start = head + 1
+            low, high = prefix_bounds(prefix)
+            live = [row for row in scan_rows(self._state.layers, self._state.head[1], low or None, high)
+                    if row[4] is not None]  # live keys with a TTL: the watch reports their expiry
+        return Watch(self._chain, self._state.rows_of, lambda: self._state.version, prefix, start, end,
+                     float(poll_interval_s), live)
 
     def scan(
         self,

@@ -35,9 +35,24 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Iterator, TypeVar
 
-from kvstore.batch import DELETE_MUTATION, Mutation, check_key, check_limit, check_summary, put_mutation, scan_bounds
+from kvstore.batch import (
+    DELETE_MUTATION,
+    Mutation,
+    WriteBatch,
+    check_key,
+    check_limit,
+    check_summary,
+    put_mutation,
+    scan_bounds,
+)
 from kvstore.committer import Committer, PendingCommit
-from kvstore.errors import ConflictError, SnapshotTooOldError, TransactionClosedError, TransactionExpiredError
+from kvstore.errors import (
+    ConflictError,
+    PreconditionFailedError,
+    SnapshotTooOldError,
+    TransactionClosedError,
+    TransactionExpiredError,
+)
 from kvstore.format.rows import PUT, Row
 from kvstore.inflight import InFlight, overlay_of
 from kvstore.keylocks import KeyLocks
@@ -336,6 +351,23 @@ class Transaction:
                 return _local_value(inherited)
         return visible_value(get_row(self._layers, key, self.start_seq))
 
+    def get_with_revision(self, key: bytes) -> tuple[bytes | None, int | None]:
+        """:meth:`get`, with the seq of the commit that wrote the value (its revision).
+
+        The revision is None when there is no value, and for a value this
+        transaction wrote (it has no seq until the commit).
+        """
+        self._check_active()
+        key = check_key(key)
+        if key in self._writes or (self._inherited is not None and key in self._inherited):
+            return self.get(key), None
+        value = self.get(key)  # records the read like get
+        if value is None:
+            return None, None
+        row = get_row(self._layers, key, self.start_seq)
+        assert row is not None  # get saw its value
+        return value, int(row[1])
+
     def get_for_update(self, key: bytes, timeout: float | None = None) -> bytes | None:
         """Lock ``key`` in this store handle, then read it like :meth:`get`.
 
@@ -575,6 +607,40 @@ class TransactionManager:
     ) -> ContextManager[Transaction]:
         """``with store.transaction() as txn:`` commits on normal exit, rolls back on exception."""
         return transaction_scope(self.begin(isolation, ttl, fresh))
+
+    def compare_and_write(self, batch: WriteBatch, summary: dict[str, Any] | None) -> int:
+        """Apply ``batch`` if every compare of ``batch.conditions`` holds when it commits; return the seq.
+
+        One SERIALIZABLE transaction on the newest version (fresh: the
+        compare sees every commit acknowledged before the call, by any
+        process): it reads each compared key's revision, then writes the
+        batch; a commit racing it conflicts, and the retry compares again.
+
+        Raises:
+            PreconditionFailedError: a compare failed (nothing written).
+            ConflictError: still conflicting after the retries.
+        """
+
+        def attempt(txn: Transaction) -> int:
+            for key, expected in batch.conditions.items():
+                _, actual = txn.get_with_revision(key)
+                if actual != expected:
+                    want = "no value" if expected is None else f"revision {expected}"
+                    have = "no value" if actual is None else f"revision {actual}"
+                    raise PreconditionFailedError(
+                        f"compare-and-set of key {key!r:.80}: required {want}, found {have}; nothing was written",
+                        key=key, expected=expected, actual=actual,
+                    )
+            txn._writes.update(batch.mutations)
+            txn._sorted_writes = None
+            if summary is not None:
+                txn.set_summary(summary)
+            return txn.commit()
+
+        options = self._options
+        return run_with_retries(
+            lambda _: self.begin(SERIALIZABLE, None, fresh=True), attempt, 10, options.backoff_min_s, options.backoff_max_s
+        )
 
     def run(
         self,

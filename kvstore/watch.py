@@ -1,0 +1,160 @@
+"""Watching a store: its version chain replayed as events, then followed as it grows.
+
+Every version's root file holds the rows its commits wrote (the chain is the
+write-ahead log), so a watch needs no server and no change feed of its own:
+it reads root N, N+1, ... and turns each row under its prefix into a
+:class:`WatchEvent`, in version order and, within a version, in commit (seq)
+order. Past the newest version it probes for the next root file every
+``poll_interval_s``, so it sees every process's and machine's commits; a
+version whose root file retention has deleted cannot be replayed
+(:class:`~kvstore.errors.SnapshotTooOldError`).
+
+A put with a TTL has no later row when it expires. The watch remembers the
+expiry of each such put it reports (and, when it starts at the newest
+version, of each live key under its prefix) and reports an ``"expire"``
+event once the expiry has passed, unless the key was written again first
+(checked when the watch has read every version there is, so a replay of
+old versions reports an old expiry after them).
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from kvstore.chain import VersionChain
+from kvstore.errors import SnapshotTooOldError
+from kvstore.format.root import RootFile
+from kvstore.format.rows import PUT, Row
+from kvstore.reader import now_ms
+
+PUT_EVENT: Final = "put"
+DELETE_EVENT: Final = "delete"
+EXPIRE_EVENT: Final = "expire"
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One change of one key.
+
+    Attributes:
+        version: the store version that made it (for ``"expire"``: the newest
+            version the watch had read when it saw the expiry).
+        seq: the key's revision: the seq of the commit that wrote it (for
+            ``"expire"``: of the put that expired).
+        key: the key.
+        value: the new value for ``"put"``; None for ``"delete"`` and ``"expire"``.
+        kind: ``"put"``, ``"delete"`` or ``"expire"``.
+    """
+
+    version: int
+    seq: int
+    key: bytes
+    value: bytes | None
+    kind: str
+
+
+class Watch:
+    """An iterator of :class:`WatchEvent`; see the module docstring. Use ``Store.watch``.
+
+    ``close()`` (from any thread, or the end of a ``with`` block) ends the
+    iteration at the next event or poll; with ``end``, it also ends after
+    version ``end``.
+    """
+
+    def __init__(
+        self,
+        chain: VersionChain,
+        rows_of: Callable[[RootFile], list[Row]],
+        known_head: Callable[[], int],
+        prefix: bytes,
+        start: int,
+        end: int | None,
+        poll_interval_s: float,
+        live_rows: list[Row],
+    ) -> None:
+        self._chain = chain
+        self._rows_of = rows_of
+        self._known_head = known_head
+        self._prefix = prefix
+        self._next = start
+        self._end = end
+        self._poll_s = poll_interval_s
+        self._closed = threading.Event()
+        self._ready: list[WatchEvent] = []
+        # (expire_ms, seq, key) of puts reported; _latest[key] is the key's newest seq seen.
+        self._expiries: list[tuple[int, int, bytes]] = []
+        self._latest: dict[bytes, int] = {}
+        for key, seq, _, _, expire in live_rows:
+            self._latest[key] = seq
+            if expire is not None:
+                heapq.heappush(self._expiries, (expire, seq, key))
+
+    @property
+    def next_version(self) -> int:
+        """The version the watch reads next: resume a later watch from here to miss nothing."""
+        return self._next
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        return self
+
+    def __next__(self) -> WatchEvent:
+        while not self._ready:
+            if self._closed.is_set():
+                raise StopIteration
+            if self._end is not None and self._next > self._end:
+                raise StopIteration
+            root = self._chain.try_read_root(self._next)
+            if root is None:
+                if self._next <= self._known_head():
+                    raise SnapshotTooOldError(
+                        f"version {self._next} is no longer retained (its root file is gone): a watch can start "
+                        "from a retained version only; start from a later one, e.g. the store's current version"
+                    )
+                # Caught up: an expiry now is not undone by a write the watch has yet to read.
+                self._expire(self._next - 1)
+                if self._ready:
+                    break
+                self._closed.wait(self._wait_s())
+                continue
+            self._read(root)
+            self._next += 1
+        return self._ready.pop(0)
+
+    def _wait_s(self) -> float:
+        """Until the next poll, or the next expiry if sooner."""
+        if self._expiries:
+            return max(0.0, min(self._poll_s, (self._expiries[0][0] - now_ms()) / 1000))
+        return self._poll_s
+
+    def _read(self, root: RootFile) -> None:
+        rows = [row for row in self._rows_of(root) if row[0].startswith(self._prefix)]
+        rows.sort(key=lambda row: (row[1], row[0]))  # stored by key, then seq descending
+        for key, seq, kind, value, expire in rows:
+            self._latest[key] = seq
+            if kind == PUT:
+                self._ready.append(WatchEvent(root.version, seq, key, value, PUT_EVENT))
+                if expire is not None:
+                    heapq.heappush(self._expiries, (expire, seq, key))
+            else:
+                self._ready.append(WatchEvent(root.version, seq, key, None, DELETE_EVENT))
+
+    def _expire(self, version: int) -> None:
+        now = now_ms()
+        while self._expiries and self._expiries[0][0] <= now:
+            _, seq, key = heapq.heappop(self._expiries)
+            if self._latest.get(key) == seq:  # not written again since that put
+                self._ready.append(WatchEvent(version, seq, key, None, EXPIRE_EVENT))
+                del self._latest[key]
