@@ -14,6 +14,7 @@ from kvstore.errors import (
     ConflictError,
     CorruptionError,
     DeadlockError,
+    LeaseNotFoundError,
     LockTimeoutError,
     ObjectStoreError,
     PreconditionFailedError,
@@ -51,4 +52,5 @@ __all__ = [
     "TransactionClosedError",
     "SnapshotTooOldError",
     "PreconditionFailedError",
+    "LeaseNotFoundError",
 ]

@@ -136,3 +136,14 @@ class PreconditionFailedError(StoreError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (self.__class__, self.args, dict(self.__dict__))
+
+
+class LeaseNotFoundError(StoreError):
+    """The lease does not exist: it expired, was revoked, or was never granted. ``lease`` names it."""
+
+    def __init__(self, message: str = "", *, lease: str | None = None) -> None:
+        super().__init__(message)
+        self.lease = lease
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, self.args, dict(self.__dict__))

@@ -29,6 +29,7 @@ from kvstore.gc import GCReport
 from kvstore.history import VersionInfo
 from kvstore.housekeeping import CompactionResult
 from kvstore.identity import check_identity, create_store
+from kvstore import leases
 from kvstore.keyrange import prefix_bounds
 from kvstore.maintenance import Maintenance
 from kvstore.objstore.base import ObjectStore
@@ -246,19 +247,47 @@ class Store:
 
     # -- writes --------------------------------------------------------------
 
-    def put(self, key: bytes, value: bytes, ttl: float | None = None) -> int:
+    def put(self, key: bytes, value: bytes, ttl: float | None = None, lease: str | None = None) -> int:
         """Durably set ``key`` to ``value``; return the commit's seq.
 
         Args:
             ttl: seconds until the value expires (reads then see no value);
                 positive, at most 100 years.
+            lease: a lease id (:meth:`grant_lease`): the key lives as long
+                as the lease (excludes ``ttl``).
 
         Raises:
-            TypeError / ValueError: a bad key, value or ttl (nothing is written).
+            TypeError / ValueError: a bad key, value, ttl or lease (nothing is written).
+            LeaseNotFoundError: the lease expired or was revoked (nothing is written).
             StoreClosedError: the store is closed.
             CommitError / ObjectStoreError: the commit could not be made durable.
         """
+        if lease is not None:
+            if ttl is not None:
+                raise ValueError("ttl and lease exclude each other: a leased key expires with its lease")
+            self._check_open()
+            return leases.put(self._txns.run_on_newest, key, value, leases.check_lease_id(lease))
         return self._commit({check_key(key): put_mutation(value, ttl)})
+
+    def grant_lease(self, ttl: float) -> leases.Lease:
+        """A new lease of ``ttl`` seconds (etcd's Grant): keys put with ``lease=lease.id`` vanish,
+        for every reader, when it expires or is revoked; ``lease.keepalive()`` restarts its ttl.
+        See :mod:`kvstore.leases`.
+
+        Raises:
+            ValueError: a bad ttl. StoreClosedError: the store is closed.
+        """
+        self._check_open()
+        return leases.grant(self._txns.run_on_newest, ttl)
+
+    def lease(self, lease_id: str) -> leases.Lease:
+        """A handle on lease ``lease_id``, granted by any process (its ttl as granted).
+
+        Raises:
+            TypeError: not a lease id. LeaseNotFoundError: it expired or was revoked.
+        """
+        self._check_open()
+        return leases.attach(self._txns.run_on_newest, leases.check_lease_id(lease_id))
 
     def delete(self, key: bytes) -> int:
         """Durably delete ``key``; return the commit's seq.

@@ -316,11 +316,21 @@ class Transaction:
 
     # -- writes --------------------------------------------------------------
 
-    def put(self, key: bytes, value: bytes, ttl: float | None = None) -> None:
-        """Buffer ``key = value``; visible to this transaction's reads at once."""
+    def put(self, key: bytes, value: bytes, ttl: float | None = None, *, expire_at_ms: int | None = None) -> None:
+        """Buffer ``key = value``; visible to this transaction's reads at once.
+
+        ``ttl`` (seconds from now) or ``expire_at_ms`` (an absolute time, ms
+        since the epoch, as :meth:`expires_at` returns) makes it expire.
+        """
         self._check_active()
         key = check_key(key)
         mutation = put_mutation(value, ttl)
+        if expire_at_ms is not None:
+            if ttl is not None:
+                raise ValueError("ttl and expire_at_ms exclude each other")
+            if isinstance(expire_at_ms, bool) or not isinstance(expire_at_ms, int) or expire_at_ms < 0:
+                raise TypeError(f"expire_at_ms must be an int >= 0 (ms since the epoch), not {expire_at_ms!r}")
+            mutation = (mutation[0], mutation[1], expire_at_ms)
         if key not in self._writes:
             self._sorted_writes = None
         self._writes[key] = mutation
@@ -367,6 +377,21 @@ class Transaction:
         row = get_row(self._layers, key, self.start_seq)
         assert row is not None  # get saw its value
         return value, int(row[1])
+
+    def expires_at(self, key: bytes) -> int | None:
+        """When ``key``'s value (as :meth:`get` sees it) expires, in ms since the epoch; None: no value, or never."""
+        self._check_active()
+        key = check_key(key)
+        local = self._writes.get(key)
+        if local is None and self._inherited is not None:
+            local = self._inherited.get(key)
+        if local is not None:
+            return local[2] if _local_value(local) is not None else None
+        if self.get(key) is None:  # records the read like get
+            return None
+        row = get_row(self._layers, key, self.start_seq)
+        assert row is not None
+        return row[4]
 
     def get_for_update(self, key: bytes, timeout: float | None = None) -> bytes | None:
         """Lock ``key`` in this store handle, then read it like :meth:`get`.
@@ -637,9 +662,14 @@ class TransactionManager:
                 txn.set_summary(summary)
             return txn.commit()
 
+        return self.run_on_newest(attempt)
+
+    def run_on_newest(self, fn: Callable[[Transaction], T]) -> T:
+        """:meth:`run` with every attempt on the newest version (fresh): what ``fn`` reads
+        includes every commit acknowledged before the call, by any process."""
         options = self._options
         return run_with_retries(
-            lambda _: self.begin(SERIALIZABLE, None, fresh=True), attempt, 10, options.backoff_min_s, options.backoff_max_s
+            lambda _: self.begin(SERIALIZABLE, None, fresh=True), fn, 10, options.backoff_min_s, options.backoff_max_s
         )
 
     def run(

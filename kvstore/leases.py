@@ -1,0 +1,181 @@
+"""Leases: keys that live as long as their lease does (etcd's leases, on the engine's per-key expiry).
+
+A lease is a record with an expiry; a key put with the lease carries the same
+expiry, so when the lease expires its keys vanish for every reader at once,
+in every process, with nothing to run. ``keepalive()`` moves the expiry of
+the record and of every key still attached, in one transaction; ``revoke()``
+deletes them all in one. Records live under the reserved prefix
+``b"\\x00lakekv/"``:
+
+* ``lease/<id>``: JSON ``{"ttl_ms", "expire_ms"}``, expiring with the lease;
+* ``lease/<id>/k/<key>``: one per key put with the lease;
+* ``lease-of/<key>``: the lease the key was last put with.
+
+A key stays attached while it is still the lease's: last put with it and
+carrying its expiry. A later put without the lease (or with another) takes
+it away, and keepalive leaves it alone. Expiry is judged by each reader's
+clock, as for any TTL: keep clocks synced and TTLs far above their skew.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any, Final
+
+from kvstore.batch import check_key, check_value
+from kvstore.errors import LeaseNotFoundError
+from kvstore.reader import now_ms
+
+RESERVED: Final = b"\x00lakekv/"
+_LEASE: Final = RESERVED + b"lease/"
+_OWNER: Final = RESERVED + b"lease-of/"
+MAX_LEASE_TTL_S: Final = 100 * 366 * 24 * 3600.0
+
+# run(fn): fn(txn) in a SERIALIZABLE transaction on the newest version, committed, retried on conflict.
+Run = Callable[[Callable[[Any], Any]], Any]
+
+
+def _record_key(lease_id: str) -> bytes:
+    return _LEASE + lease_id.encode()
+
+
+def _attached_prefix(lease_id: str) -> bytes:
+    return _LEASE + lease_id.encode() + b"/k/"
+
+
+def _check_ttl(ttl: object) -> int:
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl <= MAX_LEASE_TTL_S:
+        raise ValueError(f"a lease's ttl must be a number of seconds > 0 and at most 100 years, not {ttl!r}")
+    return max(1, int(ttl * 1000))
+
+
+def check_lease_id(lease: object) -> str:
+    if not isinstance(lease, str) or len(lease) != 32 or any(c not in "0123456789abcdef" for c in lease):
+        raise TypeError(f"a lease id is 32 lowercase hex characters (Lease.id), not {lease!r}")
+    return lease
+
+
+def _record(txn: Any, lease_id: str) -> dict[str, int]:
+    raw = txn.get(_record_key(lease_id))
+    if raw is None:
+        raise LeaseNotFoundError(f"lease {lease_id} has expired or was revoked (or was never granted)", lease=lease_id)
+    record: dict[str, int] = json.loads(raw)
+    return record
+
+
+class Lease:
+    """A granted lease: ``keepalive()`` before it expires, ``revoke()`` to end it with its keys."""
+
+    def __init__(self, run: Run, lease_id: str, ttl_ms: int) -> None:
+        self._run = run
+        self.id = lease_id
+        self.ttl = ttl_ms / 1000
+
+    def keepalive(self) -> float:
+        """Restart the lease's ttl (and its keys'); return the seconds until it expires now.
+
+        Raises:
+            LeaseNotFoundError: it has already expired or was revoked (its keys are gone).
+        """
+        return keepalive(self._run, self.id)
+
+    def revoke(self) -> None:
+        """Delete the lease and every key still attached to it, in one commit. A no-op if it is already gone."""
+        revoke(self._run, self.id)
+
+    def keys(self) -> list[bytes]:
+        """The keys attached to the lease now."""
+
+        def attached(txn: Any) -> list[bytes]:
+            _record(txn, self.id)
+            return [key for key in _attached(txn, self.id) if _still_attached(txn, self.id, key)]
+
+        return self._run(attached)  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"Lease({self.id}, ttl={self.ttl:g}s)"
+
+
+def grant(run: Run, ttl: object) -> Lease:
+    """A new lease that expires ``ttl`` seconds from now unless kept alive."""
+    ttl_ms = _check_ttl(ttl)
+    lease_id = uuid.uuid4().hex
+
+    def create(txn: Any) -> None:
+        expire = now_ms() + ttl_ms
+        txn.put(_record_key(lease_id), json.dumps({"ttl_ms": ttl_ms, "expire_ms": expire}).encode(), expire_at_ms=expire)
+
+    run(create)
+    return Lease(run, lease_id, ttl_ms)
+
+
+def attach(run: Run, lease_id: str) -> Lease:
+    """A handle on an existing lease (granted by any process)."""
+    record = run(lambda txn: _record(txn, lease_id))
+    return Lease(run, lease_id, record["ttl_ms"])
+
+
+def put(run: Run, key: object, value: object, lease_id: str) -> int:
+    """Put ``key = value`` attached to the lease; return the commit's seq.
+
+    Raises:
+        LeaseNotFoundError: the lease has expired or was revoked (nothing written).
+    """
+    key, value = check_key(key), check_value(value)
+
+    def attach(txn: Any) -> int:
+        expire = _record(txn, lease_id)["expire_ms"]
+        txn.put(key, value, expire_at_ms=expire)
+        txn.put(_OWNER + key, lease_id.encode(), expire_at_ms=expire)
+        txn.put(_attached_prefix(lease_id) + key, b"", expire_at_ms=expire)
+        return int(txn.commit())
+
+    return run(attach)  # type: ignore[no-any-return]
+
+
+def _attached(txn: Any, lease_id: str) -> list[bytes]:
+    prefix = _attached_prefix(lease_id)
+    return [key[len(prefix):] for key, _ in txn.scan(prefix=prefix)]
+
+
+def _still_attached(txn: Any, lease_id: str, key: bytes) -> bool:
+    """The key was last put with this lease and still carries its expiry (no later plain put)."""
+    expire = _record(txn, lease_id)["expire_ms"]
+    return txn.get(_OWNER + key) == lease_id.encode() and txn.expires_at(key) == expire
+
+
+def keepalive(run: Run, lease_id: str) -> float:
+    def extend(txn: Any) -> float:
+        record = _record(txn, lease_id)
+        expire = now_ms() + record["ttl_ms"]
+        for key in _attached(txn, lease_id):
+            attachment = _attached_prefix(lease_id) + key
+            if _still_attached(txn, lease_id, key):
+                txn.put(key, txn.get(key), expire_at_ms=expire)
+                txn.put(_OWNER + key, lease_id.encode(), expire_at_ms=expire)
+                txn.put(attachment, b"", expire_at_ms=expire)
+            else:
+                txn.delete(attachment)
+        txn.put(_record_key(lease_id), json.dumps({"ttl_ms": record["ttl_ms"], "expire_ms": expire}).encode(),
+                expire_at_ms=expire)
+        return (expire - now_ms()) / 1000
+
+    return run(extend)  # type: ignore[no-any-return]
+
+
+def revoke(run: Run, lease_id: str) -> None:
+    def end(txn: Any) -> None:
+        try:
+            _record(txn, lease_id)
+        except LeaseNotFoundError:
+            return  # expired: its keys are already gone for every reader
+        for key in _attached(txn, lease_id):
+            if _still_attached(txn, lease_id, key):
+                txn.delete(key)
+                txn.delete(_OWNER + key)
+            txn.delete(_attached_prefix(lease_id) + key)
+        txn.delete(_record_key(lease_id))
+
+    run(end)

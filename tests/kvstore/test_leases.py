@@ -1,0 +1,109 @@
+"""Leases (kvstore.leases): keys that live as long as their lease, for every reader and process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import kvstore
+from kvstore.objstore.memory import MemoryStore
+from maintenance_util import QUIET
+
+
+def read_elsewhere(url: str, keys: list[bytes]) -> list[bytes | None]:
+    """The keys' values as a fresh process sees them."""
+    code = (
+        "import kvstore, sys\n"
+        f"with kvstore.open({url!r}, create=False, poll_interval_s=0, background_maintenance=False) as db:\n"
+        f"    print(repr([db.get(k) for k in {keys!r}]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    return eval(out)  # noqa: S307 - our own repr of a list of bytes
+
+
+def expire_ms(db: kvstore.Store, key: bytes) -> int | None:
+    with db.transaction() as txn:
+        return txn.expires_at(key)
+
+
+def test_keys_vanish_for_every_process_when_their_lease_expires(tmp_path: Path) -> None:
+    url = str(tmp_path / "store")
+    with kvstore.open(url, **QUIET) as db:
+        lease = db.grant_lease(0.5)
+        db.put(b"svc/a", b"1", lease=lease.id)
+        db.put(b"svc/b", b"2", lease=lease.id)
+        deadline = expire_ms(db, b"svc/a")
+        assert deadline is not None and deadline == expire_ms(db, b"svc/b")
+        assert read_elsewhere(url, [b"svc/a", b"svc/b"]) == [b"1", b"2"]
+        while time.time() * 1000 <= deadline + 50:  # wait out the lease (no keepalive)
+            time.sleep(0.05)
+        assert [db.get(b"svc/a"), db.get(b"svc/b")] == [None, None]
+        assert read_elsewhere(url, [b"svc/a", b"svc/b"]) == [None, None]
+        with pytest.raises(kvstore.LeaseNotFoundError):
+            lease.keepalive()
+        with pytest.raises(kvstore.LeaseNotFoundError):
+            db.put(b"svc/c", b"3", lease=lease.id)
+        assert db.get(b"svc/c") is None
+
+
+def test_keepalive_moves_the_expiry_of_the_keys_still_attached(tmp_path: Path) -> None:
+    with kvstore.open(MemoryStore(), **QUIET) as db:
+        lease = db.grant_lease(30)
+        db.put(b"a", b"1", lease=lease.id)
+        db.put(b"b", b"2", lease=lease.id)
+        db.put(b"b", b"plain")  # a put without the lease takes b away from it
+        other = db.grant_lease(60)
+        db.put(b"c", b"3", lease=lease.id)
+        db.put(b"c", b"4", lease=other.id)  # and so does a put with another lease
+        before = expire_ms(db, b"a")
+        time.sleep(0.01)
+        assert lease.keepalive() > 29
+        after = expire_ms(db, b"a")
+        assert before is not None and after is not None and after > before
+        assert expire_ms(db, b"b") is None and db.get(b"b") == b"plain"
+        assert expire_ms(db, b"c") != after and db.get(b"c") == b"4"
+        assert lease.keys() == [b"a"] and other.keys() == [b"c"]
+
+
+def test_revoke_deletes_the_lease_keys_in_one_commit_seen_by_a_watch(tmp_path: Path) -> None:
+    url = str(tmp_path / "store")
+    with kvstore.open(url, **QUIET) as db:
+        lease = db.grant_lease(60)
+        db.put(b"svc/a", b"1", lease=lease.id)
+        db.put(b"svc/b", b"2", lease=lease.id)
+        start = db.version + 1
+        with kvstore.open(url, **QUIET) as other:  # any handle, any process can revoke
+            other.lease(lease.id).revoke()
+        db.refresh()
+        assert [db.get(b"svc/a"), db.get(b"svc/b")] == [None, None]
+        events = [(e.version, e.key, e.kind) for e in db.watch(b"svc/", start=start, end=db.version)]
+        assert events == [(start, b"svc/a", "delete"), (start, b"svc/b", "delete")]
+        lease.revoke()  # already gone: a no-op
+        with pytest.raises(kvstore.LeaseNotFoundError):
+            db.lease(lease.id)
+
+
+@pytest.mark.parametrize("ttl", [0, -1, "5", True, float("inf")])
+def test_bad_ttls_are_refused(ttl: object) -> None:
+    with kvstore.open(MemoryStore(), **QUIET) as db:
+        version = db.version
+        with pytest.raises(ValueError, match="ttl"):
+            db.grant_lease(ttl)  # type: ignore[arg-type]
+        assert db.version == version
+
+
+def test_bad_lease_arguments_change_nothing() -> None:
+    with kvstore.open(MemoryStore(), **QUIET) as db:
+        lease = db.grant_lease(60)
+        version = db.version
+        with pytest.raises(ValueError, match="exclude"):
+            db.put(b"k", b"v", ttl=5, lease=lease.id)
+        with pytest.raises(TypeError, match="lease id"):
+            db.put(b"k", b"v", lease="not-a-lease")
+        with pytest.raises(TypeError):
+            db.put("k", b"v", lease=lease.id)  # type: ignore[arg-type]
+        assert db.version == version and db.get(b"k") is None
