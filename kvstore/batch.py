@@ -122,6 +122,17 @@ def scan_bounds(start: bytes | None, end: bytes | None, prefix: bytes | None) ->
 
 
 
+def check_lease_id(lease: object) -> str:
+    """``lease`` if it is a lease id (``Lease.id``: 32 lowercase hex characters).
+
+    Raises:
+        TypeError: it is not.
+    """
+    if not isinstance(lease, str) or len(lease) != 32 or any(c not in "0123456789abcdef" for c in lease):
+        raise TypeError(f"a lease id is 32 lowercase hex characters (Lease.id), not {lease!r}")
+    return lease
+
+
 def put_mutation(value: object, ttl: float | None = None) -> Mutation:
     """The mutation that sets a key to ``value`` (validated), expiring after ``ttl`` seconds.
 
@@ -167,33 +178,54 @@ class WriteBatch:
     Not thread-safe: build a batch in one thread.
     """
 
-    __slots__ = ("_mutations", "_conditions")
+    __slots__ = ("_mutations", "_conditions", "_leases")
 
     def __init__(self) -> None:
         self._mutations: dict[bytes, Mutation] = {}
         # key -> the revision (seq) it must be at when the batch commits; None: it must have no value.
         self._conditions: dict[bytes, int | None] = {}
+        # key -> the lease it is put with (kvstore.leases).
+        self._leases: dict[bytes, str] = {}
 
     def put(
-        self, key: bytes, value: bytes, ttl: float | None = None, *, if_seq: int | None = None, if_absent: bool = False
+        self,
+        key: bytes,
+        value: bytes,
+        ttl: float | None = None,
+        *,
+        if_seq: int | None = None,
+        if_absent: bool = False,
+        lease: str | None = None,
     ) -> WriteBatch:
         """Set ``key`` to ``value`` (optionally expiring after ``ttl`` seconds).
 
         ``if_seq=N`` (the key's revision, see ``Store.get_with_revision``) or
         ``if_absent=True`` makes the whole batch a compare-and-set: ``Store.write``
         applies it only if the compare holds when it commits, else raises
-        ``PreconditionFailedError`` and writes nothing.
+        ``PreconditionFailedError`` and writes nothing. ``lease`` (a lease id,
+        ``Store.grant_lease``) makes the key live as long as the lease (it
+        excludes ``ttl``).
         """
         # Fast path for the bulk-load case (bytes, no TTL): the same checks as
         # check_key/put_mutation without their calls, a third of a put's cost.
         if type(key) is bytes and type(value) is bytes and ttl is None and 0 < len(key) <= MAX_KEY_BYTES \
-                and len(value) <= MAX_VALUE_BYTES and if_seq is None and not if_absent:
+                and len(value) <= MAX_VALUE_BYTES and if_seq is None and not if_absent and lease is None:
             self._mutations[key] = (PUT, value, None)
+            if self._leases:
+                self._leases.pop(key, None)
             return self
         mutation = put_mutation(value, ttl)  # the value first, as the fast path's assignment does
         key = check_key(key)
+        if lease is not None:
+            if ttl is not None:
+                raise ValueError("ttl and lease exclude each other: a leased key expires with its lease")
+            check_lease_id(lease)
         self._require(key, if_seq, if_absent)
         self._mutations[key] = mutation
+        if lease is not None:
+            self._leases[key] = lease
+        else:
+            self._leases.pop(key, None)
         return self
 
     def _require(self, key: bytes, if_seq: object, if_absent: object) -> None:
@@ -228,6 +260,14 @@ class WriteBatch:
             items = iter(pairs)
         except TypeError:
             raise TypeError(f"put_many takes an iterable of (key, value) pairs, not {type(pairs).__name__}") from None
+        if self._leases:  # a plain put takes a key away from its lease: the compiled loop does not know leases
+            for item in items:
+                try:
+                    key, value = item
+                except (TypeError, ValueError):
+                    raise TypeError(f"put_many takes (key, value) pairs, got {item!r:.80}") from None
+                self.put(key, value)
+            return self
         while (item := _put_pairs(self._mutations, items, PUT, MAX_KEY_BYTES, MAX_VALUE_BYTES)) is not None:
             try:
                 key, value = item
@@ -241,6 +281,7 @@ class WriteBatch:
         key = check_key(key)
         self._require(key, if_seq, False)
         self._mutations[key] = DELETE_MUTATION
+        self._leases.pop(key, None)
         return self
 
     def __len__(self) -> int:
@@ -252,6 +293,11 @@ class WriteBatch:
     @property
     def mutations(self) -> dict[bytes, Mutation]:
         return self._mutations
+
+    @property
+    def leases(self) -> dict[bytes, str]:
+        """The keys put with a lease: key -> lease id."""
+        return self._leases
 
     @property
     def conditions(self) -> dict[bytes, int | None]:

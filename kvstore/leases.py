@@ -24,7 +24,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
-from kvstore.batch import check_key, check_value
 from kvstore.errors import LeaseNotFoundError
 from kvstore.reader import now_ms
 
@@ -49,12 +48,6 @@ def _check_ttl(ttl: object) -> int:
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl <= MAX_LEASE_TTL_S:
         raise ValueError(f"a lease's ttl must be a number of seconds > 0 and at most 100 years, not {ttl!r}")
     return max(1, int(ttl * 1000))
-
-
-def check_lease_id(lease: object) -> str:
-    if not isinstance(lease, str) or len(lease) != 32 or any(c not in "0123456789abcdef" for c in lease):
-        raise TypeError(f"a lease id is 32 lowercase hex characters (Lease.id), not {lease!r}")
-    return lease
 
 
 def _record(txn: Any, lease_id: str) -> dict[str, int]:
@@ -117,22 +110,16 @@ def attach(run: Run, lease_id: str) -> Lease:
     return Lease(run, lease_id, record["ttl_ms"])
 
 
-def put(run: Run, key: object, value: object, lease_id: str) -> int:
-    """Put ``key = value`` attached to the lease; return the commit's seq.
+def attach_in(txn: Any, key: bytes, value: bytes, lease_id: str) -> None:
+    """Inside ``txn``: put ``key = value`` attached to the lease (its expiry, its bookkeeping).
 
     Raises:
-        LeaseNotFoundError: the lease has expired or was revoked (nothing written).
+        LeaseNotFoundError: the lease has expired or was revoked.
     """
-    key, value = check_key(key), check_value(value)
-
-    def attach(txn: Any) -> int:
-        expire = _record(txn, lease_id)["expire_ms"]
-        txn.put(key, value, expire_at_ms=expire)
-        txn.put(_OWNER + key, lease_id.encode(), expire_at_ms=expire)
-        txn.put(_attached_prefix(lease_id) + key, b"", expire_at_ms=expire)
-        return int(txn.commit())
-
-    return run(attach)  # type: ignore[no-any-return]
+    expire = _record(txn, lease_id)["expire_ms"]
+    txn.put(key, value, expire_at_ms=expire)
+    txn.put(_OWNER + key, lease_id.encode(), expire_at_ms=expire)
+    txn.put(_attached_prefix(lease_id) + key, b"", expire_at_ms=expire)
 
 
 def _attached(txn: Any, lease_id: str) -> list[bytes]:

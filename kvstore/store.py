@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import pyarrow as pa
 
-from kvstore.batch import DELETE_MUTATION, WriteBatch, check_key, check_summary, put_mutation
+from kvstore.batch import DELETE_MUTATION, WriteBatch, check_key, check_lease_id, check_summary, put_mutation
 from kvstore.cache import BlockCache
 from kvstore.chain import HintWriter, VersionChain
 from kvstore.clock import StorageClock
@@ -29,7 +29,7 @@ from kvstore.gc import GCReport
 from kvstore.history import VersionInfo
 from kvstore.housekeeping import CompactionResult
 from kvstore.identity import check_identity, create_store
-from kvstore import leases
+from kvstore import cas, leases
 from kvstore.keyrange import prefix_bounds
 from kvstore.maintenance import Maintenance
 from kvstore.objstore.base import ObjectStore
@@ -263,10 +263,7 @@ class Store:
             CommitError / ObjectStoreError: the commit could not be made durable.
         """
         if lease is not None:
-            if ttl is not None:
-                raise ValueError("ttl and lease exclude each other: a leased key expires with its lease")
-            self._check_open()
-            return leases.put(self._txns.run_on_newest, key, value, leases.check_lease_id(lease))
+            return self.write(WriteBatch().put(key, value, ttl, lease=lease))
         return self._commit({check_key(key): put_mutation(value, ttl)})
 
     def grant_lease(self, ttl: float) -> leases.Lease:
@@ -287,7 +284,7 @@ class Store:
             TypeError: not a lease id. LeaseNotFoundError: it expired or was revoked.
         """
         self._check_open()
-        return leases.attach(self._txns.run_on_newest, leases.check_lease_id(lease_id))
+        return leases.attach(self._txns.run_on_newest, check_lease_id(lease_id))
 
     def delete(self, key: bytes) -> int:
         """Durably delete ``key``; return the commit's seq.
@@ -317,9 +314,9 @@ class Store:
         descriptor: dict[str, Any] = {"op": "write", "keys": len(batch)}
         if summary is not None:
             descriptor["summary"] = check_summary(summary)
-        if batch.conditions:
+        if batch.conditions or batch.leases:
             self._check_open()
-            return self._txns.compare_and_write(batch, descriptor.get("summary"))
+            return cas.write(self._txns.run_on_newest, batch, descriptor.get("summary"))
         return self._commit(dict(batch.mutations), descriptor)
 
     def _commit(self, mutations: dict, descriptor: dict | None = None) -> int:

@@ -38,7 +38,6 @@ from typing import Any, Callable, ContextManager, Iterator, TypeVar
 from kvstore.batch import (
     DELETE_MUTATION,
     Mutation,
-    WriteBatch,
     check_key,
     check_limit,
     check_summary,
@@ -48,7 +47,6 @@ from kvstore.batch import (
 from kvstore.committer import Committer, PendingCommit
 from kvstore.errors import (
     ConflictError,
-    PreconditionFailedError,
     SnapshotTooOldError,
     TransactionClosedError,
     TransactionExpiredError,
@@ -632,37 +630,6 @@ class TransactionManager:
     ) -> ContextManager[Transaction]:
         """``with store.transaction() as txn:`` commits on normal exit, rolls back on exception."""
         return transaction_scope(self.begin(isolation, ttl, fresh))
-
-    def compare_and_write(self, batch: WriteBatch, summary: dict[str, Any] | None) -> int:
-        """Apply ``batch`` if every compare of ``batch.conditions`` holds when it commits; return the seq.
-
-        One SERIALIZABLE transaction on the newest version (fresh: the
-        compare sees every commit acknowledged before the call, by any
-        process): it reads each compared key's revision, then writes the
-        batch; a commit racing it conflicts, and the retry compares again.
-
-        Raises:
-            PreconditionFailedError: a compare failed (nothing written).
-            ConflictError: still conflicting after the retries.
-        """
-
-        def attempt(txn: Transaction) -> int:
-            for key, expected in batch.conditions.items():
-                _, actual = txn.get_with_revision(key)
-                if actual != expected:
-                    want = "no value" if expected is None else f"revision {expected}"
-                    have = "no value" if actual is None else f"revision {actual}"
-                    raise PreconditionFailedError(
-                        f"compare-and-set of key {key!r:.80}: required {want}, found {have}; nothing was written",
-                        key=key, expected=expected, actual=actual,
-                    )
-            txn._writes.update(batch.mutations)
-            txn._sorted_writes = None
-            if summary is not None:
-                txn.set_summary(summary)
-            return txn.commit()
-
-        return self.run_on_newest(attempt)
 
     def run_on_newest(self, fn: Callable[[Transaction], T]) -> T:
         """:meth:`run` with every attempt on the newest version (fresh): what ``fn`` reads

@@ -12,9 +12,11 @@ version whose root file retention has deleted cannot be replayed
 A put with a TTL has no later row when it expires. The watch remembers the
 expiry of each such put it reports (and, when it starts at the newest
 version, of each live key under its prefix) and reports an ``"expire"``
-event once the expiry has passed, unless the key was written again first
-(checked when the watch has read every version there is, so a replay of
-old versions reports an old expiry after them).
+event, unless the key was written again first: before the first version
+committed after the expiry (by the committing writer's clock, recorded in
+the root file), or, once the watch has read every version there is, as
+soon as the expiry passes. A replay thus puts an expiry where it happened
+between versions: before a put that found the key gone.
 """
 
 from __future__ import annotations
@@ -124,11 +126,13 @@ class Watch:
                         "from a retained version only; start from a later one, e.g. the store's current version"
                     )
                 # Caught up: an expiry now is not undone by a write the watch has yet to read.
-                self._expire(self._next - 1)
+                self._expire(self._next - 1, now_ms())
                 if self._ready:
                     break
                 self._closed.wait(self._wait_s())
                 continue
+            # What expired before this version was committed (by its writer's clock) comes first.
+            self._expire(self._next - 1, root.writer_clock_ms)
             self._read(root)
             self._next += 1
         return self._ready.pop(0)
@@ -151,9 +155,9 @@ class Watch:
             else:
                 self._ready.append(WatchEvent(root.version, seq, key, None, DELETE_EVENT))
 
-    def _expire(self, version: int) -> None:
-        now = now_ms()
-        while self._expiries and self._expiries[0][0] <= now:
+    def _expire(self, version: int, until_ms: int) -> None:
+        """Report the expiries at or before ``until_ms`` of puts not written over since."""
+        while self._expiries and self._expiries[0][0] <= until_ms:
             _, seq, key = heapq.heappop(self._expiries)
             if self._latest.get(key) == seq:  # not written again since that put
                 self._ready.append(WatchEvent(version, seq, key, None, EXPIRE_EVENT))

@@ -16,4 +16,4 @@ def test_python_examples_run() -> None:
     for block in blocks:
         result = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr[-3000:]
-        assert "refused:" in result.stdout
+    assert len(blocks) == 2  # the config watch and the leader election

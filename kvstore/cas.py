@@ -1,0 +1,52 @@
+"""Conditional batches: a WriteBatch with compares (``if_seq``/``if_absent``) or leased keys.
+
+Such a batch commits as one SERIALIZABLE transaction on the newest version
+(every commit acknowledged before the call, by any process, is seen): it
+reads each compared key's revision and each lease's record, then writes
+the batch. A commit racing it conflicts and the attempt is made again, so
+exactly one of several racing compare-and-sets on a key wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kvstore import leases
+from kvstore.batch import WriteBatch
+from kvstore.errors import PreconditionFailedError
+from kvstore.format.rows import PUT
+
+
+def write(run_on_newest: Callable[[Callable[[Any], int]], int], batch: WriteBatch, summary: dict[str, Any] | None) -> int:
+    """Apply ``batch`` if every compare holds when it commits; return the commit's seq.
+
+    Raises:
+        PreconditionFailedError: a compare failed (nothing written).
+        LeaseNotFoundError: a lease of the batch expired or was revoked (nothing written).
+        ConflictError: still conflicting after the retries.
+    """
+
+    def attempt(txn: Any) -> int:
+        for key, expected in batch.conditions.items():
+            _, actual = txn.get_with_revision(key)
+            if actual != expected:
+                want = "no value" if expected is None else f"revision {expected}"
+                have = "no value" if actual is None else f"revision {actual}"
+                raise PreconditionFailedError(
+                    f"compare-and-set of key {key!r:.80}: required {want}, found {have}; nothing was written",
+                    key=key, expected=expected, actual=actual,
+                )
+        for key, (kind, value, expire) in batch.mutations.items():
+            lease = batch.leases.get(key)
+            if lease is not None:
+                leases.attach_in(txn, key, value, lease)
+            elif kind == PUT:
+                txn.put(key, value, expire_at_ms=expire)
+            else:
+                txn.delete(key)
+        if summary is not None:
+            txn.set_summary(summary)
+        return int(txn.commit())
+
+    return run_on_newest(attempt)
