@@ -40,6 +40,7 @@ def write(run_on_newest: Callable[[Callable[[Any], int]], int], batch: WriteBatc
         for key, (kind, value, expire) in batch.mutations.items():
             lease = batch.leases.get(key)
             if lease is not None:
+                assert kind == PUT and value is not None  # WriteBatch records a lease for puts only
                 leases.attach_in(txn, key, value, lease)
             elif kind == PUT:
                 txn.put(key, value, expire_at_ms=expire)
