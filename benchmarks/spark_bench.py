@@ -224,11 +224,11 @@ def main() -> int:
         with catalog.open(os.path.join(work, "lake")) as lake:
             table = lake.load_table("tpch.lineitem")
             files_lake = len(table.files())
+        explain = spark.sql(f"EXPLAIN {lake_sel}").collect()[0][0]
+        planned = explain.split("InMemoryFileIndex(", 1)[1].split(" ", 1)[0] if "InMemoryFileIndex(" in explain else "?"
         # The writes come last: they replace lake.tpch.lineitem's files (with the same rows).
         t_write_lake, t_write_pq = writes(spark, os.path.join(work, "written"), args.repeat)
         t_merge_lake, t_merge_pq, merged_rows = merges(spark, os.path.join(work, "merged"), args.repeat)
-        explain = spark.sql(f"EXPLAIN {lake_sel}").collect()[0][0]
-        planned = explain.split("InMemoryFileIndex(", 1)[1].split(" ", 1)[0] if "InMemoryFileIndex(" in explain else "?"
 
         s3_line = "skipped (--no-s3)"
         if not args.no_s3:

@@ -94,19 +94,23 @@ _GROUP: Final = {
     "drop_table": "drop",
     "drop_view": "drop",
     "drop_namespace": "drop",
+    # A staged read check (ops.CheckRead) writes nothing: it never makes another commit conflict,
+    # and losing to one just means checking again on the new version.
+    "check_read": "read",
 }
 
-_COLUMNS: Final = ("append", "overwrite", "delete", "compact", "schema", "props", "create", "rename", "drop")
+_COLUMNS: Final = ("append", "overwrite", "delete", "compact", "schema", "props", "create", "rename", "drop", "read")
 _ROWS: Final = {
-    "append": (None, None, None, None, REBASE, None, None, None, FAIL),
-    "overwrite": (RETRY, RETRY, RETRY, RETRY, REBASE, None, None, None, FAIL),
-    "delete": (REBASE, RETRY, REBASE, REBASE, REBASE, None, None, None, FAIL),
-    "compact": (REBASE, RETRY, REBASE, REBASE, REBASE, None, None, None, FAIL),
-    "schema": (None, None, None, None, RETRY, None, None, None, FAIL),
-    "props": (None, None, None, None, None, RETRY, None, None, FAIL),
-    "create": (None, None, None, None, None, None, FAIL, FAIL, REBASE),
-    "rename": (None, None, None, None, None, None, FAIL, FAIL, FAIL),
-    "drop": (REBASE, REBASE, REBASE, REBASE, REBASE, REBASE, FAIL, FAIL, FAIL),
+    "append": (None, None, None, None, REBASE, None, None, None, FAIL, None),
+    "overwrite": (RETRY, RETRY, RETRY, RETRY, REBASE, None, None, None, FAIL, None),
+    "delete": (REBASE, RETRY, REBASE, REBASE, REBASE, None, None, None, FAIL, None),
+    "compact": (REBASE, RETRY, REBASE, REBASE, REBASE, None, None, None, FAIL, None),
+    "schema": (None, None, None, None, RETRY, None, None, None, FAIL, None),
+    "props": (None, None, None, None, None, RETRY, None, None, FAIL, None),
+    "create": (None, None, None, None, None, None, FAIL, FAIL, REBASE, None),
+    "rename": (None, None, None, None, None, None, FAIL, FAIL, FAIL, None),
+    "drop": (REBASE, REBASE, REBASE, REBASE, REBASE, REBASE, FAIL, FAIL, FAIL, None),
+    "read": (REBASE, REBASE, REBASE, REBASE, REBASE, REBASE, REBASE, REBASE, REBASE, None),
 }
 
 

@@ -62,7 +62,10 @@ def _cmd_commit(args: argparse.Namespace) -> int:
     # The topmost commit applies the staged catalog operations: that takes the lakehouse, not just the store.
     with catalog.open(args.url, create=False, **_OPTIONS) as lake:
         version = lake.attach(args.txid).commit()
-    print(f"committed {args.txid} at lakehouse version {version}")
+    if version is None:
+        print(f"committed {args.txid} into its parent transaction")
+    else:
+        print(f"committed {args.txid} at lakehouse version {version}")
     return 0
 
 

@@ -27,7 +27,7 @@ from catalog.durable.session import DurableCatalogTransaction, _delete_files
 from catalog.durable.work import Work
 from catalog.errors import RetryableConflictError
 from catalog.maintenance import GC_REFERENCE_HOOKS
-from catalog.ops import Retry, from_record
+from catalog.ops import CheckRead, Retry, from_record
 
 if TYPE_CHECKING:
     from catalog.lakehouse import Lakehouse
@@ -61,8 +61,10 @@ class DurableLake:
         """Apply ``record``'s staged operations to the catalog inside ``work`` (one lakekv version)."""
         writer = CatalogWriter(work.txn)
         summaries = []
-        for op_record in ops:
-            op = from_record(op_record)
+        # Read checks first: they are about what others committed, not about this transaction's ops.
+        decoded = [from_record(op_record) for op_record in ops]
+        decoded.sort(key=lambda op: not isinstance(op, CheckRead))
+        for op in decoded:
             try:
                 summaries.append(op.apply(writer, self.lake._ctx, rebase=True))
             except Retry as exc:

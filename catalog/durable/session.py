@@ -73,7 +73,9 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
             assert raw is not None, "require_active saw the record"
             for txid in (*TxnRecord.decode(raw).ancestors, self.id):
                 for _, op_raw in txn.scan(prefix=keys.op_prefix(txid)):
-                    from_record(json.loads(op_raw)).apply(writer, self._durable.lake._ctx, rebase=False)
+                    op = from_record(json.loads(op_raw))
+                    if not isinstance(op, CheckRead):  # writes nothing; checked against committed data only
+                        op.apply(writer, self._durable.lake._ctx, rebase=False)
             yield writer
         finally:
             txn.rollback()
@@ -81,9 +83,21 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
     def _check_writable(self) -> None:
         self.manager.run(lambda work: lifecycle.require_active(work, self.id))
 
+    @contextmanager
+    def _committed(self) -> Iterator[CatalogReader]:
+        """The newest committed catalog, without this transaction's staged operations."""
+        self.manager.run(lambda work: lifecycle.require_active(work, self.id))
+        txn = self._durable.lake.store.begin(isolation="snapshot", fresh=True)
+        try:
+            yield CatalogWriter(txn)
+        finally:
+            txn.rollback()
+
     def _submit(self, op: Op) -> None:
         try:
-            with self._reading() as view:
+            # A read check is about committed data (what a query read at a lakehouse version), not
+            # about what this transaction staged: it checks, and at the commit applies, before them.
+            with self._committed() if isinstance(op, CheckRead) else self._reading() as view:
                 op.apply(view, self._durable.lake._ctx, rebase=False)  # type: ignore[arg-type]
             requests = implicit_locks(op)
             record = op.to_record()
@@ -145,9 +159,11 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
         For a write computed from rows read there: the commit raises
         ``RetryableConflictError`` (and applies nothing) if, since
         ``version``, the table was dropped or replaced, or gained or lost a
-        data file that may hold rows matching ``filter`` (every row if None).
-        The check runs now too, against this transaction's view, and again in
-        the commit, atomically with it.
+        data file that may hold rows matching ``filter`` (every row if None),
+        by commits of others: the check is made against the committed
+        catalog, now and again in the commit (atomically with it, before the
+        transaction's own operations), so a table this transaction itself
+        replaces or writes can be checked too.
 
         Raises:
             NoSuchTableError: ``name`` was not a table at ``version``.

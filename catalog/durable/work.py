@@ -126,7 +126,8 @@ def run_versioned(
     store: kvstore.Store, operation: Callable[[Work], T], clock: Callable[[], int], *, keep_cleanup: bool = True
 ) -> tuple[T, int]:
     """Run ``operation`` in a fresh SERIALIZABLE lakekv transaction and commit, retrying on conflict;
-    return its result and the store version the commit made (the start seq if it wrote nothing).
+    return its result and the store version the commit made (every durable operation that
+    commits writes; for one that wrote nothing this is the seq its transaction started at).
 
     ``keep_cleanup=False`` is for operations that may raise after writing
     state of their own (several locks, then a staged operation): nothing of a

@@ -35,6 +35,7 @@ import base64
 import json
 import pickle
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
@@ -52,6 +53,7 @@ from catalog.spark.conditions import exact_condition, literal, spark_filters
 from catalog.spark.errors import annotated_conflicts
 from catalog.spark.filters import pruning_expression
 from catalog.spark.options import store_options
+from kvstore.backoff import backoff_delay
 from catalog.spark.types import COMMENT_KEY, spark_arrow_schema, spark_schema
 
 __all__ = ["ControlPlane", "ProtocolError", "serve_stdio", "PROTOCOL_VERSION"]
@@ -485,6 +487,24 @@ class ControlPlane:
         return {"version": version}
 
     def op_commit_written(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Commit the files Spark's writer wrote (see :meth:`_commit_written`); a stream's batch again on a conflict."""
+        stream = _stream_arg(args)
+        if stream is None:
+            return self._commit_written(args)
+        if args.get("txn") is not None:
+            raise ValueError("a streaming write cannot be staged in a durable transaction: each micro-batch commits on its own")
+        # Another stream's batch or a property change on the same table conflicts with the
+        # batch-id bookkeeping (properties x properties): commit again, the duplicate check included.
+        for attempt in range(_STREAM_ATTEMPTS):
+            try:
+                return self._commit_written(args)
+            except errors.RetryableConflictError:
+                if attempt == _STREAM_ATTEMPTS - 1:
+                    raise
+                time.sleep(backoff_delay(attempt, 0.01, 0.5))
+        raise AssertionError("unreachable")
+
+    def _commit_written(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Commit Parquet files Spark's own writer put under the table's location, in one commit.
 
         ``files``: ``[{"path", "crc32c"}]``, store-relative; each entry is
@@ -735,6 +755,7 @@ class ControlPlane:
 
 
 _STREAM_PREFIX: Final = "lakekv.stream."
+_STREAM_ATTEMPTS: Final = 20
 
 
 def _stream_arg(args: Mapping[str, Any]) -> tuple[str, int] | None:

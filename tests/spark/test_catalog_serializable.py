@@ -137,3 +137,10 @@ def test_create_table_as_select_whose_source_changed_while_it_ran_is_a_retryable
     assert rows(spark, f"SHOW TABLES IN {ns}") == [(short(ns), "t1", False), (short(ns), "t2", False)]
     spark.sql(f"CREATE TABLE {ns}.t3 AS SELECT id, append_once(id) AS tag FROM {t1}")  # no commit meanwhile
     assert rows(spark, f"SELECT id FROM {ns}.t3 ORDER BY id") == [(1,), (2,), (3,), (100,)]
+
+
+def test_create_or_replace_a_table_from_itself_commits(spark: SparkSession, ns: str, tables: tuple[str, str]) -> None:
+    t1, _ = tables
+    # The read of t1 is checked against others' commits, not against the statement's own replacement.
+    spark.sql(f"CREATE OR REPLACE TABLE {t1} AS SELECT id * 10 AS id, region FROM {t1}")
+    assert rows(spark, f"SELECT id FROM {t1} ORDER BY id") == [(10,), (20,), (30,)]

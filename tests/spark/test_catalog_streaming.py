@@ -104,3 +104,17 @@ def test_a_table_spark_cannot_write_refuses_a_stream(spark: SparkSession, ns: st
         query = frame.writeStream.option("checkpointLocation", str(tmp_path / "c")).toTable(f"{ns}.t")
         query.awaitTermination()
     assert rows(spark, f"SELECT count(*) FROM {ns}.t") == [(0,)]
+
+
+def test_a_stream_inside_a_durable_transaction_is_refused(spark: SparkSession, ns: str, tmp_path: Path) -> None:
+    spark.sql(f"CREATE TABLE {ns}.events (id BIGINT, kind STRING)")
+    add_input(tmp_path / "in", "a", [1])
+    spark.sql("CALL lake.system.begin_transaction()")
+    try:
+        frame = spark.readStream.schema(SCHEMA).json(str(tmp_path / "in"))
+        with pytest.raises(Exception, match="inside durable transaction"):
+            query = frame.writeStream.option("checkpointLocation", str(tmp_path / "c")).toTable(f"{ns}.events")
+            query.awaitTermination()
+    finally:
+        spark.sql("CALL lake.system.abort_transaction()")
+    assert rows(spark, f"SELECT count(*) FROM {ns}.events") == [(0,)]

@@ -547,6 +547,9 @@ public class LakehouseCatalog
         if (parent != null) {
             begin.put("parent", parent);  // the statement commits into the session's transaction
         }
+        // Nothing pings the statement's transaction while Spark's job runs: give it as long as a
+        // session's (capped by the store's maximum), not the store's 60 s default.
+        begin.put("timeout_s", TransactionProcedures.DEFAULT_TIMEOUT_S);
         String txn = control.call("begin", begin).asText();
         try {
             if (mustExist) {

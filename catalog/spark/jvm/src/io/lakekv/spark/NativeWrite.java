@@ -145,6 +145,13 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
 
     @Override
     public StreamingWrite toStreaming() {
+        if (table.txn != null) {
+            // Spark logs a batch as done once its commit returns: staged in a transaction that is
+            // later aborted (or expires), it would be lost and never replayed.
+            throw new LakehouseException.InvalidArgument("invalid_argument", "a streaming write into " + table.name()
+                    + " inside durable transaction " + table.txn + " is not supported: each micro-batch commits on"
+                    + " its own, exactly once; RESET " + table.catalog.transactionKey() + " before starting the stream");
+        }
         return new Stream(factory());
     }
 

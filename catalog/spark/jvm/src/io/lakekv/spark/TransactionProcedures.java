@@ -38,7 +38,7 @@ final class TransactionProcedures {
     static final String NAMESPACE = "system";
     private static final List<String> NAMES = List.of("begin_transaction", "commit_transaction", "abort_transaction");
     /** An hour (the store's default maximum): a statement may run that long between two requests of its session. */
-    private static final double DEFAULT_TIMEOUT_S = 3600;
+    static final double DEFAULT_TIMEOUT_S = 3600;
 
     private TransactionProcedures() {
     }
