@@ -184,8 +184,9 @@ class WriteBatch:
         self._mutations: dict[bytes, Mutation] = {}
         # key -> the revision (seq) it must be at when the batch commits; None: it must have no value.
         self._conditions: dict[bytes, int | None] = {}
-        # key -> the lease it is put with (kvstore.leases).
-        self._leases: dict[bytes, str] = {}
+        # key -> (lease id, the mutation put with it): the key is leased while that mutation is still
+        # its one (a later put or delete replaces it), so no other method has to know about leases.
+        self._leases: dict[bytes, tuple[str, Mutation]] = {}
 
     def put(
         self,
@@ -211,8 +212,6 @@ class WriteBatch:
         if type(key) is bytes and type(value) is bytes and ttl is None and 0 < len(key) <= MAX_KEY_BYTES \
                 and len(value) <= MAX_VALUE_BYTES and if_seq is None and not if_absent and lease is None:
             self._mutations[key] = (PUT, value, None)
-            if self._leases:
-                self._leases.pop(key, None)
             return self
         mutation = put_mutation(value, ttl)  # the value first, as the fast path's assignment does
         key = check_key(key)
@@ -223,9 +222,7 @@ class WriteBatch:
         self._require(key, if_seq, if_absent)
         self._mutations[key] = mutation
         if lease is not None:
-            self._leases[key] = lease
-        else:
-            self._leases.pop(key, None)
+            self._leases[key] = (lease, mutation)
         return self
 
     def _require(self, key: bytes, if_seq: object, if_absent: object) -> None:
@@ -260,14 +257,6 @@ class WriteBatch:
             items = iter(pairs)
         except TypeError:
             raise TypeError(f"put_many takes an iterable of (key, value) pairs, not {type(pairs).__name__}") from None
-        if self._leases:  # a plain put takes a key away from its lease: the compiled loop does not know leases
-            for item in items:
-                try:
-                    key, value = item
-                except (TypeError, ValueError):
-                    raise TypeError(f"put_many takes (key, value) pairs, got {item!r:.80}") from None
-                self.put(key, value)
-            return self
         while (item := _put_pairs(self._mutations, items, PUT, MAX_KEY_BYTES, MAX_VALUE_BYTES)) is not None:
             try:
                 key, value = item
@@ -281,7 +270,6 @@ class WriteBatch:
         key = check_key(key)
         self._require(key, if_seq, False)
         self._mutations[key] = DELETE_MUTATION
-        self._leases.pop(key, None)
         return self
 
     def __len__(self) -> int:
@@ -296,8 +284,8 @@ class WriteBatch:
 
     @property
     def leases(self) -> dict[bytes, str]:
-        """The keys put with a lease: key -> lease id."""
-        return self._leases
+        """The keys put with a lease and not written again since: key -> lease id."""
+        return {key: lease for key, (lease, mutation) in self._leases.items() if self._mutations.get(key) is mutation}
 
     @property
     def conditions(self) -> dict[bytes, int | None]:

@@ -107,3 +107,13 @@ def test_bad_lease_arguments_change_nothing() -> None:
         with pytest.raises(TypeError):
             db.put("k", b"v", lease=lease.id)  # type: ignore[arg-type]
         assert db.version == version and db.get(b"k") is None
+
+
+def test_a_later_write_in_the_batch_takes_a_key_away_from_its_lease() -> None:
+    lease = "a" * 32
+    batch = kvstore.WriteBatch().put(b"a", b"1", lease=lease).put(b"b", b"1", lease=lease).put(b"c", b"1", lease=lease)
+    batch.put(b"a", b"2")
+    batch.put_many([(b"b", b"2")])
+    assert batch.leases == {b"c": lease}
+    batch.delete(b"c")
+    assert batch.leases == {}

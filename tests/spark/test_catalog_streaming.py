@@ -118,3 +118,11 @@ def test_a_stream_inside_a_durable_transaction_is_refused(spark: SparkSession, n
     finally:
         spark.sql("CALL lake.system.abort_transaction()")
     assert rows(spark, f"SELECT count(*) FROM {ns}.events") == [(0,)]
+
+
+def test_checkpoint_location_on_a_batch_write_is_refused(spark: SparkSession, ns: str, tmp_path: Path) -> None:
+    spark.sql(f"CREATE TABLE {ns}.events (id BIGINT, kind STRING)")
+    frame = spark.sql("SELECT 1L AS id, 'a' AS kind")
+    with pytest.raises(Exception, match="checkpointLocation is for a streaming write"):
+        frame.writeTo(f"{ns}.events").option("checkpointLocation", str(tmp_path / "c")).append()
+    assert rows(spark, f"SELECT count(*) FROM {ns}.events") == [(0,)]

@@ -1,5 +1,6 @@
 package io.lakekv.spark;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
@@ -21,6 +22,7 @@ import org.apache.spark.sql.connector.expressions.SortOrder;
 import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.DataWriterFactory;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
 import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
 import org.apache.spark.sql.connector.write.RequiresDistributionAndOrdering;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
@@ -93,12 +95,15 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
     private final Function<List<WrittenFile>, ObjectNode> commitRequest;
     /** Spark's id of the writing query: for a streaming query, the same across its restarts. */
     private final String queryId;
+    /** The write's options carry {@code checkpointLocation}: only a stream may take them. */
+    private final boolean streamOptions;
 
-    NativeWrite(LakehouseTable table, StructType schema, Function<List<WrittenFile>, ObjectNode> commitRequest, String queryId) {
+    NativeWrite(LakehouseTable table, LogicalWriteInfo info, Function<List<WrittenFile>, ObjectNode> commitRequest) {
         this.table = table;
-        this.schema = withFieldIds(schema, table.schema);
+        this.schema = withFieldIds(info.schema(), table.schema);
         this.commitRequest = commitRequest;
-        this.queryId = queryId;
+        this.queryId = info.queryId();
+        this.streamOptions = Options.hasStreamingOption(info.options());
     }
 
     /** The rows' schema with each column's field id taken from the table's column of that name. */
@@ -140,6 +145,9 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
 
     @Override
     public BatchWrite toBatch() {
+        if (streamOptions) {
+            throw Options.streamingOptionOnBatch(table.name());
+        }
         return new Batch(factory());
     }
 
@@ -190,13 +198,7 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
         @Override
         public void commit(WriterCommitMessage[] messages) {
             List<WrittenFile> written = writtenFiles(messages);
-            try {
-                table.catalog.control().call("commit_written", commitRequest.apply(written));
-            } catch (RuntimeException e) {
-                // The commit did not happen (a conflict, a refusal): no file of ours is referenced.
-                factory.delete(written);
-                throw e;
-            }
+            commitFiles(factory, written, commitRequest.apply(written));
         }
 
         @Override
@@ -228,14 +230,7 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
                 overwrite.remove("read_version");  // complete mode: the batch replaces the table as it is now
             }
             args.putObject("stream").put("query_id", queryId).put("batch", epochId);
-            boolean committed;
-            try {
-                committed = !table.catalog.control().call("commit_written", args).path("duplicate").asBoolean(false);
-            } catch (RuntimeException e) {
-                factory.delete(written);
-                throw e;
-            }
-            if (!committed) {
+            if (commitFiles(factory, written, args).path("duplicate").asBoolean(false)) {
                 factory.delete(written);  // this query committed the batch before a restart: its rows are in
             }
         }
@@ -243,6 +238,17 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
         @Override
         public void abort(long epochId, WriterCommitMessage[] messages) {
             factory.delete(writtenFiles(messages));
+        }
+    }
+
+    /** The control plane's commit of {@code written}; if it did not happen, no file of ours stays. */
+    private JsonNode commitFiles(Factory factory, List<WrittenFile> written, ObjectNode args) {
+        try {
+            return table.catalog.control().call("commit_written", args);
+        } catch (RuntimeException e) {
+            // The commit did not happen (a conflict, a refusal): no file of ours is referenced.
+            factory.delete(written);
+            throw e;
         }
     }
 

@@ -36,6 +36,17 @@ final class Options {
                         + " nothing was " + (purpose.equals("read") ? "read" : "written") + ")");
     }
 
+    /** Whether a write's options carry Spark's streaming option: the write must then be a stream. */
+    static boolean hasStreamingOption(CaseInsensitiveStringMap options) {
+        return options != null && options.containsKey(SPARK_STREAMING_OPTION);
+    }
+
+    /** The refusal of a batch write given a streaming-only option. */
+    static RuntimeException streamingOptionOnBatch(String table) {
+        return new LakehouseException.InvalidArgument("invalid_argument", "option checkpointLocation is for a"
+                + " streaming write (writeStream); a batch write into " + table + " takes no options; nothing was written");
+    }
+
     static void refuseAll(CaseInsensitiveStringMap options, String purpose) {
         refuseAll(options.asCaseSensitiveMap(), purpose);
     }

@@ -75,7 +75,7 @@ final class RowLevelRewrite implements RowLevelOperation {
         return new WriteBuilder() {
             @Override
             public Write build() {
-                return new NativeWrite(table, info.schema(), RowLevelRewrite.this::commitRequest, info.queryId());
+                return new NativeWrite(table, info, RowLevelRewrite.this::commitRequest);
             }
         };
     }

@@ -81,7 +81,10 @@ final class TableWriteBuilder implements SupportsOverwrite, SupportsDynamicOverw
     @Override
     public Write build() {
         if (table.dataRoot != null && table.dataPath != null) {
-            return new NativeWrite(table, info.schema(), this::commitRequest, info.queryId());
+            return new NativeWrite(table, info, this::commitRequest);
+        }
+        if (Options.hasStreamingOption(info.options())) {
+            throw Options.streamingOptionOnBatch(table.name());  // the Python source takes no stream
         }
         Map<String, String> options = new HashMap<>();
         if (overwrite && table.txn == null) {
