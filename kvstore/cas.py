@@ -28,26 +28,39 @@ def write(run_on_newest: Callable[[Callable[[Any], int]], int], batch: WriteBatc
     """
 
     def attempt(txn: Any) -> int:
-        for key, expected in batch.conditions.items():
-            _, actual = txn.get_with_revision(key)
-            if actual != expected:
-                want = "no value" if expected is None else f"revision {expected}"
-                have = "no value" if actual is None else f"revision {actual}"
-                raise PreconditionFailedError(
-                    f"compare-and-set of key {key!r:.80}: required {want}, found {have}; nothing was written",
-                    key=key, expected=expected, actual=actual,
-                )
-        for key, (kind, value, expire) in batch.mutations.items():
-            lease = batch.leases.get(key)
-            if lease is not None:
-                assert kind == PUT and value is not None  # WriteBatch records a lease for puts only
-                leases.attach_in(txn, key, value, lease)
-            elif kind == PUT:
-                txn.put(key, value, expire_at_ms=expire)
-            else:
-                txn.delete(key)
+        apply(txn, batch)
         if summary is not None:
             txn.set_summary(summary)
         return int(txn.commit())
 
     return run_on_newest(attempt)
+
+
+def apply(txn: Any, batch: WriteBatch) -> None:
+    """Check ``batch``'s compares in ``txn`` and stage its writes there (the caller commits).
+
+    ``txn`` must be SERIALIZABLE, so that a commit racing it on a compared key
+    or a lease record conflicts.
+
+    Raises:
+        PreconditionFailedError: a compare failed (nothing staged).
+        LeaseNotFoundError: a lease of the batch expired or was revoked.
+    """
+    for key, expected in batch.conditions.items():
+        _, actual = txn.get_with_revision(key)
+        if actual != expected:
+            want = "no value" if expected is None else f"revision {expected}"
+            have = "no value" if actual is None else f"revision {actual}"
+            raise PreconditionFailedError(
+                f"compare-and-set of key {key!r:.80}: required {want}, found {have}; nothing was written",
+                key=key, expected=expected, actual=actual,
+            )
+    for key, (kind, value, expire) in batch.mutations.items():
+        lease = batch.leases.get(key)
+        if lease is not None:
+            assert kind == PUT and value is not None  # WriteBatch records a lease for puts only
+            leases.attach_in(txn, key, value, lease)
+        elif kind == PUT:
+            txn.put(key, value, expire_at_ms=expire)
+        else:
+            txn.delete(key)

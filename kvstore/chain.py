@@ -18,6 +18,7 @@ import time
 
 from kvstore.errors import StoreError
 from kvstore.format.names import HINT_PATH
+from kvstore.freshness import HeadBeacon
 from kvstore.format.root import RootFile, decode_root, encode_root, parse_root_path, root_path
 from kvstore.objstore.base import ObjectStore
 from kvstore.search import last_true
@@ -29,8 +30,11 @@ log = logging.getLogger(__name__)
 class VersionChain:
     """Root-file I/O for one store. Thread-safe (stateless apart from ``store``)."""
 
-    def __init__(self, store: ObjectStore) -> None:
+    def __init__(self, store: ObjectStore, beacon: HeadBeacon | None = None) -> None:
         self.store = store
+        # Raised after each publish, before the publisher acknowledges: how
+        # readers on a local directory learn cheaply that the chain moved.
+        self.beacon = beacon
 
     def read_root(self, version: int) -> RootFile:
         """Read and verify root ``version``. Raises FileNotFoundError if absent."""
@@ -52,7 +56,15 @@ class VersionChain:
 
     def publish(self, data: bytes, version: int) -> bool:
         """Create root ``version`` from encoded bytes; False if it already exists."""
-        return self.store.put_if_absent(root_path(version), data)
+        created = self.store.put_if_absent(root_path(version), data)
+        if created:
+            self.note_exists(version)
+        return created
+
+    def note_exists(self, version: int) -> None:
+        """Tell local readers root ``version`` exists (see :class:`~kvstore.freshness.HeadBeacon`)."""
+        if self.beacon is not None:
+            self.beacon.raise_to(version)
 
     def read_hint(self) -> int | None:
         """The hinted latest version, or None if there is no usable hint."""

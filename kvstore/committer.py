@@ -473,6 +473,7 @@ class Committer:
                 ambiguous = exc
                 continue
             if existing is not None:
+                self._chain.note_exists(root.version)
                 return existing.commit_id == root.commit_id
             # Absent: our PUT did not land (yet). Retrying the same bytes is safe.
         raise CommitError(

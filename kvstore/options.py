@@ -28,6 +28,12 @@ class StoreOptions:
     # How often the background follower looks for other writers' versions;
     # 0 disables it (refresh() and fresh snapshots still catch up).
     poll_interval_s: float = 1.0
+    # What a read sees by default: "linearizable" (every commit acknowledged
+    # before the read began, by any process: a local directory checks one
+    # shared integer, S3 one probe GET per read, shared by concurrent reads)
+    # or "serializable" (this handle's view, up to poll_interval_s behind
+    # other processes; no storage request). Each read may override it.
+    read_consistency: str = "linearizable"
     # Minimum time between two _latest_hint writes: one PUT per interval, not
     # per commit, keeps PUTs per commit ~1 under load.
     hint_interval_s: float = 1.0
@@ -154,6 +160,11 @@ class StoreOptions:
         for name in ("flush_max_bytes", "l0_compaction_trigger", "max_sorted_runs", "sst_target_bytes"):
             if getattr(options, name) < 1:
                 raise ValueError(f"store option {name!r} must be >= 1, got {getattr(options, name)!r}")
+        if options.read_consistency not in ("linearizable", "serializable"):
+            raise ValueError(
+                f"store option 'read_consistency' must be 'linearizable' or 'serializable', "
+                f"got {options.read_consistency!r}"
+            )
         if options.max_space_amplification <= 0:
             raise ValueError(f"max_space_amplification must be > 0, got {options.max_space_amplification!r}")
         return options

@@ -1,8 +1,9 @@
 """A client for a ``lakekv serve`` server with the embedded store's API.
 
 ``kvstore.open("http://127.0.0.1:8181", token=...)`` returns a
-:class:`RemoteStore`: ``put/get/delete/write/scan``, ``begin``/``transaction``/
-``run`` and transactions with ``get/get_for_update/put/delete/scan/commit/
+:class:`RemoteStore`: ``put/get/get_with_revision/delete/write/scan`` (with
+compare-and-set batches and leased puts), ``watch``, ``grant_lease``/``lease``,
+``begin``/``transaction``/``run`` and transactions with ``get/get_for_update/put/delete/scan/commit/
 rollback`` behave as on :class:`~kvstore.store.Store`, raise the same
 exceptions (the server sends the exception's name; see ``service.errors``),
 and validate arguments locally with the same messages. Not offered remotely:
@@ -38,12 +39,18 @@ import urllib.parse
 import uuid
 from typing import Any, Callable, ContextManager, Final, Iterator, TypeVar
 
-from kvstore.batch import WriteBatch, check_key, check_limit, check_value, expiry_from_ttl, scan_bounds
+from kvstore.batch import (
+    WriteBatch, check_key, check_lease_id, check_limit, check_value, expiry_from_ttl, scan_bounds,
+)
+from kvstore.freshness import check_consistency
+from kvstore.watch import WatchEvent, check_watch_args
 from kvstore.errors import (
     CommitError,
     ConflictError,
     CorruptionError,
+    LeaseNotFoundError,
     ObjectStoreError,
+    PreconditionFailedError,
     SnapshotTooOldError,
     StoreClosedError,
     StoreError,
@@ -61,6 +68,7 @@ _ERRORS: dict[str, type[Exception]] = {
     for cls in (
         ConflictError, TransactionExpiredError, TransactionClosedError, SnapshotTooOldError, StoreClosedError,
         CommitError, ObjectStoreError, CorruptionError, ValueError, TypeError,
+        PreconditionFailedError, LeaseNotFoundError,
     )
 }
 # The server forgot the transaction (it expired long ago or the server
@@ -164,6 +172,24 @@ class _Http:
             if response.will_close:
                 self._drop()
             return response.status, response.getheader("content-type", ""), data
+
+    @property
+    def auth_headers(self) -> dict[str, str]:
+        return dict(self._headers)
+
+    @property
+    def retry_s(self) -> float:
+        return self._retry_s
+
+    def target(self, path: str, query: dict[str, str] | None = None) -> str:
+        """The request target of ``path`` (and ``query``) on this server."""
+        return self._base + path + ("?" + urllib.parse.urlencode(query) if query else "")
+
+    def stream_connection(self) -> http.client.HTTPConnection:
+        """A new connection of its own, with no read timeout (a watch stream may be quiet for long)."""
+        if self._https:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=None, context=self._ssl)
+        return http.client.HTTPConnection(self._host, self._port, timeout=None)
 
     def json(self, method: str, path: str, payload: Any = None, **kwargs: Any) -> Any:
         """A JSON request; the decoded JSON answer, or the server's error raised."""
@@ -287,9 +313,11 @@ class RemoteStore:
         headers = {"Idempotency-Key": uuid.uuid4().hex}  # the same key on every retry of this call
         return int(self._http.json(method, path, payload, headers=headers)["seq"])
 
-    def put(self, key: bytes, value: bytes, ttl: float | None = None) -> int:
-        """Durably set ``key`` to ``value``; return the commit's seq."""
+    def put(self, key: bytes, value: bytes, ttl: float | None = None, lease: str | None = None) -> int:
+        """Durably set ``key`` to ``value`` (for ``ttl`` seconds, or as long as ``lease``); return the commit's seq."""
         self._check_open()
+        if lease is not None:
+            return self.write(WriteBatch().put(key, value, ttl, lease=lease))
         key, value = check_key(key), check_value(value)
         expiry_from_ttl(ttl)  # validates
         return self._commit_json("PUT", "/kv/v1/keys/" + _path_key(key), {"value": _b64(value), "ttl": ttl})
@@ -307,29 +335,88 @@ class RemoteStore:
             raise TypeError(f"batch must be a WriteBatch, not {type(batch).__name__}")
         if not len(batch):
             raise ValueError("batch is empty")
-        ops = []
+        ops: list[dict[str, Any]] = []
+        conditions, leases = batch.conditions, batch.leases
         for key, (kind, value, expire_at_ms) in batch:
             _path_key(key)  # the HTTP key bound applies to batches too
-            if kind == PUT:
-                ops.append({"op": "put", "key": _b64(key), "value": _b64(value or b""), "ttl": _ttl_of(expire_at_ms)})
+            op: dict[str, Any]
+            if kind == PUT and key in leases:
+                op = {"op": "put", "key": _b64(key), "value": _b64(value or b""), "lease": leases[key]}
+            elif kind == PUT:
+                op = {"op": "put", "key": _b64(key), "value": _b64(value or b""), "ttl": _ttl_of(expire_at_ms)}
             else:
-                ops.append({"op": "delete", "key": _b64(key)})
+                op = {"op": "delete", "key": _b64(key)}
+            if key in conditions:
+                expected = conditions[key]
+                op.update({"if_absent": True} if expected is None else {"if_seq": expected})
+            ops.append(op)
         return self._commit_json("POST", "/kv/v1/batch", {"ops": ops})
+
+    # -- leases and watches -------------------------------------------------
+
+    def grant_lease(self, ttl: float) -> RemoteLease:
+        """A new lease of ``ttl`` seconds, as :meth:`kvstore.store.Store.grant_lease`."""
+        self._check_open()
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
+            raise ValueError(f"a lease's ttl must be a number of seconds > 0, not {ttl!r}")
+        answer = self._http.json("POST", "/kv/v1/leases", {"ttl": ttl})
+        return RemoteLease(self._http, answer["id"], answer["ttl"])
+
+    def lease(self, lease_id: str) -> RemoteLease:
+        """A handle on lease ``lease_id`` (granted by any client or process).
+
+        Raises:
+            TypeError: not a lease id. LeaseNotFoundError: it expired or was revoked.
+        """
+        self._check_open()
+        answer = self._http.json("GET", f"/kv/v1/leases/{check_lease_id(lease_id)}")
+        return RemoteLease(self._http, answer["id"], answer["ttl"])
+
+    def watch(self, prefix: bytes = b"", start: int | None = None, end: int | None = None) -> RemoteWatch:
+        """Changes of the keys under ``prefix``, as :meth:`kvstore.store.Store.watch`, streamed by the server.
+
+        A dropped connection is resumed from the next version, so no event is
+        missed or repeated, for up to ``retry_s`` of the server being unreachable.
+
+        Raises:
+            TypeError / ValueError: a bad argument. SnapshotTooOldError: (while
+            iterating) ``start`` is no longer retained.
+        """
+        self._check_open()
+        check_watch_args(prefix, start, end)
+        return RemoteWatch(self._http, prefix, start, end)
 
     # -- reads -------------------------------------------------------------
 
-    def get(self, key: bytes) -> bytes | None:
-        """The current value of ``key``, or None."""
+    def get(self, key: bytes, consistency: str | None = None) -> bytes | None:
+        """The value of ``key``, or None; linearizable unless ``consistency="serializable"``."""
         self._check_open()
-        return _get_value(self._http, "/kv/v1/keys/" + _path_key(check_key(key)))
+        query = None if consistency is None else {"consistency": check_consistency(consistency)}
+        return _get_value(self._http, "/kv/v1/keys/" + _path_key(check_key(key)), query)
+
+    def get_with_revision(self, key: bytes, consistency: str | None = None) -> tuple[bytes | None, int | None]:
+        """``(value, revision)`` of ``key``, ``(None, None)`` if it has no value; as embedded."""
+        self._check_open()
+        query = None if consistency is None else {"consistency": check_consistency(consistency)}
+        status, _, data = self._http.request(
+            "GET", "/kv/v1/keys/" + _path_key(check_key(key)), headers={"Accept": "application/json"}, query=query
+        )
+        if status == 404 and b"NoSuchKeyError" in data:
+            return None, None
+        if status >= 400:
+            raise_error(status, data)
+        answer = json.loads(data)
+        return base64.b64decode(answer["value"]), int(answer["revision"])
 
     def scan(
         self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None,
-        reverse: bool = False, limit: int | None = None,
+        reverse: bool = False, limit: int | None = None, consistency: str | None = None,
     ) -> Iterator[tuple[bytes, bytes]]:
         """Yield ``(key, value)`` for live keys in ``[start, end)`` (and with ``prefix``), page by page."""
         self._check_open()
         query = _scan_query(start, end, prefix, bool(reverse), limit)
+        if consistency is not None:
+            query["consistency"] = check_consistency(consistency)
         return _pages(self._http, "/kv/v1/scan", query, limit, self._page_rows)
 
     # -- transactions ------------------------------------------------------
@@ -357,6 +444,138 @@ class RemoteStore:
         """Run ``fn(txn)`` and commit, retrying conflicts up to ``retries`` times (as embedded:
         :func:`kvstore.retrying.run_with_retries`, backoff 1 ms to 200 ms)."""
         return run_with_retries(lambda fresh: self.begin(isolation, ttl, fresh), fn, retries, 0.001, 0.2)
+
+
+class RemoteLease:
+    """A lease on the server; see :class:`kvstore.leases.Lease`."""
+
+    def __init__(self, client: _Http, lease_id: str, ttl: float) -> None:
+        self._http = client
+        self.id = lease_id
+        self.ttl = ttl
+
+    def keepalive(self) -> float:
+        """Restart the lease's ttl; return the seconds until it expires now.
+
+        Raises:
+            LeaseNotFoundError: it has already expired or was revoked.
+        """
+        return float(self._http.json("POST", f"/kv/v1/leases/{self.id}/keepalive")["remaining"])
+
+    def revoke(self) -> None:
+        """Delete the lease and its keys in one commit; a no-op if it is already gone."""
+        self._http.json("DELETE", f"/kv/v1/leases/{self.id}")
+
+    def keys(self) -> list[bytes]:
+        """The keys attached to the lease now."""
+        return [base64.b64decode(k) for k in self._http.json("GET", f"/kv/v1/leases/{self.id}")["keys"]]
+
+    def __repr__(self) -> str:
+        return f"RemoteLease({self.id}, ttl={self.ttl:g}s)"
+
+
+class RemoteWatch:
+    """An iterator of :class:`~kvstore.watch.WatchEvent` from ``GET /kv/v1/watch``.
+
+    Holds its own connection (a stream cannot share the thread's keep-alive
+    one). ``close()`` may be called from another thread; it ends the
+    iteration. ``next_version`` is where a later watch resumes.
+    """
+
+    def __init__(self, client: _Http, prefix: bytes, start: int | None, end: int | None) -> None:
+        self._http = client
+        self._prefix = prefix
+        self._next = start
+        self._end = end
+        self._ready: list[WatchEvent] = []
+        self._closed = threading.Event()
+        self._conn: http.client.HTTPConnection | None = None
+        self._response: http.client.HTTPResponse | None = None
+
+    @property
+    def next_version(self) -> int | None:
+        """The version the watch reads next (None before the first event of a watch without ``start``)."""
+        return self._next
+
+    def close(self) -> None:
+        self._closed.set()
+        conn = self._conn
+        # shutdown, not close: it wakes a reader blocked in another thread,
+        # which then closes the connection itself (closing it under the
+        # reader's feet breaks http.client).
+        sock = conn.sock if conn is not None else None
+        if sock is not None:
+            try:
+                sock.shutdown(2)
+            except OSError:
+                pass  # already disconnected: nothing left to wake
+        else:
+            self._release()
+
+    def _release(self) -> None:
+        conn, self._conn, self._response = self._conn, None, None
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self) -> RemoteWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        return self
+
+    def _connect(self) -> http.client.HTTPResponse:
+        query = {"prefix": base64.urlsafe_b64encode(self._prefix).rstrip(b"=").decode("ascii")}
+        if self._next is not None:
+            query["start"] = str(self._next)
+        if self._end is not None:
+            query["end"] = str(self._end)
+        conn = self._http.stream_connection()
+        self._conn = conn
+        target = self._http.target("/kv/v1/watch", query)
+        conn.request("GET", target, headers={**self._http.auth_headers, "Accept": "text/event-stream"})
+        response = conn.getresponse()
+        if response.status >= 400:
+            raise_error(response.status, response.read())
+        return response
+
+    def __next__(self) -> WatchEvent:
+        deadline: float | None = None
+        while not self._ready:
+            if self._closed.is_set() or (self._end is not None and self._next is not None and self._next > self._end):
+                self._release()
+                raise StopIteration
+            try:
+                if self._response is None:
+                    self._response = self._connect()
+                line = self._response.readline()
+                if not line:
+                    raise ConnectionResetError("the server ended the watch stream")
+            except (OSError, http.client.HTTPException) as exc:
+                self._release()
+                if self._closed.is_set():
+                    raise StopIteration from None
+                now = time.monotonic()
+                deadline = deadline if deadline is not None else now + self._http.retry_s
+                if now >= deadline:
+                    raise ObjectStoreError(f"watch on {self._http.url}: server unreachable: {exc!r}") from exc
+                time.sleep(_RETRY_FIRST_S)
+                continue
+            deadline = None
+            if line.startswith(b"data:"):
+                message = json.loads(line[5:])
+                version = int(message["version"])
+                for event in message["events"]:
+                    value = event["value"]
+                    self._ready.append(WatchEvent(
+                        version, int(event["seq"]), base64.b64decode(event["key"]),
+                        None if value is None else base64.b64decode(value), str(event["kind"]),
+                    ))
+                # Every event of a version comes in one message: resume after it.
+                self._next = max(self._next or 0, version + 1)
+        return self._ready.pop(0)
 
 
 def _get_value(http: _Http, path: str, query: dict[str, str] | None = None) -> bytes | None:

@@ -23,6 +23,7 @@ from kvstore.clock import StorageClock
 from kvstore.committer import Committer, PendingCommit
 from kvstore.errors import StoreClosedError
 from kvstore.follower import Follower
+from kvstore.freshness import LINEARIZABLE, HeadBeacon, ReadBarrier, check_consistency
 from kvstore.export import ExportReport
 from kvstore.flush import FlushResult
 from kvstore.gc import GCReport
@@ -33,6 +34,7 @@ from kvstore import cas, leases
 from kvstore.keyrange import prefix_bounds
 from kvstore.maintenance import Maintenance
 from kvstore.objstore.base import ObjectStore
+from kvstore.objstore.local import LocalStore
 from kvstore.oracle import SERIALIZABLE, Oracle
 from kvstore.options import MAX_KEY_BYTES, StoreOptions
 from kvstore.reader import StoreGetter, get_row, scan_rows, visible_value
@@ -41,7 +43,7 @@ from kvstore.snapshot import Snapshot, scan_view, scan_view_batches
 from kvstore.state import EngineState
 from kvstore.txn import Transaction, TransactionManager
 from kvstore.verify import VerifyReport
-from kvstore.watch import Watch
+from kvstore.watch import VersionSignal, Watch, check_watch_args
 from kvstore.watermark import Watermark
 
 T = TypeVar("T")
@@ -115,9 +117,12 @@ class Store:
     the follower, the transaction manager (:mod:`kvstore.txn`) and
     maintenance (:mod:`kvstore.maintenance`). No part imports this module.
 
-    Reads (``get``, ``scan``, ``snapshot``) see this handle's view, which may
-    be up to ``poll_interval_s`` behind other writers' commits; ``refresh()``
-    or ``snapshot(fresh=True)`` catch up first.
+    Reads (``get``, ``get_with_revision``, ``scan``, ``snapshot``, ``begin``)
+    are linearizable by default: each sees every commit acknowledged before
+    it began, by any process (:mod:`kvstore.freshness`: one mapped integer on
+    a local directory, one probe GET on S3). ``consistency="serializable"``
+    (per read, or the ``read_consistency`` option) reads this handle's view
+    instead, which may be up to ``poll_interval_s`` behind other processes.
     """
 
     def __init__(
@@ -130,7 +135,8 @@ class Store:
         self._closed = False
         self._owns_objects = owns_objects
         self._close_lock = threading.Lock()
-        self._chain = VersionChain(objects)
+        beacon = HeadBeacon.for_directory(objects.root) if isinstance(objects, LocalStore) else None
+        self._chain = VersionChain(objects, beacon)
         self._cache = BlockCache(options.cache_bytes)
         threaded = options.background_threads
         self._state = EngineState(objects, self._chain, self._cache, options.open_parallelism if threaded else 1)
@@ -147,14 +153,27 @@ class Store:
         else:
             check_identity(objects)
         self._state.load(latest)
+        self._linearizable = options.read_consistency == LINEARIZABLE
+        state, chain = self._state, self._chain
+
+        def catch_up_if_moved() -> None:
+            # Probe without the chain lock (our committer holds it while
+            # publishing: a read need not wait for a commit still in flight).
+            if chain.exists(state.head[0] + 1):
+                state.catch_up(stale_after_s=options.stale_check_s)
+
+        self._barrier = ReadBarrier(lambda: state.head[0], catch_up_if_moved, beacon)
         self._hint = HintWriter(objects, options.hint_interval_s, threaded=threaded)
         self._oracle = Oracle()
         self._committer = Committer(
             self._state, options, self.writer_id, self._hint, self._oracle.validate_group, threaded=threaded
         )
         self._txns = TransactionManager(
-            self._oracle, self._state, self._committer, self.watermark, options, self._check_open
+            self._oracle, self._state, self._committer, self.watermark, options, self._check_open, self._barrier.sync
         )
+        # Wakes watches (and subscribers, e.g. a server's watch streams) at each version applied.
+        self._signal = VersionSignal()
+        self._state.listeners.append(lambda root, rows: self._signal.notify(root.version))
         self._follower = (
             Follower(self._state, options.poll_interval_s, options.stale_check_s)
             if options.poll_interval_s > 0 and threaded
@@ -181,6 +200,8 @@ class Store:
             self._follower.close()
         self._committer.close()
         self._hint.close(flush=True)
+        if self._chain.beacon is not None:
+            self._chain.beacon.close()
         if self._owns_objects:
             self.objects.close()
 
@@ -326,30 +347,48 @@ class Store:
 
     # -- reads ---------------------------------------------------------------
 
-    def get(self, key: bytes) -> bytes | None:
-        """The value of ``key`` in this handle's view, or None.
+    def get(self, key: bytes, consistency: str | None = None) -> bytes | None:
+        """The value of ``key``, or None.
 
-        The view includes every commit of this handle; other writers' commits
-        appear within ``poll_interval_s`` (the follower), at :meth:`refresh`,
-        or with ``snapshot(fresh=True)``.
+        Args:
+            consistency: ``"linearizable"`` (every commit acknowledged before
+                the call, by any process, is seen) or ``"serializable"`` (this
+                handle's view: its own commits, and other processes' up to
+                ``poll_interval_s`` late); None: the ``read_consistency`` option.
 
         Raises:
-            TypeError / ValueError: a bad key.
+            TypeError / ValueError: a bad key or consistency.
             StoreClosedError: the store is closed.
-            CorruptionError / ObjectStoreError: an SST could not be read.
+            CorruptionError / ObjectStoreError: an SST or root file could not be read.
         """
+        # Inlined (this is the hottest call): a closed store is refused by the getter.
+        if consistency is None:
+            if self._linearizable and not self._closed:
+                self._barrier.sync()
+        elif consistency != "serializable":
+            self._sync(consistency)
         return self._getter.get(key)  # type: ignore[no-any-return]
 
-    def get_with_revision(self, key: bytes) -> tuple[bytes | None, int | None]:
-        """``(value, revision)`` of ``key`` in this handle's view: the revision is the seq of
-        the commit that wrote the value, for ``WriteBatch.put(..., if_seq=revision)``;
-        ``(None, None)`` when the key has no value (never written, deleted or expired).
+    def _sync(self, consistency: str | None = None) -> None:
+        """Bring the view up to date when the read is linearizable (see :meth:`get`)."""
+        self._check_open()
+        if consistency is None:
+            if self._linearizable:
+                self._barrier.sync()
+        elif check_consistency(consistency) == LINEARIZABLE:
+            self._barrier.sync()
+
+    def get_with_revision(self, key: bytes, consistency: str | None = None) -> tuple[bytes | None, int | None]:
+        """``(value, revision)`` of ``key``: the revision is the seq of the commit that
+        wrote the value, for ``WriteBatch.put(..., if_seq=revision)``; ``(None, None)``
+        when the key has no value (never written, deleted or expired).
+        ``consistency`` as for :meth:`get`.
 
         Raises:
-            TypeError / ValueError: a bad key. StoreClosedError: the store is closed.
+            TypeError / ValueError: a bad key or consistency. StoreClosedError: the store is closed.
         """
-        self._check_open()
         key = check_key(key)
+        self._sync(consistency)
         seq = self._state.head[1]  # head first: the layers read after it hold every row up to seq
         row = get_row(self._state.layers, key, seq)
         value = visible_value(row)
@@ -374,15 +413,9 @@ class Store:
             SnapshotTooOldError: (while iterating) ``start`` is no longer retained.
         """
         self._check_open()
-        if type(prefix) is not bytes:
-            raise TypeError(f"prefix must be bytes, not {type(prefix).__name__}")
-        for name, value in (("start", start), ("end", end)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise TypeError(f"{name} must be a version (an int >= 0) or None, not {value!r}")
+        check_watch_args(prefix, start, end)
         if isinstance(poll_interval_s, bool) or not isinstance(poll_interval_s, (int, float)) or not poll_interval_s > 0:
             raise ValueError(f"poll_interval_s must be a positive number of seconds, not {poll_interval_s!r}")
-        if start is not None and end is not None and end < start:
-            raise ValueError(f"end ({end}) is before start ({start})")
         live: list = []
         if start is None:
             head = self.refresh()
@@ -391,7 +424,21 @@ class Store:
             live = [row for row in scan_rows(self._state.layers, self._state.head[1], low or None, high)
                     if row[4] is not None]  # live keys with a TTL: the watch reports their expiry
         return Watch(self._chain, self._state.rows_of, lambda: self._state.version, prefix, start, end,
-                     float(poll_interval_s), live)
+                     float(poll_interval_s), live, self._signal)
+
+    def subscribe(self, callback: Callable[[int], None]) -> Callable[[], None]:
+        """Call ``callback(version)`` whenever this handle applies a version (its own
+        commit, or other processes' commits as it catches up); returns a function
+        that unsubscribes. The callback runs in the applying thread: keep it short
+        and non-blocking (e.g. ``loop.call_soon_threadsafe``).
+
+        Raises:
+            TypeError: ``callback`` is not callable. StoreClosedError: the store is closed.
+        """
+        self._check_open()
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, not {type(callback).__name__}")
+        return self._signal.subscribe(callback)
 
     def scan(
         self,
@@ -400,16 +447,17 @@ class Store:
         prefix: bytes | None = None,
         reverse: bool = False,
         limit: int | None = None,
+        consistency: str | None = None,
     ) -> Iterator[tuple[bytes, bytes]]:
         """Yield ``(key, value)`` for live keys in ``[start, end)`` (and with ``prefix``).
 
-        Reads this handle's view (see :meth:`get`), fixed when the call is made.
+        Reads one view, fixed when the call is made; ``consistency`` as for :meth:`get`.
 
         Raises:
-            TypeError / ValueError: bad bounds or limit.
+            TypeError / ValueError: bad bounds, limit or consistency.
             StoreClosedError: the store is closed.
         """
-        self._check_open()
+        self._sync(consistency)
         # An unpinned view, as _view() makes, without building the Snapshot object.
         seq = self._state.head[1]
         return scan_view(self._state.layers, seq, start, end, prefix, reverse, limit)
@@ -419,15 +467,23 @@ class Store:
         batch_rows: int = 4096,
     ) -> Iterator[pa.RecordBatch]:
         """Like :meth:`scan` (forward) but yields Arrow batches with columns key, value."""
-        self._check_open()
+        self._sync()
         seq = self._state.head[1]
         return scan_view_batches(self._state.layers, seq, start, end, prefix, batch_rows)
 
-    def snapshot(self, fresh: bool = False) -> Snapshot:
-        """A read-only view at the current version (``fresh``: catch up first)."""
+    def snapshot(self, fresh: bool | None = None) -> Snapshot:
+        """A read-only view at the current version.
+
+        Args:
+            fresh: True: catch up with other processes first; False: this
+                handle's view; None: as the ``read_consistency`` option says
+                (linearizable by default, see :meth:`get`).
+        """
         self._check_open()
         if fresh:
             self._state.catch_up()
+        elif fresh is None:
+            self._sync()
         return self._view(pin=True)
 
     def _view(self, pin: bool = False) -> Snapshot:
@@ -455,11 +511,11 @@ class Store:
 
     # -- transactions (kvstore.txn.TransactionManager) ---------------------------
 
-    def begin(self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False) -> Transaction:
+    def begin(self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool | None = None) -> Transaction:
         return self._txns.begin(isolation, ttl, fresh)
 
     def transaction(
-        self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False
+        self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool | None = None
     ) -> AbstractContextManager[Transaction]:
         return self._txns.transaction(isolation, ttl, fresh)
 

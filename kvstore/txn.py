@@ -581,8 +581,13 @@ class TransactionManager:
         watermark: Watermark,
         options: StoreOptions,
         check_open: Callable[[], None],
+        sync: Callable[[], None] | None = None,
     ) -> None:
+        """``sync``: brings the view up to every commit acknowledged so far
+        (:class:`kvstore.freshness.ReadBarrier`); what ``begin(fresh=None)`` runs
+        when reads are linearizable."""
         self.oracle = oracle
+        self._sync = sync if options.read_consistency == "linearizable" else None
         self._state = state
         self._options = options
         self.locks = KeyLocks()
@@ -595,7 +600,7 @@ class TransactionManager:
         state.listeners.append(oracle.record_version)
         state.reload_listeners.append(oracle.set_horizon)
 
-    def begin(self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False) -> Transaction:
+    def begin(self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool | None = None) -> Transaction:
         """Start a transaction at the current snapshot.
 
         Args:
@@ -603,7 +608,10 @@ class TransactionManager:
                 included) or ``"snapshot"`` (only write-write conflicts abort).
             ttl: seconds before the transaction expires (default: the store's
                 ``txn_ttl_s``, 1 h).
-            fresh: first catch up with versions other writers committed.
+            fresh: True: first catch up with versions other writers
+                committed; False: start at this handle's view; None: as the
+                store's ``read_consistency`` says (linearizable by default:
+                the snapshot holds every commit acknowledged before the call).
         """
         self._services.check_open()
         if isolation not in ISOLATION_LEVELS:
@@ -615,6 +623,8 @@ class TransactionManager:
         state = self._state
         if fresh:
             state.catch_up()
+        elif fresh is None and self._sync is not None:
+            self._sync()
         holder: list[Layers] = []
 
         def head() -> tuple[int, int]:
@@ -626,7 +636,7 @@ class TransactionManager:
         return Transaction(self._services, txn_id, version, start_seq, holder[0], isolation, float(ttl))
 
     def transaction(
-        self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False
+        self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool | None = None
     ) -> ContextManager[Transaction]:
         """``with store.transaction() as txn:`` commits on normal exit, rolls back on exception."""
         return transaction_scope(self.begin(isolation, ttl, fresh))
@@ -660,5 +670,5 @@ class TransactionManager:
         """
         options = self._options
         return run_with_retries(
-            lambda fresh: self.begin(isolation, ttl, fresh=fresh), fn, retries, options.backoff_min_s, options.backoff_max_s
+            lambda fresh: self.begin(isolation, ttl, fresh=fresh or None), fn, retries, options.backoff_min_s, options.backoff_max_s
         )

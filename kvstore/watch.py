@@ -17,6 +17,10 @@ committed after the expiry (by the committing writer's clock, recorded in
 the root file), or, once the watch has read every version there is, as
 soon as the expiry passes. A replay thus puts an expiry where it happened
 between versions: before a put that found the key gone.
+
+A caught-up watch wakes at once when its own handle applies a version (a
+commit of the handle, or the follower catching up): the handle's
+:class:`VersionSignal`. Only other processes' commits wait for the poll.
 """
 
 from __future__ import annotations
@@ -36,6 +40,73 @@ from kvstore.reader import now_ms
 PUT_EVENT: Final = "put"
 DELETE_EVENT: Final = "delete"
 EXPIRE_EVENT: Final = "expire"
+
+
+def check_watch_args(prefix: object, start: object, end: object) -> None:
+    """Refuse a bad watch ``prefix`` (bytes), ``start`` or ``end`` (versions, end >= start).
+
+    Raises:
+        TypeError / ValueError: naming the argument.
+    """
+    if type(prefix) is not bytes:
+        raise TypeError(f"prefix must be bytes, not {type(prefix).__name__}")
+    for name, value in (("start", start), ("end", end)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise TypeError(f"{name} must be a version (an int >= 0) or None, not {value!r}")
+    if isinstance(start, int) and isinstance(end, int) and end < start:
+        raise ValueError(f"end ({end}) is before start ({start})")
+
+
+class VersionSignal:
+    """Tells waiters that a handle applied a new version. Thread-safe.
+
+    Blocking waiters use :meth:`wait`; anything else (an event loop) registers
+    a callback with :meth:`subscribe`, which runs in the thread that applied
+    the version and must return quickly.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._applied = 0
+        self._callbacks: dict[int, Callable[[int], None]] = {}
+        self._next_id = 0
+
+    def notify(self, version: int) -> None:
+        with self._cond:
+            self._applied += 1
+            self._cond.notify_all()
+            callbacks = list(self._callbacks.values())
+        for callback in callbacks:
+            callback(version)
+
+    @property
+    def applied(self) -> int:
+        """How many versions have been applied: compare before and after a wait."""
+        return self._applied
+
+    def wait(self, since: int, timeout_s: float) -> None:
+        """Until a version is applied after ``applied`` was ``since``, or ``timeout_s``."""
+        with self._cond:
+            if self._applied == since:
+                self._cond.wait(timeout_s)
+
+    def wake(self) -> None:
+        """Wake every blocking waiter (e.g. so a closed watch sees it is closed)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def subscribe(self, callback: Callable[[int], None]) -> Callable[[], None]:
+        """Call ``callback(version)`` at each version applied; returns the unsubscribe function."""
+        with self._cond:
+            token = self._next_id
+            self._next_id += 1
+            self._callbacks[token] = callback
+
+        def unsubscribe() -> None:
+            with self._cond:
+                self._callbacks.pop(token, None)
+
+        return unsubscribe
 
 
 @dataclass(frozen=True)
@@ -77,8 +148,10 @@ class Watch:
         end: int | None,
         poll_interval_s: float,
         live_rows: list[Row],
+        signal: VersionSignal | None = None,
     ) -> None:
         self._chain = chain
+        self._signal = signal if signal is not None else VersionSignal()
         self._rows_of = rows_of
         self._known_head = known_head
         self._prefix = prefix
@@ -102,6 +175,12 @@ class Watch:
 
     def close(self) -> None:
         self._closed.set()
+        self._signal.wake()
+
+    @property
+    def closed(self) -> bool:
+        """True once closed, or past ``end``: no more events will come."""
+        return self._closed.is_set() or (self._end is not None and self._next > self._end and not self._ready)
 
     def __enter__(self) -> Watch:
         return self
@@ -118,24 +197,48 @@ class Watch:
                 raise StopIteration
             if self._end is not None and self._next > self._end:
                 raise StopIteration
-            root = self._chain.try_read_root(self._next)
-            if root is None:
-                if self._next <= self._known_head():
-                    raise SnapshotTooOldError(
-                        f"version {self._next} is no longer retained (its root file is gone): a watch can start "
-                        "from a retained version only; start from a later one, e.g. the store's current version"
-                    )
-                # Caught up: an expiry now is not undone by a write the watch has yet to read.
-                self._expire(self._next - 1, now_ms())
-                if self._ready:
-                    break
-                self._closed.wait(self._wait_s())
-                continue
-            # What expired before this version was committed (by its writer's clock) comes first.
-            self._expire(self._next - 1, root.writer_clock_ms)
-            self._read(root)
-            self._next += 1
+            applied = self._signal.applied
+            if not self._advance():
+                self._signal.wait(applied, self._wait_s())
         return self._ready.pop(0)
+
+    def poll(self) -> list[WatchEvent]:
+        """Every event ready now, without waiting (an empty list when caught up, closed or past ``end``).
+
+        For callers that wait their own way (an event loop: ``Store.subscribe``
+        says when this handle applied a version).
+
+        Raises:
+            SnapshotTooOldError: the next version is no longer retained.
+        """
+        while not self._closed.is_set() and not (self._end is not None and self._next > self._end):
+            if not self._advance():
+                break
+        ready, self._ready = self._ready, []
+        return ready
+
+    @property
+    def wait_s(self) -> float:
+        """How long a caught-up caller of :meth:`poll` may wait before polling again."""
+        return self._wait_s()
+
+    def _advance(self) -> bool:
+        """Read the next version if it exists; False when caught up (expiries due now are reported)."""
+        root = self._chain.try_read_root(self._next)
+        if root is None:
+            if self._next <= self._known_head():
+                raise SnapshotTooOldError(
+                    f"version {self._next} is no longer retained (its root file is gone): a watch can start "
+                    "from a retained version only; start from a later one, e.g. the store's current version"
+                )
+            # Caught up: an expiry now is not undone by a write the watch has yet to read.
+            self._expire(self._next - 1, now_ms())
+            return False
+        # What expired before this version was committed (by its writer's clock) comes first.
+        self._expire(self._next - 1, root.writer_clock_ms)
+        self._read(root)
+        self._next += 1
+        return True
 
     def _wait_s(self) -> float:
         """Until the next poll, or the next expiry if sooner."""

@@ -35,7 +35,7 @@ from starlette.routing import Route
 
 import catalog
 from kvstore.errors import StoreError
-from service import durable_api, kv_api, spark_control
+from service import durable_api, kv_api, kv_leases, kv_txn, kv_watch, spark_control
 from service.iceberg import routes as iceberg_routes
 from service.iceberg.warehouse import Warehouse
 from service.config import ServerConfig
@@ -119,6 +119,9 @@ def create_app(config: ServerConfig) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),
         *kv_api.ROUTES,
+        *kv_txn.ROUTES,
+        *kv_watch.ROUTES,
+        *kv_leases.ROUTES,
         *durable_api.ROUTES,
         *spark_control.ROUTES,
         *iceberg_routes.ROUTES,

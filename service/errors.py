@@ -20,7 +20,9 @@ from kvstore.errors import (
     CommitError,
     ConflictError,
     CorruptionError,
+    LeaseNotFoundError,
     ObjectStoreError,
+    PreconditionFailedError,
     SnapshotTooOldError,
     StoreClosedError,
     StoreError,
@@ -43,6 +45,8 @@ class ApiError(Exception):
 # Checked in order: subclasses before their bases.
 _STATUS_BY_EXCEPTION: tuple[tuple[type[BaseException], int], ...] = (
     (ConflictError, 409),
+    (PreconditionFailedError, 412),
+    (LeaseNotFoundError, 404),
     (TransactionExpiredError, 410),
     (TransactionClosedError, 410),
     (SnapshotTooOldError, 410),

@@ -20,9 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import Final, Sequence
+from typing import Any, Final
 
-from kvstore import SNAPSHOT, ConflictError, Store, Transaction, WriteBatch
+from kvstore import SERIALIZABLE, SNAPSHOT, ConflictError, Store, Transaction, WriteBatch
+from kvstore import cas
 from kvstore.format.rows import PUT
 from kvstore.reader import visible_value
 from service.errors import ApiError
@@ -32,10 +33,6 @@ RECORD_TTL_S: Final = 24 * 3600.0
 # Blind batches conflict only with concurrent writers of the same keys; each
 # retry starts after them, so a few attempts suffice.
 MAX_ATTEMPTS: Final = 32
-
-# One write of a batch: ("put", store_key, value, ttl) or ("delete", store_key, None, None).
-Op = tuple[str, bytes, "bytes | None", "float | None"]
-
 
 def fingerprint(route: str, body: bytes) -> str:
     """What a replay must match: a reused key with a different request is a client bug."""
@@ -68,9 +65,37 @@ def recorded_seq(store: Store, idempotency_key: str, expected_fingerprint: str |
     return int(row[1])
 
 
-def _write_record(txn: Transaction, idempotency_key: str, request_fingerprint: str | None) -> bool:
+def recorded(store: Store, idempotency_key: str, expected_fingerprint: str) -> tuple[int, dict[str, Any]] | None:
+    """``(seq, record)`` of the commit recorded under ``idempotency_key``, or None;
+    ``record["answer"]`` is what :func:`write_record` was given.
+
+    Raises:
+        ApiError: 422 if the record was written by a different request.
+    """
+    seq = recorded_seq(store, idempotency_key, expected_fingerprint)
+    if seq is None:
+        return None
+    with store.snapshot() as snap:
+        row = snap.get_row(_record_key(idempotency_key))
+    value = visible_value(row)
+    assert value is not None, "recorded_seq found it"
+    return seq, json.loads(value)
+
+
+def write_record(
+    txn: Transaction, idempotency_key: str, request_fingerprint: str | None, answer: Any = None
+) -> bool:
+    """Add the record (with ``answer``, JSON, replayed to a retry) to ``txn``;
+    False (nothing added) if a duplicate's record is there already."""
+    return _write_record(txn, idempotency_key, request_fingerprint, answer)
+
+
+def _write_record(txn: Transaction, idempotency_key: str, request_fingerprint: str | None, answer: Any = None) -> bool:
     """Add the record to ``txn``; False (nothing added) if a duplicate's record is there already."""
-    record = json.dumps({"fingerprint": request_fingerprint, "at_ms": int(time.time() * 1000)}).encode()
+    fields: dict[str, Any] = {"fingerprint": request_fingerprint, "at_ms": int(time.time() * 1000)}
+    if answer is not None:
+        fields["answer"] = answer
+    record = json.dumps(fields).encode()
     key = _record_key(idempotency_key)
     # The key lock queues a concurrent duplicate of this request behind us; a
     # transaction that has done nothing before reads the latest commit once
@@ -82,27 +107,29 @@ def _write_record(txn: Transaction, idempotency_key: str, request_fingerprint: s
     return True
 
 
-def commit_ops(
-    store: Store, ops: Sequence[Op], idempotency_key: str | None, request_fingerprint: str | None
+def commit_batch(
+    store: Store, batch: WriteBatch, idempotency_key: str | None, request_fingerprint: str | None
 ) -> tuple[int, bool]:
-    """Commit ``ops`` atomically; return ``(seq, replayed)``.
+    """Commit ``batch`` atomically; return ``(seq, replayed)``.
 
-    Without a key this is one ``Store.write`` (blind writes never conflict).
-    With one, the ops and the record commit in one SNAPSHOT transaction.
+    Without a key this is one ``Store.write`` (blind writes never conflict; a
+    batch with compares or leases is a compare-and-set). With one, the batch
+    and the record commit in one transaction: SNAPSHOT for blind writes,
+    SERIALIZABLE when the batch compares revisions or attaches leases.
+
+    Raises:
+        PreconditionFailedError: a compare failed (nothing written, no record).
+        LeaseNotFoundError: a lease of the batch is gone (nothing written).
+        ConflictError: still conflicting after the retries.
     """
     if idempotency_key is None:
-        batch = WriteBatch()
-        for kind, key, value, ttl in ops:
-            if kind == "put":
-                batch.put(key, value, ttl)  # type: ignore[arg-type]
-            else:
-                batch.delete(key)
         return store.write(batch), False
+    conditional = bool(batch.conditions or batch.leases)
     for attempt in range(MAX_ATTEMPTS):
         seq = recorded_seq(store, idempotency_key, request_fingerprint)
         if seq is not None:
             return seq, True
-        txn = store.begin(SNAPSHOT, fresh=attempt > 0)
+        txn = store.begin(SERIALIZABLE if conditional else SNAPSHOT, fresh=attempt > 0 or None)
         try:
             if not _write_record(txn, idempotency_key, request_fingerprint):
                 # A duplicate recorded it; its commit may still be in flight
@@ -111,11 +138,7 @@ def commit_ops(
                 # if it did not land); then recorded_seq above finds it.
                 txn.commit()
                 continue
-            for kind, key, value, ttl in ops:
-                if kind == "put":
-                    txn.put(key, value, ttl)  # type: ignore[arg-type]
-                else:
-                    txn.delete(key)
+            cas.apply(txn, batch)
             return txn.commit(), False
         except ConflictError:
             txn.rollback()

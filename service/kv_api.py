@@ -3,13 +3,16 @@
 =======  =====================================  ==========================================
 method   path                                   what
 =======  =====================================  ==========================================
-GET      /kv/v1/info                            ``{"version", "seq"}`` of the store
+GET      /kv/v1/info                            ``{"version", "seq"}`` of the store (?consistency)
 POST     /kv/v1/refresh                         catch up with other writers
-GET      /kv/v1/keys/{key}                      value (JSON, or raw with Accept: octet-stream)
-PUT      /kv/v1/keys/{key}                      set (JSON ``{"value", "ttl"}`` or raw body + ?ttl=)
-DELETE   /kv/v1/keys/{key}                      delete
-GET      /kv/v1/scan                            one page: ?start&end&prefix&reverse&limit&page_size&cursor
-POST     /kv/v1/batch                           ``{"ops": [{"op": "put"|"delete", "key", "value", "ttl"}]}``
+GET      /kv/v1/keys/{key}                      value and revision (JSON, or raw with Accept: octet-stream);
+                                                ?version=N (a retained version), ?consistency
+PUT      /kv/v1/keys/{key}                      set (JSON ``{"value", "ttl", "lease"}`` or raw body + ?ttl&lease);
+                                                ``If-Match: "rev"`` / ``If-None-Match: *``: 412 when it fails
+DELETE   /kv/v1/keys/{key}                      delete (``If-Match: "rev"``)
+GET      /kv/v1/scan                            one page: ?start&end&prefix&reverse&limit&page_size&cursor&consistency
+POST     /kv/v1/batch                           ``{"ops": [{"op": "put"|"delete", "key", "value", "ttl",
+                                                "lease", "if_seq", "if_absent"}]}``: one commit, all or nothing
 POST     /kv/v1/txns                            begin ``{"isolation", "ttl"}`` -> ``{"id", ...}``
 GET      /kv/v1/txns/{id}/keys/{key}            read in the transaction (?for_update=true)
 PUT      /kv/v1/txns/{id}/keys/{key}            buffer a put
@@ -18,6 +21,16 @@ GET      /kv/v1/txns/{id}/scan                  one page of the transaction's vi
 POST     /kv/v1/txns/{id}/commit                commit -> ``{"seq"}``
 POST     /kv/v1/txns/{id}/rollback              discard
 =======  =====================================  ==========================================
+
+The compare-and-set (``/kv/v1/txn``), watch and lease routes are in
+:mod:`service.kv_txn`, :mod:`service.kv_watch` and :mod:`service.kv_leases`.
+
+Revisions: a key's revision is the seq of the commit that wrote its value.
+Every key answer carries it, as ``"revision"`` and as ``ETag: "<revision>"``;
+every write answers ``{"seq", "revision"}`` (the same number) with its ETag.
+Reads are linearizable unless ``?consistency=serializable``: they see every
+write acknowledged before the request, by this or any other server or
+process (:mod:`kvstore.freshness`).
 
 Keys in paths are unpadded base64url (see :mod:`service.codec`). Writes and
 commits accept ``Idempotency-Key`` (see :mod:`service.idempotency`); a replayed
@@ -35,7 +48,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from kvstore import SERIALIZABLE, ConflictError, Store
+from kvstore import SERIALIZABLE, ConflictError, PreconditionFailedError, Store, WriteBatch
+from kvstore.freshness import check_consistency
+from kvstore.reader import visible_value
 from service import idempotency
 from service.codec import (
     b64decode,
@@ -84,65 +99,148 @@ def _txn_id(request: Request) -> str:
     return check_txn_id(request.path_params["txn_id"])
 
 
-def _value_response(request: Request, stored_key: bytes, value: bytes | None) -> Response:
+def etag(revision: int) -> dict[str, str]:
+    """The ``ETag`` header of a key at ``revision``."""
+    return {"ETag": f'"{revision}"'}
+
+
+def _value_response(request: Request, stored_key: bytes, value: bytes | None, revision: int | None) -> Response:
+    """The value, with its revision unless None (a transaction's own buffered write has none yet)."""
     if value is None:
         raise ApiError(404, "NoSuchKeyError", "key not found")
+    headers = etag(revision) if revision is not None else None
     if OCTET_STREAM in request.headers.get("accept", ""):
-        return Response(value, media_type=OCTET_STREAM)
-    return JSONResponse({"key": b64encode(client_key(stored_key)), "value": b64encode(value)})
+        return Response(value, media_type=OCTET_STREAM, headers=headers)
+    body: dict[str, Any] = {"key": b64encode(client_key(stored_key)), "value": b64encode(value)}
+    if revision is not None:
+        body["revision"] = revision
+    return JSONResponse(body, headers=headers)
 
 
-async def _put_body(request: Request) -> tuple[bytes, float | None]:
-    """The value and ttl of a PUT: a raw body (+ ?ttl=) or JSON ``{"value", "ttl"}``."""
+def consistency_param(request: Request) -> str | None:
+    """``?consistency=``: None (the default, linearizable) or a checked level."""
+    raw = request.query_params.get("consistency")
+    return None if raw is None else check_consistency(raw)
+
+
+def _lease_value(raw: object, what: str) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or len(raw) != 32 or any(c not in "0123456789abcdef" for c in raw):
+        raise ApiError(400, "ValueError", f"{what} must be a lease id (32 lowercase hex characters), got {raw!r}")
+    return raw
+
+
+def _revision_value(raw: object, what: str) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        raise ApiError(400, "ValueError", f"{what} must be a revision (an int >= 1), got {raw!r}")
+    return raw
+
+
+def _conditions(request: Request) -> tuple[int | None, bool]:
+    """``(if_seq, if_absent)`` from ``If-Match: "rev"`` / ``If-None-Match: *``."""
+    if_match = request.headers.get("if-match")
+    if_none_match = request.headers.get("if-none-match")
+    if if_match is not None and if_none_match is not None:
+        raise ApiError(400, "ValueError", "If-Match and If-None-Match exclude each other")
+    if if_none_match is not None:
+        if if_none_match.strip() != "*":
+            raise ApiError(400, "ValueError", f"If-None-Match must be *, got {if_none_match!r}")
+        return None, True
+    if if_match is None:
+        return None, False
+    text = if_match.strip()
+    if text.startswith('"') and text.endswith('"') and len(text) >= 2:
+        text = text[1:-1]
+    if not text.isdigit() or int(text) < 1:
+        raise ApiError(400, "ValueError", f'If-Match must be a revision ETag such as "12", got {if_match!r}')
+    return int(text), False
+
+
+async def _put_body(request: Request) -> tuple[bytes, float | None, str | None]:
+    """The value, ttl and lease of a PUT: a raw body (+ ?ttl=&lease=) or JSON ``{"value", "ttl", "lease"}``."""
     if request.headers.get("content-type", "").startswith(OCTET_STREAM):
-        return await request.body(), ttl_value(query_number(request, "ttl", float))
+        return (
+            await request.body(), ttl_value(query_number(request, "ttl", float)),
+            _lease_value(request.query_params.get("lease"), "lease"),
+        )
     data = await read_json(request)
     if "value" not in data:
         raise ApiError(400, "ValueError", "body must have a base64 'value'")
-    return b64decode(data["value"], "value"), ttl_value(data.get("ttl"))
+    for name in ("ttl", "lease"):
+        if request.query_params.get(name) is not None:
+            raise ApiError(400, "ValueError", f"with a JSON body, {name} goes in the body, not the query")
+    return b64decode(data["value"], "value"), ttl_value(data.get("ttl")), _lease_value(data.get("lease"), "lease")
 
 
-def _parse_ops(data: dict[str, Any]) -> list[idempotency.Op]:
+def _add_put(batch: WriteBatch, key: bytes, value: bytes, ttl: float | None, lease: str | None,
+             if_seq: int | None = None, if_absent: bool = False, what: str = "put") -> None:
+    if ttl is not None and lease is not None:
+        raise ApiError(400, "ValueError", f"{what}: ttl and lease exclude each other (a leased key expires with its lease)")
+    if if_seq is not None and if_absent:
+        raise ApiError(400, "ValueError", f"{what}: if_seq and if_absent exclude each other")
+    batch.put(key, value, ttl, if_seq=if_seq, if_absent=if_absent, lease=lease)
+
+
+def _parse_ops(data: dict[str, Any]) -> WriteBatch:
     raw_ops = data.get("ops")
     if not isinstance(raw_ops, list) or not raw_ops:
         raise ApiError(400, "ValueError", "body must have a non-empty list 'ops'")
-    ops: list[idempotency.Op] = []
+    batch = WriteBatch()
     for i, raw in enumerate(raw_ops):
         if not isinstance(raw, dict):
             raise ApiError(400, "ValueError", f"ops[{i}] must be an object")
+        known = {"op", "key", "value", "ttl", "lease", "if_seq", "if_absent"}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ApiError(400, "ValueError", f"ops[{i}] has unknown field(s) {unknown}; known: {sorted(known)}")
         key = store_key(b64decode(raw.get("key"), f"ops[{i}].key"), f"ops[{i}].key")
+        if_seq = None if raw.get("if_seq") is None else _revision_value(raw["if_seq"], f"ops[{i}].if_seq")
+        if_absent = raw.get("if_absent", False)
+        if not isinstance(if_absent, bool):
+            raise ApiError(400, "ValueError", f"ops[{i}].if_absent must be true or false, got {if_absent!r}")
         if raw.get("op") == "put":
-            ops.append(("put", key, b64decode(raw.get("value"), f"ops[{i}].value"), ttl_value(raw.get("ttl"))))
+            _add_put(
+                batch, key, b64decode(raw.get("value"), f"ops[{i}].value"), ttl_value(raw.get("ttl")),
+                _lease_value(raw.get("lease"), f"ops[{i}].lease"), if_seq, if_absent, f"ops[{i}]",
+            )
         elif raw.get("op") == "delete":
-            ops.append(("delete", key, None, None))
+            if if_absent or raw.get("ttl") is not None or raw.get("lease") is not None or "value" in raw:
+                raise ApiError(400, "ValueError", f"ops[{i}]: a delete takes only key and if_seq")
+            batch.delete(key, if_seq=if_seq)
         else:
             raise ApiError(400, "ValueError", f"ops[{i}].op must be 'put' or 'delete', got {raw.get('op')!r}")
-    return ops
+    return batch
 
 
 async def _commit(
     request: Request, api: str, fn: Callable[..., tuple[int, bool]], *args: Any
 ) -> JSONResponse:
-    """Run a committing call in a worker thread; count it; answer ``{"seq"}``."""
+    """Run a committing call in a worker thread; count it; answer ``{"seq", "revision"}`` and the ETag."""
     metrics = _state(request).metrics
     try:
         seq, replayed = await run_in_threadpool(fn, *args)
     except ConflictError as exc:
         metrics.conflicts.labels(api).inc()
         raise ConflictError(client_keys_in(str(exc))) from exc
-    headers = {}
+    except PreconditionFailedError as exc:
+        raise PreconditionFailedError(client_keys_in(str(exc))) from exc
+    headers = etag(seq)
     if replayed:
         metrics.idempotent_replays.inc()
         headers["Idempotent-Replayed"] = "true"
     else:
         metrics.commits.labels(api).inc()
-    return JSONResponse({"seq": seq}, headers=headers)
+    return JSONResponse({"seq": seq, "revision": seq}, headers=headers)
 
 
-async def _commit_ops(request: Request, ops: list[idempotency.Op], body: bytes) -> JSONResponse:
+async def _commit_batch(request: Request, batch: WriteBatch, body: bytes) -> JSONResponse:
     idem_key = check_idempotency_key(request.headers.get("idempotency-key"))
-    fingerprint = idempotency.fingerprint(request.method + " " + request.url.path, body) if idem_key else None
-    return await _commit(request, "kv", idempotency.commit_ops, _state(request).store, ops, idem_key, fingerprint)
+    # The conditions are part of the request: a retry must carry the same ones.
+    conditions = (request.headers.get("if-match", ""), request.headers.get("if-none-match", ""))
+    request_text = f"{request.method} {request.url.path} {request.url.query} {conditions}"
+    fingerprint = idempotency.fingerprint(request_text, body) if idem_key else None
+    return await _commit(request, "kv", idempotency.commit_batch, _state(request).store, batch, idem_key, fingerprint)
 
 
 def _page(rows: Iterator[tuple[bytes, bytes]], page_rows: int) -> JSONResponse:
@@ -178,7 +276,14 @@ def _scan_args(request: Request) -> tuple[bytes, bytes | None, bool, int]:
 
 async def info(request: Request) -> JSONResponse:
     store = _state(request).store
-    return JSONResponse({"version": store.version, "seq": store.seq})
+    consistency = consistency_param(request)
+
+    def read() -> tuple[int, int]:
+        with store.snapshot(fresh=False if consistency == "serializable" else None) as snap:
+            return snap.version, snap.seq
+
+    version, seq = await run_in_threadpool(read)
+    return JSONResponse({"version": version, "seq": seq})
 
 
 async def refresh(request: Request) -> JSONResponse:
@@ -189,31 +294,62 @@ async def refresh(request: Request) -> JSONResponse:
 
 async def get_key(request: Request) -> Response:
     key = _key(request)
-    value = await run_in_threadpool(_state(request).store.get, key)
-    return _value_response(request, key, value)
+    store = _state(request).store
+    version = query_number(request, "version", int)
+    consistency = consistency_param(request)
+    if version is None:
+        value, revision = await run_in_threadpool(store.get_with_revision, key, consistency)
+        return _value_response(request, key, value, revision)
+    if consistency is not None:
+        raise ApiError(400, "ValueError", "version and consistency exclude each other (a version is fixed)")
+    if version < 0:
+        raise ApiError(400, "ValueError", f"version must be >= 0, got {version}")
+
+    def read_at() -> tuple[bytes | None, int | None]:
+        if version > store.version:
+            store.refresh()
+        if version > store.version:
+            raise ApiError(404, "NoSuchVersionError", f"version {version} does not exist yet (newest: {store.version})")
+        with store.at(version) as snap:
+            row = snap.get_row(key)
+        value = visible_value(row)
+        return (None, None) if value is None or row is None else (value, int(row[1]))
+
+    value, revision = await run_in_threadpool(read_at)
+    return _value_response(request, key, value, revision)
 
 
 async def put_key(request: Request) -> JSONResponse:
     key = _key(request)
-    value, ttl = await _put_body(request)
-    return await _commit_ops(request, [("put", key, value, ttl)], await request.body())
+    if_seq, if_absent = _conditions(request)
+    value, ttl, lease = await _put_body(request)
+    batch = WriteBatch()
+    _add_put(batch, key, value, ttl, lease, if_seq, if_absent)
+    return await _commit_batch(request, batch, await request.body())
 
 
 async def delete_key(request: Request) -> JSONResponse:
-    return await _commit_ops(request, [("delete", _key(request), None, None)], b"")
+    key = _key(request)
+    if_seq, if_absent = _conditions(request)
+    if if_absent:
+        raise ApiError(400, "ValueError", "If-None-Match: * makes no sense on DELETE (the key must exist to be deleted)")
+    return await _commit_batch(request, WriteBatch().delete(key, if_seq=if_seq), b"")
 
 
 async def scan(request: Request) -> JSONResponse:
     lo, hi, reverse, page_rows = _scan_args(request)
+    consistency = consistency_param(request)
     if page_rows == 0:
         return JSONResponse({"items": [], "cursor": None})
     store = _state(request).store
-    return await run_in_threadpool(lambda: _page(store.scan(lo, hi, reverse=reverse), page_rows))
+    return await run_in_threadpool(
+        lambda: _page(store.scan(lo, hi, reverse=reverse, consistency=consistency), page_rows)
+    )
 
 
 async def batch(request: Request) -> JSONResponse:
     data = await read_json(request)
-    return await _commit_ops(request, _parse_ops(data), await request.body())
+    return await _commit_batch(request, _parse_ops(data), await request.body())
 
 
 # -- interactive transactions --------------------------------------------------
@@ -234,16 +370,21 @@ async def txn_get(request: Request) -> Response:
     txn_id, key, for_update = _txn_id(request), _key(request), query_bool(request, "for_update")
     txns = _state(request).txns
 
-    def read() -> bytes | None:
+    def read() -> tuple[bytes | None, int | None]:
         with txns.use(txn_id) as txn:
-            return txn.get_for_update(key) if for_update else txn.get(key)
+            if for_update:
+                return txn.get_for_update(key), None
+            return txn.get_with_revision(key)
 
-    return _value_response(request, key, await run_in_threadpool(read))
+    value, revision = await run_in_threadpool(read)
+    return _value_response(request, key, value, revision)
 
 
 async def txn_put(request: Request) -> JSONResponse:
     txn_id, key = _txn_id(request), _key(request)
-    value, ttl = await _put_body(request)
+    value, ttl, lease = await _put_body(request)
+    if lease is not None:
+        raise ApiError(400, "ValueError", "a lease is attached by a plain write or POST /kv/v1/txn, not inside an interactive transaction")
     txns = _state(request).txns
 
     def write() -> None:
@@ -320,12 +461,13 @@ async def txn_rollback(request: Request) -> JSONResponse:
 
 
 ROUTES = [
-    route("/kv/v1/info", info, "GET"),
+    route("/kv/v1/info", info, "GET", params=("consistency",)),
     route("/kv/v1/refresh", refresh, "POST"),
-    route("/kv/v1/keys/{key}", get_key, "GET"),
-    route("/kv/v1/keys/{key}", put_key, "PUT", params=('ttl',)),
+    route("/kv/v1/keys/{key}", get_key, "GET", params=("version", "consistency")),
+    route("/kv/v1/keys/{key}", put_key, "PUT", params=("ttl", "lease")),
     route("/kv/v1/keys/{key}", delete_key, "DELETE"),
-    route("/kv/v1/scan", scan, "GET", params=('start', 'end', 'prefix', 'cursor', 'reverse', 'page_size', 'limit')),
+    route("/kv/v1/scan", scan, "GET",
+          params=("start", "end", "prefix", "cursor", "reverse", "page_size", "limit", "consistency")),
     route("/kv/v1/batch", batch, "POST"),
     route("/kv/v1/txns", begin, "POST"),
     route("/kv/v1/txns/{txn_id}/keys/{key}", txn_get, "GET", params=('for_update',)),

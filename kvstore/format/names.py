@@ -6,6 +6,7 @@ A store's objects (paths relative to the store root):
 ``_lakekv_store``          identity (JSON: format, store id, created)
 ``_latest_hint``           best-effort latest version (decimal text)
 ``_clock_probe``           the storage-clock probe (:mod:`kvstore.clock`)
+``_head_beacon``           local directories: newest published version (:mod:`kvstore.freshness`)
 ``_<32 bits>.ipc``         root file of one version (:mod:`~kvstore.format.root`)
 ``tree/<32 hex>.ipc``      tree manifest (:mod:`~kvstore.format.tree`)
 ``sst/<32 hex>.sst``       SST: flush, compaction or large-delta output
@@ -30,6 +31,7 @@ from typing import Final
 IDENTITY_PATH: Final = "_lakekv_store"
 HINT_PATH: Final = "_latest_hint"
 CLOCK_PROBE_PATH: Final = "_clock_probe"
+BEACON_PATH: Final = "_head_beacon"
 
 # The store format in the identity file. 2: root files in root format 2
 # (kvstore.format.root). Format 1 stores are read and upgraded to 2 when a
@@ -41,7 +43,7 @@ SUPPORTED_STORE_FORMATS: Final = (1, 2)
 _SST_RE: Final = re.compile(r"^sst/[0-9a-f]{32}\.sst$")
 _TREE_RE: Final = re.compile(r"^tree/[0-9a-f]{32}\.ipc$")
 _ROOT_RE: Final = re.compile(r"^_[01]{32}\.ipc$")
-_SINGLETONS: Final = frozenset({IDENTITY_PATH, HINT_PATH, CLOCK_PROBE_PATH})
+_SINGLETONS: Final = frozenset({IDENTITY_PATH, HINT_PATH, CLOCK_PROBE_PATH, BEACON_PATH})
 
 
 def new_sst_path() -> str:

@@ -23,9 +23,11 @@ import pyarrow.compute as pc
 
 import catalog
 
-# No follower and no background maintenance: a handle sees other writers'
-# versions only when it commits or refreshes, which is what keeps races exact.
-QUIET: dict[str, Any] = {"poll_interval_s": 0, "background_maintenance": False}
+# No follower, no background maintenance and serializable (handle-view)
+# reads: a handle sees other writers' versions only when it commits or
+# refreshes, which is what keeps races exact (with the default linearizable
+# reads, a peer's commit would be seen at the next read instead of raced).
+QUIET: dict[str, Any] = {"poll_interval_s": 0, "background_maintenance": False, "read_consistency": "serializable"}
 # Local-directory lakehouses in these tests skip fsync: they model process
 # races and crashes (FaultyStore), not power loss, and fsync is 10x the cost.
 LOCAL = dict(QUIET, fsync=False)

@@ -1,6 +1,6 @@
 """One candidate for test_leader_election (a script, no tests): leadership from a lease and compare-and-set only.
 
-Usage: python election_worker.py URL NAME LOG STOP
+Usage: python election_worker.py URL NAME LOG STOP  (URL: a store, or http://... of a server)
 
 Campaigns for key b"leader": when it has no value, puts NAME there with
 ``if_absent`` and a 0.5 s lease. While leader it renews: keepalive, then a
@@ -23,7 +23,9 @@ from kvstore import LeaseNotFoundError, PreconditionFailedError, WriteBatch
 def main() -> None:
     url, name, log_path, stop_path = sys.argv[1:]
     me = name.encode()
-    with kvstore.open(url, poll_interval_s=0, background_maintenance=False) as db, open(log_path, "a") as log:
+    # A store URL, or a `lakekv serve` server's (the same API over HTTP).
+    options = {} if url.startswith("http") else {"poll_interval_s": 0, "background_maintenance": False}
+    with kvstore.open(url, **options) as db, open(log_path, "a") as log:
         while not os.path.exists(stop_path):
             db.refresh()
             value, _ = db.get_with_revision(b"leader")

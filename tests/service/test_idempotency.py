@@ -91,7 +91,8 @@ def test_raw_octet_stream_values(server, remote_db: RemoteStore) -> None:
         response = conn.getresponse()
         assert response.getheader("content-type") == "application/octet-stream" and response.read() == value
         conn.request("GET", "/kv/v1/keys/cmF3")
-        assert json.loads(conn.getresponse().read()) == {"key": "cmF3", "value": __import__("base64").b64encode(value).decode()}
+        answer = json.loads(conn.getresponse().read())
+        assert answer == {"key": "cmF3", "value": __import__("base64").b64encode(value).decode(), "revision": answer["revision"]}
         conn.request("GET", "/kv/v1/keys/bm9uZQ")
         response = conn.getresponse()
         assert response.status == 404 and json.loads(response.read())["error"]["type"] == "NoSuchKeyError"
@@ -124,9 +125,9 @@ def test_duplicates_queued_on_the_record_lock_replay_the_first(tmp_path) -> None
         gate = store.begin()
         gate.get_for_update(idempotency._record_key("dup"))  # hold the record's lock
         results: list[tuple[int, bool]] = []
-        ops = [("put", b"a", b"1", None)]
+        batch = kvstore.WriteBatch().put(b"a", b"1")
         racers = [
-            threading.Thread(target=lambda: results.append(idempotency.commit_ops(store, ops, "dup", "fp")))
+            threading.Thread(target=lambda: results.append(idempotency.commit_batch(store, batch, "dup", "fp")))
             for _ in range(4)
         ]
         for racer in racers:

@@ -1,0 +1,33 @@
+"""A tiny JSON-over-HTTP helper for the service tests (raw requests, to check the wire)."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+from typing import Any
+
+from service.testing import ServerProcess
+
+
+def path_key(key: bytes) -> str:
+    return base64.urlsafe_b64encode(key).rstrip(b"=").decode("ascii")
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def call(
+    server: ServerProcess, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], Any]:
+    """``(status, headers with lower-case names, decoded JSON or None)``."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    try:
+        payload = None if body is None else json.dumps(body).encode()
+        conn.request(method, path, body=payload, headers={"Content-Type": "application/json", **(headers or {})})
+        response = conn.getresponse()
+        data = response.read()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, json.loads(data) if data else None
+    finally:
+        conn.close()

@@ -1,0 +1,101 @@
+"""GET /kv/v1/watch (service.kv_watch) and kvstore.remote's RemoteWatch on one server."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import time
+import uuid
+
+import pytest
+
+import kvstore
+from service.testing import ServerProcess
+
+
+def test_a_remote_watch_replays_then_follows_in_commit_order(server: ServerProcess) -> None:
+    prefix = b"watch-" + uuid.uuid4().hex.encode() + b"/"
+    with kvstore.open(server.url) as db:
+        first = db.put(prefix + b"a", b"1")
+        start = db.refresh()
+        db.delete(prefix + b"a")
+        watch = db.watch(prefix, start=start)
+        seen = []
+
+        def follow() -> None:
+            for event in watch:
+                seen.append(event)
+                if len(seen) == 4:
+                    return
+
+        reader = threading.Thread(target=follow)
+        reader.start()
+        time.sleep(0.3)
+        second = db.put(prefix + b"b", b"2", ttl=0.5)
+        db.put(b"elsewhere-" + uuid.uuid4().hex.encode(), b"x")  # outside the prefix
+        reader.join(timeout=30)
+        watch.close()
+        assert not reader.is_alive()
+    assert [(e.key, e.value, e.kind) for e in seen] == [
+        (prefix + b"a", b"1", "put"), (prefix + b"a", None, "delete"), (prefix + b"b", b"2", "put"),
+        (prefix + b"b", None, "expire"),
+    ]
+    assert seen[0].seq == first and seen[2].seq == second == seen[3].seq
+    assert [e.version for e in seen[:3]] == sorted(e.version for e in seen[:3])
+
+
+def test_a_watch_resumes_from_last_event_id(server: ServerProcess) -> None:
+    prefix = b"resume-" + uuid.uuid4().hex.encode() + b"/"
+    with kvstore.open(server.url) as db:
+        start = db.refresh() + 1
+        seqs = [db.put(prefix + b"%d" % i, b"v") for i in range(3)]
+        with db.watch(prefix, start=start) as watch:
+            first = next(watch)
+            resume_from = watch.next_version
+        assert first.seq == seqs[0]
+        with db.watch(prefix, start=resume_from, end=db.refresh()) as rest:
+            assert [e.seq for e in rest] == seqs[1:]
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    prefix_text = __import__("base64").urlsafe_b64encode(prefix).rstrip(b"=").decode()
+    conn.request("GET", f"/kv/v1/watch?prefix={prefix_text}&end={first.version + 1}",
+                 headers={"Last-Event-ID": str(first.version)})
+    response = conn.getresponse()
+    body = response.read().decode()
+    conn.close()
+    assert response.status == 200 and f"id: {first.version + 1}" in body and f"id: {first.version}\n" not in body
+
+
+def test_bad_watch_arguments_are_refused_by_the_client(server: ServerProcess) -> None:
+    with kvstore.open(server.url) as db:
+        with pytest.raises(TypeError):
+            db.watch(start=-1)
+        with pytest.raises(TypeError):
+            db.watch("prefix")  # type: ignore[arg-type]
+        with pytest.raises(ValueError):
+            db.watch(start=5, end=2)
+
+
+@pytest.mark.parametrize("query", ["start=x", "start=-1", "end=-2", "prefix=%%%", "since=3"])
+def test_bad_watch_parameters_are_400(server: ServerProcess, query: str) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    conn.request("GET", f"/kv/v1/watch?{query}")
+    response = conn.getresponse()
+    response.read()
+    conn.close()
+    assert response.status == 400, query
+
+
+def test_close_from_another_thread_ends_a_waiting_remote_watch(server: ServerProcess) -> None:
+    with kvstore.open(server.url) as db:
+        watch = db.watch(b"quiet-" + uuid.uuid4().hex.encode())
+        done = threading.Event()
+
+        def follow() -> None:
+            for _ in watch:
+                pass
+            done.set()
+
+        threading.Thread(target=follow, daemon=True).start()
+        time.sleep(0.3)
+        watch.close()
+        assert done.wait(10)
