@@ -115,6 +115,9 @@ class PendingCommit:
     _gate: Any = field(default_factory=_held_lock, repr=False)
     # Created only when a thread other than the caller waits (wait_settled).
     _settled: threading.Event | None = field(default=None, repr=False)
+    # Called (on the committer's thread) once there is an outcome: for callers
+    # that do not block a thread on the commit (Committer.submit_nowait).
+    on_finished: Callable[[PendingCommit], None] | None = field(default=None, repr=False)
 
     def finish(self, error: BaseException | None = None) -> None:
         """Record the outcome and wake the caller. Requires: called once."""
@@ -126,6 +129,8 @@ class PendingCommit:
         self._gate.release()
         if settled is not None:
             settled.set()
+        if self.on_finished is not None:
+            self.on_finished(self)
 
     def wait(self) -> None:
         """The submitting caller's wait (once)."""
@@ -234,6 +239,23 @@ class Committer:
         if pending.error is not None:
             raise pending.error
         return pending
+
+    def submit_nowait(self, pending: PendingCommit) -> bool:
+        """Queue ``pending`` for the committer thread and return at once; its
+        ``on_finished`` runs there with the outcome. False (nothing queued) for a
+        handle without threads: the caller commits with :meth:`submit` instead.
+
+        Raises:
+            StoreClosedError: the store is closed.
+        """
+        if self._thread is None:
+            return False
+        with self._cond:
+            if self._closed:
+                raise StoreClosedError("store is closed")
+            self._queue.append(pending)
+            self._cond.notify()
+        return True
 
     def _commit_inline(self, pending: PendingCommit) -> None:
         """Commit ``pending`` alone on the caller's thread (the committer was idle)."""

@@ -177,6 +177,11 @@ class ReadBarrier:
         """Storage probes run so far (0 with a beacon unless it moved)."""
         return self._probe.probes
 
+    def is_current(self) -> bool:
+        """True when :meth:`sync` would return at once (a beacon that has not moved past the view)."""
+        beacon_read = self._beacon_read
+        return beacon_read is not None and beacon_read() <= self._version()
+
     def sync(self) -> None:
         beacon_read = self._beacon_read
         if beacon_read is None or beacon_read() > self._version():

@@ -10,6 +10,7 @@ import logging
 import os
 import threading
 import uuid
+from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Callable, Iterator, TypeVar
@@ -154,6 +155,7 @@ class Store:
             check_identity(objects)
         self._state.load(latest)
         self._linearizable = options.read_consistency == LINEARIZABLE
+        self._local_reads = isinstance(objects, LocalStore)
         state, chain = self._state, self._chain
 
         def catch_up_if_moved() -> None:
@@ -340,6 +342,34 @@ class Store:
             return cas.write(self._txns.run_on_newest, batch, descriptor.get("summary"))
         return self._commit(dict(batch.mutations), descriptor)
 
+    def submit_write(self, batch: WriteBatch) -> Future[int] | None:
+        """Start :meth:`write` of ``batch`` without blocking: a Future of its seq,
+        completed by the committer thread (join it from an event loop with
+        ``asyncio.wrap_future``). None when this handle cannot (no background
+        threads, or a batch with compares or leases, which runs a transaction):
+        call :meth:`write` then.
+
+        Raises:
+            TypeError / ValueError: as :meth:`write`. StoreClosedError: the store is closed.
+        """
+        if not isinstance(batch, WriteBatch):
+            raise TypeError(f"batch must be a WriteBatch, not {type(batch).__name__}")
+        if not len(batch):
+            raise ValueError("batch is empty")
+        self._check_open()
+        if batch.conditions or batch.leases:
+            return None
+        future: Future[int] = Future()
+
+        def settle(pending: PendingCommit) -> None:
+            if pending.error is not None:
+                future.set_exception(pending.error)
+            else:
+                future.set_result(pending.seq)
+
+        pending = PendingCommit(dict(batch.mutations), {"op": "write", "keys": len(batch)}, on_finished=settle)
+        return future if self._committer.submit_nowait(pending) else None
+
     def _commit(self, mutations: dict, descriptor: dict | None = None) -> int:
         self._check_open()
         pending = PendingCommit(mutations, descriptor or {"op": "write", "keys": len(mutations)})
@@ -368,6 +398,15 @@ class Store:
         elif consistency != "serializable":
             self._sync(consistency)
         return self._getter.get(key)  # type: ignore[no-any-return]
+
+    def reads_without_waiting(self) -> bool:
+        """True when a linearizable read now would need no storage request and no lock:
+        the handle's view is known to be current (a local directory whose head
+        beacon has not moved) and its data is in memory or local files. A
+        server uses it to answer such reads on its event loop, without a
+        thread hop.
+        """
+        return not self._closed and self._local_reads and self._barrier.is_current()
 
     def _sync(self, consistency: str | None = None) -> None:
         """Bring the view up to date when the read is linearizable (see :meth:`get`)."""

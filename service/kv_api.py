@@ -40,9 +40,11 @@ thread: commits block until their root file is durable.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, Callable, Iterator
+from concurrent.futures import Future
+from typing import Any, Awaitable, Iterator
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -213,13 +215,11 @@ def _parse_ops(data: dict[str, Any]) -> WriteBatch:
     return batch
 
 
-async def _commit(
-    request: Request, api: str, fn: Callable[..., tuple[int, bool]], *args: Any
-) -> JSONResponse:
-    """Run a committing call in a worker thread; count it; answer ``{"seq", "revision"}`` and the ETag."""
+async def _commit(request: Request, api: str, outcome: Awaitable[tuple[int, bool]]) -> JSONResponse:
+    """Await a commit's ``(seq, replayed)``; count it; answer ``{"seq", "revision"}`` and the ETag."""
     metrics = _state(request).metrics
     try:
-        seq, replayed = await run_in_threadpool(fn, *args)
+        seq, replayed = await outcome
     except ConflictError as exc:
         metrics.conflicts.labels(api).inc()
         raise ConflictError(client_keys_in(str(exc))) from exc
@@ -236,11 +236,22 @@ async def _commit(
 
 async def _commit_batch(request: Request, batch: WriteBatch, body: bytes) -> JSONResponse:
     idem_key = check_idempotency_key(request.headers.get("idempotency-key"))
+    if idem_key is None:
+        # A blind batch joins the committer's queue from the event loop: no
+        # worker thread waits on it, and concurrent requests share group commits.
+        future = _state(request).store.submit_write(batch)
+        if future is not None:
+            return await _commit(request, "kv", _first_commit(future))
     # The conditions are part of the request: a retry must carry the same ones.
     conditions = (request.headers.get("if-match", ""), request.headers.get("if-none-match", ""))
     request_text = f"{request.method} {request.url.path} {request.url.query} {conditions}"
     fingerprint = idempotency.fingerprint(request_text, body) if idem_key else None
-    return await _commit(request, "kv", idempotency.commit_batch, _state(request).store, batch, idem_key, fingerprint)
+    store = _state(request).store
+    return await _commit(request, "kv", run_in_threadpool(idempotency.commit_batch, store, batch, idem_key, fingerprint))
+
+
+async def _first_commit(future: Future[int]) -> tuple[int, bool]:
+    return await asyncio.wrap_future(future), False
 
 
 def _page(rows: Iterator[tuple[bytes, bytes]], page_rows: int) -> JSONResponse:
@@ -298,7 +309,10 @@ async def get_key(request: Request) -> Response:
     version = query_number(request, "version", int)
     consistency = consistency_param(request)
     if version is None:
-        value, revision = await run_in_threadpool(store.get_with_revision, key, consistency)
+        if store.reads_without_waiting():  # memory and local files only: no thread hop
+            value, revision = store.get_with_revision(key, consistency)
+        else:
+            value, revision = await run_in_threadpool(store.get_with_revision, key, consistency)
         return _value_response(request, key, value, revision)
     if consistency is not None:
         raise ApiError(400, "ValueError", "version and consistency exclude each other (a version is fixed)")
@@ -445,7 +459,7 @@ async def txn_commit(request: Request) -> JSONResponse:
                     return seq, True
             raise
 
-    return await _commit(request, "txn", commit)
+    return await _commit(request, "txn", run_in_threadpool(commit))
 
 
 async def txn_rollback(request: Request) -> JSONResponse:

@@ -199,3 +199,20 @@ def test_follower_picks_up_other_writers() -> None:
         while a.get(b"k") is None and time.monotonic() < deadline:
             time.sleep(0.01)
         assert a.get(b"k") == b"v"
+
+
+def test_submit_write_commits_without_blocking_and_settles_a_future() -> None:
+    with kvstore.open(MemoryStore(f"memory://{uuid.uuid4().hex}"), poll_interval_s=0) as db:
+        futures = [db.submit_write(kvstore.WriteBatch().put(b"k%d" % i, b"v")) for i in range(50)]
+        seqs = [f.result(timeout=30) for f in futures if f is not None]
+        assert len(seqs) == 50 and len(set(seqs)) == 50
+        assert all(db.get(b"k%d" % i) == b"v" for i in range(50))
+        assert db.submit_write(kvstore.WriteBatch().put(b"c", b"v", if_absent=True)) is None  # a compare: use write()
+        with pytest.raises(ValueError):
+            db.submit_write(kvstore.WriteBatch())
+        with pytest.raises(TypeError):
+            db.submit_write({b"k": b"v"})  # type: ignore[arg-type]
+    with pytest.raises(kvstore.StoreClosedError):
+        db.submit_write(kvstore.WriteBatch().put(b"k", b"v"))
+    with kvstore.open(MemoryStore(f"memory://{uuid.uuid4().hex}"), background_threads=False) as quiet:
+        assert quiet.submit_write(kvstore.WriteBatch().put(b"k", b"v")) is None  # no committer thread
