@@ -564,7 +564,9 @@ class RemoteWatch:
                 time.sleep(_RETRY_FIRST_S)
                 continue
             deadline = None
-            if line.startswith(b"data:"):
+            if line.startswith(b": next ") and self._next is None:
+                self._next = int(line[7:])  # resume here if the stream drops before an event
+            elif line.startswith(b"data:"):
                 message = json.loads(line[5:])
                 version = int(message["version"])
                 for event in message["events"]:

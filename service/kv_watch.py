@@ -12,6 +12,8 @@ order::
     id: 42
     data: {"version": 42, "events": [{"seq": 57, "key": b64, "value": b64, "kind": "put"}]}
 
+The stream opens with a comment ``: next <version>``: the version it starts
+at, where a client resumes if the connection drops before any event.
 ``kind`` is ``put``, ``delete`` (value null) or ``expire`` (a TTL or lease
 ran out; its ``seq`` is the expired put's, its version the newest read when
 the expiry was seen). A comment line (``: keepalive``) comes every
@@ -83,6 +85,7 @@ async def watch(request: Request) -> StreamingResponse:
         raise ApiError(400, "ValueError", f"end must be a version >= start, got {end}")
     store = state.store
     watcher: Watch = await run_in_threadpool(store.watch, KV_PREFIX + prefix, start, end, POLL_S)
+    start_version = watcher.next_version
     try:
         first = await run_in_threadpool(watcher.poll)  # a start no longer retained fails here, as a 410
     except BaseException:
@@ -97,6 +100,9 @@ async def watch(request: Request) -> StreamingResponse:
 
     async def stream() -> AsyncIterator[str]:
         try:
+            # Where this stream starts, for a client that gave no start and must
+            # resume from here if the connection drops before the first event.
+            yield f": next {start_version}\n\n"
             if first:
                 yield _messages(first)
             quiet_s = 0.0

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from http_client import b64, call, path_key
@@ -140,14 +141,19 @@ def test_a_watch_on_b_misses_nothing_across_its_restart(tmp_path_factory: pytest
         with kvstore.open(a.url) as writer, kvstore.open(b.url, retry_s=120.0) as reader:
             start = writer.refresh() + 1
             watch = reader.watch(prefix, start=start)
+            live = reader.watch(prefix)  # no start: resumes from the version its stream began at
             seen: list = []
+            seen_live: list = []
 
-            def follow() -> None:
-                for event in watch:
-                    seen.append(event)
+            def follow(source: Any, into: list) -> None:
+                for event in source:
+                    into.append(event)
 
-            follower = threading.Thread(target=follow)
+            follower = threading.Thread(target=follow, args=(watch, seen))
+            live_follower = threading.Thread(target=follow, args=(live, seen_live))
             follower.start()
+            live_follower.start()
+            time.sleep(0.5)  # both streams are open before the first write
             written = []
             for i in range(150):
                 written.append(writer.put(prefix + b"%03d" % i, b"%d" % i))
@@ -157,11 +163,14 @@ def test_a_watch_on_b_misses_nothing_across_its_restart(tmp_path_factory: pytest
                     b = ServerProcess(store, root / "b2.log", port=b.port).start()  # ...and comes back
             end = writer.refresh()
             deadline = time.monotonic() + 120
-            while len(seen) < len(written) and time.monotonic() < deadline:
+            while (len(seen) < len(written) or len(seen_live) < len(written)) and time.monotonic() < deadline:
                 time.sleep(0.05)
             watch.close()
+            live.close()
             follower.join(timeout=30)
+            live_follower.join(timeout=30)
         assert [e.seq for e in seen] == written  # in order, none missed, none repeated
+        assert [e.seq for e in seen_live] == written
         assert [e.key for e in seen] == [prefix + b"%03d" % i for i in range(150)]
         assert all(e.version <= end for e in seen)
     finally:
