@@ -28,7 +28,8 @@ def _git(*args: str) -> str | None:
         out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None  # not a checkout, or no git: recorded as unknown
-    return out.stdout.strip()
+    # Only line ends: a porcelain status line starts with a meaningful space (" M path").
+    return out.stdout.rstrip("\n")
 
 
 def git_info() -> dict[str, Any]:
