@@ -97,14 +97,17 @@ def test_a_wrapped_store_probes_and_concurrent_readers_share_probes() -> None:
     counting = CountingStore(kvstore.objstore.MemoryStore(), record_paths=True)
     with kvstore.open(counting, **NO_FOLLOWER) as db:
         db.put(b"k", b"v")
+        def root_requests() -> list[str]:  # the hint writer may touch _latest_hint meanwhile: not counted
+            return [op for op, path in counting.paths if path.startswith("_") and path.endswith(".ipc")]
+
         counting.paths.clear()
         for _ in range(10):
             assert db.get(b"k") == b"v"
-        assert [op for op, path in counting.paths] == ["head"] * 10
+        assert root_requests() == ["head"] * 10
         counting.paths.clear()
         for _ in range(10):
             assert db.get(b"k", consistency="serializable") == b"v"
-        assert counting.paths == []
+        assert root_requests() == []
 
 
 def test_a_shared_probe_answers_each_caller_with_a_probe_that_started_after_it() -> None:

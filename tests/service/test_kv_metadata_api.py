@@ -146,9 +146,9 @@ def test_leases_over_http_and_through_the_remote_client(server: ServerProcess) -
         with pytest.raises(LeaseNotFoundError):
             db.put(key, b"x", lease=lease.id)
         assert db.get(key) is None
-        short = db.grant_lease(0.3)
+        short = db.grant_lease(1.0)
         db.put(key, b"short", lease=short.id)
-        time.sleep(0.6)
+        time.sleep(1.3)
         assert db.get(key) is None and db.get_with_revision(key) == (None, None)
     for bad in ({"ttl": 0}, {"ttl": "5"}, {"ttl": 5, "keys": []}, {}):
         assert call(server, "POST", "/kv/v1/leases", bad)[0] == 400, bad
