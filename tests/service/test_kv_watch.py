@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+from pathlib import Path
 import threading
 import time
 import uuid
@@ -99,3 +100,27 @@ def test_close_from_another_thread_ends_a_waiting_remote_watch(server: ServerPro
         time.sleep(0.3)
         watch.close()
         assert done.wait(10)
+
+
+def test_a_start_retention_has_removed_is_a_410_before_any_stream(tmp_path: Path) -> None:
+    store_dir = str(tmp_path / "store")
+    gc_now = {"retention_window_s": 0.0, "gc_min_roots": 1, "gc_grace_s": 0.0, "background_maintenance": False}
+    with kvstore.open(store_dir, **gc_now) as db:
+        for i in range(5):
+            db.put(b"kv/k%d" % i, b"v")
+            db.flush()
+        db.compact(full=True)
+        gone = db.gc().deleted_roots
+        assert gone
+    server = ServerProcess(store_dir, tmp_path / "server.log").start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        conn.request("GET", f"/kv/v1/watch?start={gone[0]}")
+        response = conn.getresponse()
+        body = response.read()
+        conn.close()
+        assert response.status == 410 and b"SnapshotTooOldError" in body
+        with kvstore.open(server.url) as db, pytest.raises(kvstore.SnapshotTooOldError):
+            next(iter(db.watch(start=gone[0])))
+    finally:
+        server.stop()
