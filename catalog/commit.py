@@ -49,7 +49,9 @@ class Outcome:
     summaries: list[dict[str, Any]]
 
 
-def begin(store: Store, isolation: str, fresh: bool = False) -> tuple[Transaction, CatalogWriter]:
+def begin(store: Store, isolation: str, fresh: bool | None = None) -> tuple[Transaction, CatalogWriter]:
+    """A transaction and its writer; ``fresh`` as ``Store.begin`` (None: the store's
+    read consistency, so a first attempt starts at every acknowledged commit)."""
     txn = store.begin(isolation=isolation, fresh=fresh)
     return txn, CatalogWriter(txn)
 

@@ -37,13 +37,14 @@ from pathlib import Path
 from typing import Callable, Final
 
 from kvstore.format.names import BEACON_PATH
+from kvstore.options import CONSISTENCY_LEVELS, LINEARIZABLE, SERIALIZABLE_READS
+
+__all__ = ["CONSISTENCY_LEVELS", "LINEARIZABLE", "SERIALIZABLE_READS", "HeadBeacon", "ReadBarrier", "SharedProbe",
+           "check_consistency"]
 
 _BEACON_BYTES: Final = 8
 _U64: Final = struct.Struct("<Q")
 
-LINEARIZABLE: Final = "linearizable"
-SERIALIZABLE_READS: Final = "serializable"
-CONSISTENCY_LEVELS: Final = (LINEARIZABLE, SERIALIZABLE_READS)
 
 
 def check_consistency(consistency: object) -> str:
@@ -171,11 +172,6 @@ class ReadBarrier:
         self._probe = SharedProbe(catch_up)
         # Bound once: sync() runs before every default read.
         self._beacon_read = beacon.read if beacon is not None else None
-
-    @property
-    def probes(self) -> int:
-        """Storage probes run so far (0 with a beacon unless it moved)."""
-        return self._probe.probes
 
     def is_current(self) -> bool:
         """True when :meth:`sync` would return at once (a beacon that has not moved past the view)."""

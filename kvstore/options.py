@@ -13,6 +13,11 @@ MiB: Final = 1024 * KiB
 MAX_KEY_BYTES: Final = 64 * KiB  # keys live in blocks, bloom filters and the memtable index
 MAX_VALUE_BYTES: Final = 64 * MiB  # a value is read whole; larger blobs belong in files
 
+# Read consistency levels (kvstore.freshness): every acknowledged commit, or the handle's view.
+LINEARIZABLE: Final = "linearizable"
+SERIALIZABLE_READS: Final = "serializable"
+CONSISTENCY_LEVELS: Final = (LINEARIZABLE, SERIALIZABLE_READS)
+
 
 @dataclass(frozen=True)
 class StoreOptions:
@@ -160,10 +165,9 @@ class StoreOptions:
         for name in ("flush_max_bytes", "l0_compaction_trigger", "max_sorted_runs", "sst_target_bytes"):
             if getattr(options, name) < 1:
                 raise ValueError(f"store option {name!r} must be >= 1, got {getattr(options, name)!r}")
-        if options.read_consistency not in ("linearizable", "serializable"):
+        if options.read_consistency not in CONSISTENCY_LEVELS:
             raise ValueError(
-                f"store option 'read_consistency' must be 'linearizable' or 'serializable', "
-                f"got {options.read_consistency!r}"
+                f"store option 'read_consistency' must be one of {CONSISTENCY_LEVELS}, got {options.read_consistency!r}"
             )
         if options.max_space_amplification <= 0:
             raise ValueError(f"max_space_amplification must be > 0, got {options.max_space_amplification!r}")

@@ -110,6 +110,13 @@ def open(  # noqa: A001 - public API name
     return Store(url, parsed, create=create)
 
 
+def _check_batch(batch: object) -> None:
+    if not isinstance(batch, WriteBatch):
+        raise TypeError(f"batch must be a WriteBatch, not {type(batch).__name__}")
+    if not len(batch):
+        raise ValueError("batch is empty")
+
+
 class Store:
     """An open lakekv store. Use :func:`open`; close it (or use ``with``).
 
@@ -155,7 +162,6 @@ class Store:
             check_identity(objects)
         self._state.load(latest)
         self._linearizable = options.read_consistency == LINEARIZABLE
-        self._local_reads = isinstance(objects, LocalStore)
         state, chain = self._state, self._chain
 
         def catch_up_if_moved() -> None:
@@ -171,7 +177,8 @@ class Store:
             self._state, options, self.writer_id, self._hint, self._oracle.validate_group, threaded=threaded
         )
         self._txns = TransactionManager(
-            self._oracle, self._state, self._committer, self.watermark, options, self._check_open, self._barrier.sync
+            self._oracle, self._state, self._committer, self.watermark, options, self._check_open,
+            self._barrier.sync if self._linearizable else None,
         )
         # Wakes watches (and subscribers, e.g. a server's watch streams) at each version applied.
         self._signal = VersionSignal()
@@ -330,10 +337,7 @@ class Store:
             TypeError / ValueError: not a WriteBatch, an empty batch, or a bad summary.
             StoreClosedError / CommitError / ObjectStoreError: the commit failed.
         """
-        if not isinstance(batch, WriteBatch):
-            raise TypeError(f"batch must be a WriteBatch, not {type(batch).__name__}")
-        if not len(batch):
-            raise ValueError("batch is empty")
+        _check_batch(batch)
         descriptor: dict[str, Any] = {"op": "write", "keys": len(batch)}
         if summary is not None:
             descriptor["summary"] = check_summary(summary)
@@ -352,10 +356,7 @@ class Store:
         Raises:
             TypeError / ValueError: as :meth:`write`. StoreClosedError: the store is closed.
         """
-        if not isinstance(batch, WriteBatch):
-            raise TypeError(f"batch must be a WriteBatch, not {type(batch).__name__}")
-        if not len(batch):
-            raise ValueError("batch is empty")
+        _check_batch(batch)
         self._check_open()
         if batch.conditions or batch.leases:
             return None
@@ -406,7 +407,7 @@ class Store:
         server uses it to answer such reads on its event loop, without a
         thread hop.
         """
-        return not self._closed and self._local_reads and self._barrier.is_current()
+        return not self._closed and self._barrier.is_current()  # current only with a local directory's beacon
 
     def _sync(self, consistency: str | None = None) -> None:
         """Bring the view up to date when the read is linearizable (see :meth:`get`)."""

@@ -584,10 +584,10 @@ class TransactionManager:
         sync: Callable[[], None] | None = None,
     ) -> None:
         """``sync``: brings the view up to every commit acknowledged so far
-        (:class:`kvstore.freshness.ReadBarrier`); what ``begin(fresh=None)`` runs
-        when reads are linearizable."""
+        (:class:`kvstore.freshness.ReadBarrier`); what ``begin(fresh=None)`` runs.
+        None when reads are serializable (the handle's view)."""
         self.oracle = oracle
-        self._sync = sync if options.read_consistency == "linearizable" else None
+        self._sync = sync
         self._state = state
         self._options = options
         self.locks = KeyLocks()

@@ -51,6 +51,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from kvstore import SERIALIZABLE, ConflictError, PreconditionFailedError, Store, WriteBatch
+from kvstore.batch import check_lease_id
 from kvstore.freshness import check_consistency
 from kvstore.reader import visible_value
 from service import idempotency
@@ -125,12 +126,14 @@ def consistency_param(request: Request) -> str | None:
     return None if raw is None else check_consistency(raw)
 
 
-def _lease_value(raw: object, what: str) -> str | None:
+def lease_param(raw: object, what: str) -> str | None:
+    """A lease id from a request (None: no lease); 400 naming ``what`` if it is not one."""
     if raw is None:
         return None
-    if not isinstance(raw, str) or len(raw) != 32 or any(c not in "0123456789abcdef" for c in raw):
-        raise ApiError(400, "ValueError", f"{what} must be a lease id (32 lowercase hex characters), got {raw!r}")
-    return raw
+    try:
+        return check_lease_id(raw)
+    except TypeError as exc:
+        raise ApiError(400, "ValueError", f"{what}: {exc}") from None
 
 
 def _revision_value(raw: object, what: str) -> int:
@@ -164,7 +167,7 @@ async def _put_body(request: Request) -> tuple[bytes, float | None, str | None]:
     if request.headers.get("content-type", "").startswith(OCTET_STREAM):
         return (
             await request.body(), ttl_value(query_number(request, "ttl", float)),
-            _lease_value(request.query_params.get("lease"), "lease"),
+            lease_param(request.query_params.get("lease"), "lease"),
         )
     data = await read_json(request)
     if "value" not in data:
@@ -172,16 +175,7 @@ async def _put_body(request: Request) -> tuple[bytes, float | None, str | None]:
     for name in ("ttl", "lease"):
         if request.query_params.get(name) is not None:
             raise ApiError(400, "ValueError", f"with a JSON body, {name} goes in the body, not the query")
-    return b64decode(data["value"], "value"), ttl_value(data.get("ttl")), _lease_value(data.get("lease"), "lease")
-
-
-def _add_put(batch: WriteBatch, key: bytes, value: bytes, ttl: float | None, lease: str | None,
-             if_seq: int | None = None, if_absent: bool = False, what: str = "put") -> None:
-    if ttl is not None and lease is not None:
-        raise ApiError(400, "ValueError", f"{what}: ttl and lease exclude each other (a leased key expires with its lease)")
-    if if_seq is not None and if_absent:
-        raise ApiError(400, "ValueError", f"{what}: if_seq and if_absent exclude each other")
-    batch.put(key, value, ttl, if_seq=if_seq, if_absent=if_absent, lease=lease)
+    return b64decode(data["value"], "value"), ttl_value(data.get("ttl")), lease_param(data.get("lease"), "lease")
 
 
 def _parse_ops(data: dict[str, Any]) -> WriteBatch:
@@ -202,10 +196,12 @@ def _parse_ops(data: dict[str, Any]) -> WriteBatch:
         if not isinstance(if_absent, bool):
             raise ApiError(400, "ValueError", f"ops[{i}].if_absent must be true or false, got {if_absent!r}")
         if raw.get("op") == "put":
-            _add_put(
-                batch, key, b64decode(raw.get("value"), f"ops[{i}].value"), ttl_value(raw.get("ttl")),
-                _lease_value(raw.get("lease"), f"ops[{i}].lease"), if_seq, if_absent, f"ops[{i}]",
-            )
+            value, ttl = b64decode(raw.get("value"), f"ops[{i}].value"), ttl_value(raw.get("ttl"))
+            lease = lease_param(raw.get("lease"), f"ops[{i}].lease")
+            try:  # WriteBatch refuses ttl with lease, and if_seq with if_absent
+                batch.put(key, value, ttl, if_seq=if_seq, if_absent=if_absent, lease=lease)
+            except ValueError as exc:
+                raise ApiError(400, "ValueError", f"ops[{i}]: {exc}") from None
         elif raw.get("op") == "delete":
             if if_absent or raw.get("ttl") is not None or raw.get("lease") is not None or "value" in raw:
                 raise ApiError(400, "ValueError", f"ops[{i}]: a delete takes only key and if_seq")
@@ -337,8 +333,8 @@ async def put_key(request: Request) -> JSONResponse:
     key = _key(request)
     if_seq, if_absent = _conditions(request)
     value, ttl, lease = await _put_body(request)
-    batch = WriteBatch()
-    _add_put(batch, key, value, ttl, lease, if_seq, if_absent)
+    # WriteBatch refuses ttl with lease (a ValueError: 400).
+    batch = WriteBatch().put(key, value, ttl, if_seq=if_seq, if_absent=if_absent, lease=lease)
     return await _commit_batch(request, batch, await request.body())
 
 

@@ -26,7 +26,7 @@ from kvstore.errors import LeaseNotFoundError
 from kvstore.leases import Lease
 from service.codec import KV_PREFIX, b64encode, client_key, read_json
 from service.errors import ApiError
-from service.kv_api import KvState
+from service.kv_api import KvState, lease_param
 from service.routing import route
 
 
@@ -35,9 +35,8 @@ def _store(request: Request) -> KvState:
 
 
 def _lease_id(request: Request) -> str:
-    lease_id = request.path_params["lease_id"]
-    if len(lease_id) != 32 or any(c not in "0123456789abcdef" for c in lease_id):
-        raise ApiError(400, "ValueError", f"a lease id is 32 lowercase hex characters, got {lease_id[:40]!r}")
+    lease_id = lease_param(request.path_params["lease_id"], "the lease id in the path")
+    assert lease_id is not None  # a path parameter is never missing
     return lease_id
 
 

@@ -36,7 +36,7 @@ from kvstore import SERIALIZABLE, ConflictError, Store, Transaction, leases
 from service import idempotency
 from service.codec import b64decode, b64encode, client_key, read_json, store_key, ttl_value
 from service.errors import ApiError
-from service.kv_api import KvState, etag
+from service.kv_api import KvState, etag, lease_param
 from service.routing import route
 from service.security import check_idempotency_key
 
@@ -112,10 +112,7 @@ def _parse_op(raw: object, what: str) -> TxnOp:
     key = store_key(b64decode(data.get("key"), f"{what}.key"), f"{what}.key")
     kind = data.get("op")
     if kind == "put":
-        ttl, lease = ttl_value(data.get("ttl")), data.get("lease")
-        if lease is not None and (not isinstance(lease, str) or len(lease) != 32
-                                  or any(c not in "0123456789abcdef" for c in lease)):
-            raise ApiError(400, "ValueError", f"{what}.lease must be a lease id (32 lowercase hex), got {lease!r}")
+        ttl, lease = ttl_value(data.get("ttl")), lease_param(data.get("lease"), f"{what}.lease")
         if ttl is not None and lease is not None:
             raise ApiError(400, "ValueError", f"{what}: ttl and lease exclude each other")
         return TxnOp("put", key, b64decode(data.get("value"), f"{what}.value"), ttl, lease)

@@ -4,6 +4,7 @@ expiry, watches across a server restart, and leader election."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -25,21 +26,27 @@ from service.testing import ServerProcess
 CAS_CLIENT = Path(__file__).with_name("cas_client.py")
 
 
+@contextlib.contextmanager
+def two_servers(root: Path) -> Iterator[list[ServerProcess]]:
+    """``[A, B]``, two servers on a new local-directory store under ``root``; whatever
+    servers the list holds at the end (a test may replace one) are stopped."""
+    store = str(root / "store")
+    kvstore.open(store).close()
+    running: list[ServerProcess] = []
+    try:
+        for name in ("a", "b"):
+            running.append(ServerProcess(store, root / f"{name}.log").start())
+        yield running
+    finally:
+        for server in reversed(running):
+            server.stop()
+
+
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
     """Servers A and B on one local-directory store."""
-    root = tmp_path_factory.mktemp("two-servers")
-    store = str(root / "store")
-    kvstore.open(store).close()
-    a = ServerProcess(store, root / "a.log").start()
-    try:
-        b = ServerProcess(store, root / "b.log").start()
-        try:
-            yield a, b
-        finally:
-            b.stop()
-    finally:
-        a.stop()
+    with two_servers(tmp_path_factory.mktemp("two-servers")) as (a, b):
+        yield a, b
 
 
 def test_a_thousand_writes_on_a_are_each_read_at_once_on_b(servers: tuple[ServerProcess, ServerProcess]) -> None:
@@ -62,7 +69,7 @@ def test_remote_clients_read_on_b_the_revision_a_acknowledged(servers: tuple[Ser
             assert on_b.get_with_revision(key) == (b"%d" % i, seq)
             assert [v for _, v in on_b.scan(prefix=key)] == [b"%d" % i]
         # A serializable read is B's own view: never newer than the linearizable answer.
-        assert on_b.get(key, consistency="serializable") in (b"%d" % i for i in range(200))
+        assert on_b.get(key, consistency="serializable") in [b"%d" % i for i in range(200)]
 
 
 def test_an_iceberg_namespace_made_on_a_is_seen_on_b_at_once(servers: tuple[ServerProcess, ServerProcess]) -> None:
@@ -89,12 +96,7 @@ def test_compare_and_set_races_across_servers_have_exactly_one_winner(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     # Its own store: the clients' keys (round-N, counter) must start absent.
-    root = tmp_path_factory.mktemp("cas-servers")
-    store = str(root / "store")
-    kvstore.open(store).close()
-    a = ServerProcess(store, root / "a.log").start()
-    b = ServerProcess(store, root / "b.log").start()
-    try:
+    with two_servers(tmp_path_factory.mktemp("cas-servers")) as (a, b):
         results = _run_cas_clients((a, b), tmp_path, rounds=30, increments=15)
         with kvstore.open(a.url) as db:
             for r in range(30):
@@ -105,9 +107,6 @@ def test_compare_and_set_races_across_servers_have_exactly_one_winner(
             value, revision = db.get_with_revision(b"counter")
         assert value == b"%d" % (4 * 15)  # no increment lost
         assert len(set(committed)) == len(committed) == 60 and max(committed) == revision
-    finally:
-        b.stop()
-        a.stop()
 
 
 def test_lease_expiry_is_seen_by_readers_on_both_servers(servers: tuple[ServerProcess, ServerProcess]) -> None:
@@ -132,11 +131,8 @@ def test_lease_expiry_is_seen_by_readers_on_both_servers(servers: tuple[ServerPr
 
 def test_a_watch_on_b_misses_nothing_across_its_restart(tmp_path_factory: pytest.TempPathFactory) -> None:
     root = tmp_path_factory.mktemp("watch-restart")
-    store = str(root / "store")
-    kvstore.open(store).close()
-    a = ServerProcess(store, root / "a.log").start()
-    b = ServerProcess(store, root / "b.log").start()
-    try:
+    with two_servers(root) as running:
+        a, b = running
         prefix = b"w/"
         with kvstore.open(a.url) as writer, kvstore.open(b.url, retry_s=120.0) as reader:
             start = writer.refresh() + 1
@@ -153,14 +149,15 @@ def test_a_watch_on_b_misses_nothing_across_its_restart(tmp_path_factory: pytest
             live_follower = threading.Thread(target=follow, args=(live, seen_live))
             follower.start()
             live_follower.start()
-            time.sleep(0.5)  # both streams are open before the first write
+            while live.next_version is None:  # its stream is open (it said where it starts)
+                time.sleep(0.01)
             written = []
             for i in range(150):
                 written.append(writer.put(prefix + b"%03d" % i, b"%d" % i))
                 if i == 50:
                     b.kill()  # the watch's server dies mid-stream...
                 if i == 100:
-                    b = ServerProcess(store, root / "b2.log", port=b.port).start()  # ...and comes back
+                    b = running[1] = ServerProcess(b.store_url, root / "b2.log", port=b.port).start()  # ...comes back
             end = writer.refresh()
             deadline = time.monotonic() + 120
             while (len(seen) < len(written) or len(seen_live) < len(written)) and time.monotonic() < deadline:
@@ -173,9 +170,6 @@ def test_a_watch_on_b_misses_nothing_across_its_restart(tmp_path_factory: pytest
         assert [e.seq for e in seen_live] == written
         assert [e.key for e in seen] == [prefix + b"%03d" % i for i in range(150)]
         assert all(e.version <= end for e in seen)
-    finally:
-        b.stop()
-        a.stop()
 
 
 @pytest.mark.timeout(300)
