@@ -181,3 +181,20 @@ def test_leader_election_across_two_servers_while_leaders_are_killed(
         assert isinstance(db, RemoteStore)
         db.delete(b"leader")
         elect_and_kill(tmp_path, [a.url, b.url], db)
+
+
+def test_an_iceberg_table_made_on_a_is_loaded_and_committed_on_b_at_once(
+    servers: tuple[ServerProcess, ServerProcess],
+) -> None:
+    import pyarrow as pa
+    from pyiceberg.catalog.rest import RestCatalog
+
+    a, b = servers
+    on_a, on_b = RestCatalog("a", uri=a.url), RestCatalog("b", uri=b.url)
+    namespace = f"ice_{uuid.uuid4().hex[:8]}"
+    on_a.create_namespace(namespace)
+    for i in range(10):
+        on_a.create_table(f"{namespace}.t{i}", schema=pa.schema([pa.field("id", pa.int64())]))
+        table = on_b.load_table(f"{namespace}.t{i}")
+        table.transaction().set_properties(seen_on="b").commit_transaction()  # asserts the table's uuid
+        assert on_a.load_table(f"{namespace}.t{i}").properties["seen_on"] == "b"
