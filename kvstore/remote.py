@@ -564,8 +564,10 @@ class RemoteWatch:
                 time.sleep(_RETRY_FIRST_S)
                 continue
             deadline = None
-            if line.startswith(b": next ") and self._next is None:
-                self._next = int(line[7:])  # resume here if the stream drops before an event
+            if line.startswith(b": next "):
+                # Where the stream is: its start (resume there if it drops before an
+                # event), or past ``end`` when it is over.
+                self._next = max(self._next or 0, int(line[7:]))
             elif line.startswith(b"data:"):
                 message = json.loads(line[5:])
                 version = int(message["version"])

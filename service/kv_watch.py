@@ -13,7 +13,8 @@ order::
     data: {"version": 42, "events": [{"seq": 57, "key": b64, "value": b64, "kind": "put"}]}
 
 The stream opens with a comment ``: next <version>``: the version it starts
-at, where a client resumes if the connection drops before any event.
+at, where a client resumes if the connection drops before any event; a
+stream that reached ``end`` closes with ``: next <end + 1>``.
 ``kind`` is ``put``, ``delete`` (value null) or ``expire`` (a TTL or lease
 ran out; its ``seq`` is the expired put's, its version the newest read when
 the expiry was seen). A comment line (``: keepalive``) comes every
@@ -121,6 +122,10 @@ async def watch(request: Request) -> StreamingResponse:
                     if quiet_s >= KEEPALIVE_S:
                         quiet_s = 0.0
                         yield ": keepalive\n\n"
+            # Past ``end``: say so, or a client whose last versions had no event
+            # under its prefix would take the end of the stream for a dropped
+            # connection and reconnect from where its last event left it.
+            yield f": next {watcher.next_version}\n\n"
         finally:
             unsubscribe()
             watcher.close()

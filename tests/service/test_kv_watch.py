@@ -124,3 +124,23 @@ def test_a_start_retention_has_removed_is_a_410_before_any_stream(tmp_path: Path
             next(iter(db.watch(start=gone[0])))
     finally:
         server.stop()
+
+
+def test_a_bounded_watch_ends_when_its_last_versions_have_no_event_under_the_prefix(server: ServerProcess) -> None:
+    prefix = b"bounded-" + uuid.uuid4().hex.encode() + b"/"
+    with kvstore.open(server.url) as db:
+        start = db.refresh() + 1
+        seq = db.put(prefix + b"k", b"v")
+        db.put(b"elsewhere-" + uuid.uuid4().hex.encode(), b"x")  # the last version: not under the prefix
+        end = db.refresh()
+        done = threading.Event()
+        seen: list = []
+
+        def follow() -> None:
+            with db.watch(prefix, start=start, end=end) as watch:
+                seen.extend(watch)
+            done.set()
+
+        threading.Thread(target=follow, daemon=True).start()
+        assert done.wait(30), "the watch kept reconnecting past its end"
+    assert [e.seq for e in seen] == [seq]
