@@ -182,7 +182,7 @@ class Store:
         )
         # Wakes watches (and subscribers, e.g. a server's watch streams) at each version applied.
         self._signal = VersionSignal()
-        self._state.listeners.append(lambda root, rows: self._signal.notify(root.version))
+        self._state.listeners.append(lambda root, rows: self._signal.notify(root))
         self._follower = (
             Follower(self._state, options.poll_interval_s, options.stale_check_s)
             if options.poll_interval_s > 0 and threaded

@@ -21,6 +21,9 @@ between versions: before a put that found the key gone.
 A caught-up watch wakes at once when its own handle applies a version (a
 commit of the handle, or the follower catching up): the handle's
 :class:`VersionSignal`. Only other processes' commits wait for the poll.
+The signal also holds the last few versions the handle applied, so a watch
+reads those from memory instead of their root files (:meth:`Watch.poll_applied`
+needs no storage request at all, which lets an event loop call it).
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ from kvstore.reader import now_ms
 PUT_EVENT: Final = "put"
 DELETE_EVENT: Final = "delete"
 EXPIRE_EVENT: Final = "expire"
+# Applied roots a VersionSignal holds: enough for a watch woken by each
+# version to find it, however many versions a group of wake-ups spans.
+KEPT_ROOTS: Final = 64
 
 
 def check_watch_args(prefix: object, start: object, end: object) -> None:
@@ -58,11 +64,15 @@ def check_watch_args(prefix: object, start: object, end: object) -> None:
 
 
 class VersionSignal:
-    """Tells waiters that a handle applied a new version. Thread-safe.
+    """Tells waiters that a handle applied a new version, and keeps the newest few. Thread-safe.
 
     Blocking waiters use :meth:`wait`; anything else (an event loop) registers
     a callback with :meth:`subscribe`, which runs in the thread that applied
     the version and must return quickly.
+
+    The last :data:`KEPT_ROOTS` applied roots whose rows are inline (small
+    commits; a root whose rows live in a delta SST is not kept, so what is
+    held stays small) are held for :meth:`applied_root`.
     """
 
     def __init__(self) -> None:
@@ -70,14 +80,24 @@ class VersionSignal:
         self._applied = 0
         self._callbacks: dict[int, Callable[[int], None]] = {}
         self._next_id = 0
+        self._roots: dict[int, RootFile] = {}  # insertion order is version order
 
-    def notify(self, version: int) -> None:
+    def notify(self, root: RootFile) -> None:
         with self._cond:
             self._applied += 1
+            if root.delta_sst is None:
+                self._roots[root.version] = root
+                if len(self._roots) > KEPT_ROOTS:
+                    del self._roots[next(iter(self._roots))]
             self._cond.notify_all()
             callbacks = list(self._callbacks.values())
         for callback in callbacks:
-            callback(version)
+            callback(root.version)
+
+    def applied_root(self, version: int) -> RootFile | None:
+        """Root ``version`` if this handle applied it recently and holds it; else None."""
+        with self._cond:
+            return self._roots.get(version)
 
     @property
     def applied(self) -> int:
@@ -160,6 +180,10 @@ class Watch:
         self._poll_s = poll_interval_s
         self._closed = threading.Event()
         self._ready: list[WatchEvent] = []
+        # Held roots are read only once the watch has caught up: a replay reads
+        # the chain, so whether an old version is retained never depends on
+        # what this handle happens to hold.
+        self._caught_up = False
         # (expire_ms, seq, key) of puts reported; _latest[key] is the key's newest seq seen.
         self._expiries: list[tuple[int, int, bytes]] = []
         self._latest: dict[bytes, int] = {}
@@ -217,6 +241,28 @@ class Watch:
         ready, self._ready = self._ready, []
         return ready
 
+    def poll_applied(self) -> list[WatchEvent] | None:
+        """Like :meth:`poll`, but only through versions this handle applied and holds in memory.
+
+        Makes no storage request, so an event loop may call it. Returns None
+        when the next version is not held (it may still exist: another
+        process's commit, or one too large to hold), or the watch has not yet
+        caught up with the chain; :meth:`poll` reads it.
+        """
+        if not self._caught_up:
+            return None
+        advanced = False
+        while not self._closed.is_set() and not (self._end is not None and self._next > self._end):
+            root = self._signal.applied_root(self._next)
+            if root is None:
+                break
+            self._take(root)
+            advanced = True
+        if not advanced and not self._ready:
+            return None
+        ready, self._ready = self._ready, []
+        return ready
+
     @property
     def wait_s(self) -> float:
         """How long a caught-up caller of :meth:`poll` may wait before polling again."""
@@ -224,7 +270,9 @@ class Watch:
 
     def _advance(self) -> bool:
         """Read the next version if it exists; False when caught up (expiries due now are reported)."""
-        root = self._chain.try_read_root(self._next)
+        root = self._signal.applied_root(self._next) if self._caught_up else None
+        if root is None:
+            root = self._chain.try_read_root(self._next)
         if root is None:
             if self._next <= self._known_head():
                 raise SnapshotTooOldError(
@@ -232,13 +280,18 @@ class Watch:
                     "from a retained version only; start from a later one, e.g. the store's current version"
                 )
             # Caught up: an expiry now is not undone by a write the watch has yet to read.
+            self._caught_up = True
             self._expire(self._next - 1, now_ms())
             return False
+        self._take(root)
+        return True
+
+    def _take(self, root: RootFile) -> None:
+        """Report root ``self._next``'s changes and move past it."""
         # What expired before this version was committed (by its writer's clock) comes first.
         self._expire(self._next - 1, root.writer_clock_ms)
         self._read(root)
         self._next += 1
-        return True
 
     def _wait_s(self) -> float:
         """Until the next poll, or the next expiry if sooner."""

@@ -22,8 +22,9 @@ the expiry was seen). A comment line (``: keepalive``) comes every
 retained is 410 ``SnapshotTooOldError`` before the stream begins.
 
 A watch wakes at once when this server applies a version (its own commits,
-or its follower catching up); other processes' commits are found by probing
-for the next root file every :data:`POLL_S`.
+or its follower catching up) and reads it from memory on the event loop
+(:meth:`kvstore.watch.Watch.poll_applied`); other processes' commits are
+found by probing for the next root file every :data:`POLL_S`.
 """
 
 from __future__ import annotations
@@ -107,9 +108,15 @@ async def watch(request: Request) -> StreamingResponse:
             if first:
                 yield _messages(first)
             quiet_s = 0.0
+            probe = True  # read storage on this pass: another process may have committed
             while not watcher.closed:
                 wake.clear()
-                events = await run_in_threadpool(watcher.poll)
+                # This server's own versions come from memory, on the loop: no
+                # worker-thread hop between a commit and its event.
+                events = watcher.poll_applied()
+                if events is None and (probe or watcher.next_version <= store.version):
+                    events = await run_in_threadpool(watcher.poll)
+                probe = False
                 if events:
                     quiet_s = 0.0
                     yield _messages(events)
@@ -118,6 +125,7 @@ async def watch(request: Request) -> StreamingResponse:
                 try:
                     await asyncio.wait_for(wake.wait(), timeout=max(wait_s, 0.0))
                 except TimeoutError:
+                    probe = True
                     quiet_s += wait_s
                     if quiet_s >= KEEPALIVE_S:
                         quiet_s = 0.0

@@ -129,3 +129,49 @@ def test_close_ends_a_waiting_watch_promptly() -> None:
         watch = db.watch(poll_interval_s=3600)  # were close not to wake it, this would hang
         threading.Timer(0.2, watch.close).start()
         assert list(watch) == []
+
+
+class CountingStore(MemoryStore):
+    """A memory store that counts reads, to show which watch calls touch storage."""
+
+    reads = 0
+
+    def get(self, path: str) -> bytes:
+        self.reads += 1
+        return super().get(path)
+
+    def get_range(self, path: str, start: int, end: int) -> bytes:
+        self.reads += 1
+        return super().get_range(path, start, end)
+
+    def head(self, path: str):  # type: ignore[no-untyped-def]
+        self.reads += 1
+        return super().head(path)
+
+
+def test_poll_applied_reports_the_handles_own_commits_without_reading_storage() -> None:
+    storage = CountingStore()
+    with kvstore.open(storage, **QUIET) as db:
+        watch = db.watch(b"cfg/")
+        assert watch.poll() == []  # caught up
+        db.put(b"cfg/a", b"1")
+        db.put(b"job/x", b"1")  # another prefix: the version is passed, no event
+        db.put(b"cfg/a", b"2")
+        reads = storage.reads
+        events = watch.poll_applied()
+        assert storage.reads == reads
+        assert [(e.key, e.value, e.kind) for e in events or []] == [(b"cfg/a", b"1", "put"), (b"cfg/a", b"2", "put")]
+        assert watch.next_version == db.version + 1
+        assert watch.poll_applied() is None  # nothing newer held: the caller decides whether to probe storage
+
+
+def test_poll_applied_leaves_replays_and_other_processes_commits_to_poll() -> None:
+    storage = MemoryStore()
+    with kvstore.open(storage, **QUIET) as db, kvstore.open(storage, **QUIET) as other:
+        db.put(b"cfg/a", b"1")
+        replay = db.watch(b"cfg/", start=db.version)
+        assert replay.poll_applied() is None  # a replay reads the chain until it has caught up
+        assert [e.value for e in replay.poll()] == [b"1"]
+        other.put(b"cfg/a", b"2")  # a commit this handle has not applied
+        assert replay.poll_applied() is None
+        assert [e.value for e in replay.poll()] == [b"2"]
