@@ -56,6 +56,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.app import create_app
+    from service.http_protocol import CoalescingHttpToolsProtocol
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("lakekv.access").setLevel(logging.WARNING if args.quiet else logging.INFO)
@@ -64,6 +65,7 @@ def run_serve(args: argparse.Namespace) -> int:
             create_app(config), host=config.host, port=config.port, ssl_certfile=config.tls_cert,
             ssl_keyfile=config.tls_key, access_log=False, log_level="info", lifespan="on",
             timeout_graceful_shutdown=int(config.graceful_shutdown_s), server_header=False,
+            http=CoalescingHttpToolsProtocol,
         )
     )
     # uvicorn handles SIGTERM/SIGINT itself (stop accepting, finish in-flight
