@@ -1,6 +1,6 @@
 """Durable, long-running transactions and locks in the lakekv store (YTsaurus Cypress model).
 
-See :mod:`catalog.durable.manager` for the entry points and the README section
+See :mod:`catalog.durable.manager` for the entry points and docs/transactions.md
 for the lock compatibility table.
 """
 
