@@ -31,9 +31,10 @@ from catalog.errors import (
     RetryableConflictError,
     SchemaMismatchError,
     StaleDataFileError,
+    StaleObservationError,
 )
 from catalog.freshness import publish_deadline
-from catalog.ops import Context, Op, Retry
+from catalog.ops import Context, Op
 from kvstore.errors import ConflictError, StaleOutputError
 from kvstore.store import Store
 from kvstore.txn import Transaction
@@ -60,7 +61,7 @@ def apply_one(op: Op, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str,
     """Apply one op; a precondition it observed that no longer holds is a retryable conflict."""
     try:
         return op.apply(w, ctx, rebase)
-    except Retry as exc:
+    except StaleObservationError as exc:
         raise RetryableConflictError(str(exc), ours=op.kind, object=op.object_name) from None
 
 

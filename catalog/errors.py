@@ -109,6 +109,16 @@ class IncompatibleConflictError(CatalogConflictError):
     """The operation no longer makes sense: e.g. its table was dropped meanwhile."""
 
 
+class StaleObservationError(Exception):
+    """Raised by :meth:`catalog.ops.Op.apply` when what the op observed has changed: redo the work.
+
+    Internal: the commit paths (:mod:`catalog.commit`, durable transactions)
+    turn it into :class:`RetryableConflictError` naming the op. Deliberately
+    not a :class:`CatalogError`: an ``except CatalogError`` between the op
+    and the commit loop must not swallow it.
+    """
+
+
 # -- durable transactions and locks (catalog/durable/) -------------------------
 
 

@@ -10,8 +10,9 @@ a record, the same op can be
   transaction (``lake.transaction()``);
 * re-applied on a newer version after losing a race (a *rebase*: the second
   and later applications run with ``rebase=True`` and check that what the op
-  observed the first time still holds, raising :class:`Retry` when it does
-  not — see :mod:`catalog.conflicts` for which pairs rebase);
+  observed the first time still holds, raising
+  :class:`~catalog.errors.StaleObservationError` when it does not — see
+  :mod:`catalog.conflicts` for which pairs rebase);
 * stored as JSON (:meth:`Op.to_record` / :func:`from_record`) and applied
   later, by another process (durable transactions, Spark commits).
 
@@ -43,6 +44,7 @@ from catalog.errors import (
     NoSuchTableError,
     RetryableConflictError,
     SchemaMismatchError,
+    StaleObservationError,
     TableAlreadyExistsError,
     ViewAlreadyExistsError,
 )
@@ -51,10 +53,6 @@ from catalog.objects import TABLE, VIEW, NamespaceRecord, Pointer, TableDef, Vie
 from catalog.predicates import ColumnBounds, from_expression, may_match, must_match
 from catalog.schema import SchemaChange, by_id, can_widen, field_id, schema_from_json, schema_to_json
 from kvstore.objstore.base import ObjectStore
-
-
-class Retry(Exception):
-    """Raised by a rebase when what the op observed has changed: redo the work."""
 
 
 def now_ms() -> int:
@@ -498,11 +496,15 @@ class _Rewrite(Op):
         live = {f.id: f for f in w.live_files(self.table_id)}
         gone = [f.id for f in self.removed if f.id not in live]
         if gone:
-            raise Retry(f"{self.kind} of {self.table!r}: data file {gone[0]} was rewritten or removed meanwhile")
+            raise StaleObservationError(
+                f"{self.kind} of {self.table!r}: data file {gone[0]} was rewritten or removed meanwhile"
+            )
         observed = set(self.observed or ())
         new = [f for i, f in live.items() if i not in observed]
         if new and (self.filter is None or prune(new, definition.schema, self.filter)):  # type: ignore[arg-type]
-            raise Retry(f"{self.kind} of {self.table!r}: {len(new)} data file(s) were added meanwhile that may hold affected rows")
+            raise StaleObservationError(
+                f"{self.kind} of {self.table!r}: {len(new)} data file(s) were added meanwhile that may hold affected rows"
+            )
 
     def write(self, w: CatalogWriter, extra_added: list[DataFile]) -> dict[str, Any]:
         for f in self.removed:
@@ -550,8 +552,9 @@ class Overwrite(_Rewrite):
     when the new data was *computed* (read), which may be long before this
     commit. Live files not among them (an append, overwrite or compaction
     committed in between) may hold rows the new data never saw: the first
-    application raises :class:`Retry` rather than replace them. None (a
-    blind overwrite) replaces whatever is live at commit.
+    application raises :class:`~catalog.errors.StaleObservationError` rather
+    than replace them. None (a blind overwrite) replaces whatever is live at
+    commit.
     """
 
     kind: ClassVar[str] = "overwrite"
@@ -588,7 +591,9 @@ class Overwrite(_Rewrite):
         self.schema = definition.schema
         gone = [i for i in self.replaced or () if i not in live]
         if gone:
-            raise Retry(f"rewrite of {self.table!r}: data file {gone[0]} was rewritten or removed after it was read")
+            raise StaleObservationError(
+                f"rewrite of {self.table!r}: data file {gone[0]} was rewritten or removed after it was read"
+            )
         self.removed = [live[i] for i in self.replaced or ()]
 
     def check_read_files(self, w: CatalogWriter, definition: TableDef) -> None:
@@ -597,7 +602,7 @@ class Overwrite(_Rewrite):
         read = set(self.read_files)
         new = [f for f in w.live_files(self.table_id) if f.id not in read]
         if new and (self.filter is None or prune(new, definition.schema, self.filter)):  # type: ignore[arg-type]
-            raise Retry(
+            raise StaleObservationError(
                 f"overwrite of {self.table!r}: {len(new)} data file(s) were committed after its input was "
                 "read and may hold rows it never saw; read the table again and redo the overwrite"
             )
@@ -615,7 +620,7 @@ class Compact(_Rewrite):
             live = {f.id for f in w.live_files(self.table_id)}
             gone = [f.id for f in self.removed if f.id not in live]
             if gone:
-                raise Retry(f"compaction of {self.table!r}: input file {gone[0]} was removed meanwhile")
+                raise StaleObservationError(f"compaction of {self.table!r}: input file {gone[0]} was removed meanwhile")
         out = self.write(w, [])
         out["rows_added"] = out["rows_removed"] = 0  # same rows, new files
         return out
@@ -637,7 +642,9 @@ class UpdateSchema(Op):
         definition = _require_def(w, self.table_id, self.table)
         _check_native(definition, self.table)
         if definition.schema_version != self.base_version:
-            raise Retry(f"schema of {self.table!r} changed meanwhile (version {definition.schema_version})")
+            raise StaleObservationError(
+                f"schema of {self.table!r} changed meanwhile (version {definition.schema_version})"
+            )
         assert definition.schema is not None
         schema, last = self.change.apply(definition.schema, definition.last_field_id, definition.partition_ids)
         definition.schema = schema
@@ -687,7 +694,7 @@ class CommitMetadata(Op):
         if definition.format != "iceberg":
             raise ValueError(f"table {self.table!r} has format {definition.format!r}, not iceberg")
         if definition.metadata_location != self.expected:
-            raise Retry(
+            raise StaleObservationError(
                 f"metadata of {self.table!r} is at {definition.metadata_location!r}, not the expected {self.expected!r}"
             )
         definition.metadata_location = self.new_location

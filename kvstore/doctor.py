@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TextIO
 
-from kvstore.errors import CheckFailed
+from kvstore.errors import CheckFailedError
 from kvstore.objstore.base import ObjectStore
 from kvstore.objstore.factory import open_store
 
@@ -55,10 +55,10 @@ def _race_threads(store: ObjectStore, prefix: str, threads: int, rounds: int) ->
 
 def _check_round(store: ObjectStore, path: str, round_no: int, winners: list[str]) -> None:
     if len(winners) != 1:
-        raise CheckFailed(f"round {round_no}: {len(winners)} writers won put_if_absent on {path!r}: {winners}")
+        raise CheckFailedError(f"round {round_no}: {len(winners)} writers won put_if_absent on {path!r}: {winners}")
     stored = store.get(path)
     if stored != _payload(winners[0], round_no):
-        raise CheckFailed(f"round {round_no}: {path!r} does not hold the bytes of its winner {winners[0]}")
+        raise CheckFailedError(f"round {round_no}: {path!r} does not hold the bytes of its winner {winners[0]}")
 
 
 def _process_writer(
@@ -94,7 +94,7 @@ def _collect(results: Any, workers: list[Any], expected: int) -> list[tuple[int,
             if alive and not stalled:
                 continue
             codes = [proc.exitcode for proc in workers]
-            raise CheckFailed(f"writer processes {'stalled' if alive else 'exited early'} after "
+            raise CheckFailedError(f"writer processes {'stalled' if alive else 'exited early'} after "
                               f"{len(outcomes)}/{expected} results (exit codes {codes})") from exc
     return outcomes
 
@@ -111,7 +111,7 @@ def _race_processes(store: ObjectStore, url: str, options: dict[str, Any], prefi
         proc.start()
     try:
         outcomes = _collect(results, workers, processes * rounds)
-    except CheckFailed:
+    except CheckFailedError:
         for proc in workers:
             proc.kill()  # survivors would wait at the barrier for a dead peer; ours, by handle
         raise
@@ -120,7 +120,7 @@ def _race_processes(store: ObjectStore, url: str, options: dict[str, Any], prefi
             proc.join(timeout=_BARRIER_TIMEOUT_S)
     errors = [error for _, _, _, error in outcomes if error]
     if errors:
-        raise CheckFailed(f"{len(errors)} put_if_absent calls failed in writer processes; first: {errors[0]}")
+        raise CheckFailedError(f"{len(errors)} put_if_absent calls failed in writer processes; first: {errors[0]}")
     for round_no in range(rounds):
         winners = [f"process-{w}" for w, r, won, _ in outcomes if r == round_no and won]
         _check_round(store, f"{prefix}race-processes/{round_no}", round_no, winners)
@@ -132,23 +132,23 @@ def _check_primitives(store: ObjectStore, prefix: str) -> str:
     path = f"{prefix}object"
     store.put(path, data)
     if store.get(path) != data:
-        raise CheckFailed("get did not return the bytes put")
+        raise CheckFailedError("get did not return the bytes put")
     meta = store.head(path)
     if meta.size != len(data):
-        raise CheckFailed(f"head reports size {meta.size}, expected {len(data)}")
+        raise CheckFailedError(f"head reports size {meta.size}, expected {len(data)}")
     n = len(data)
     for start, end in ((0, 1), (1, 4097), (n - 5, n), (n - 5, n + 100), (n + 10, n + 20), (7, 7)):
         got = store.get_range(path, start, end)
         if got != data[start:end]:
-            raise CheckFailed(f"get_range({start}, {end}) returned {len(got)} wrong bytes")
+            raise CheckFailedError(f"get_range({start}, {end}) returned {len(got)} wrong bytes")
     if store.put_if_absent(path, b"other") or store.get(path) != data:
-        raise CheckFailed("put_if_absent on an existing object did not return False or overwrote it")
+        raise CheckFailedError("put_if_absent on an existing object did not return False or overwrote it")
     names = [f"{prefix}list/{name}" for name in ("b", "a", "c/d")]
     for name in names:
         store.put(name, b"x")
     listed = [m.path for m in store.list(f"{prefix}list/")]
     if listed != sorted(names):
-        raise CheckFailed(f"list returned {listed}, expected {sorted(names)}")
+        raise CheckFailedError(f"list returned {listed}, expected {sorted(names)}")
     store.delete(path)
     store.delete(path)  # deleting a missing object must be fine
     for probe in (store.get, store.head):
@@ -156,7 +156,7 @@ def _check_primitives(store: ObjectStore, prefix: str) -> str:
             probe(path)
         except FileNotFoundError:
             continue
-        raise CheckFailed(f"{probe.__name__} of a deleted object did not raise FileNotFoundError")
+        raise CheckFailedError(f"{probe.__name__} of a deleted object did not raise FileNotFoundError")
     skew = meta.mtime - time.time()
     note = f"; storage clock differs from ours by {skew:+.0f}s" if abs(skew) > 300 else ""
     return f"get/get_range/head/list/delete/put_if_absent byte-exact{note}"

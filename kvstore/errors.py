@@ -6,7 +6,8 @@ with a message naming the argument.
 
 from __future__ import annotations
 
-from typing import Any
+import warnings
+from typing import TYPE_CHECKING, Any, Final
 
 
 class StoreError(Exception):
@@ -33,20 +34,20 @@ class TreeChangedError(CommitError):
     """A flush or compaction lost to another one that changed the tree first; redo it."""
 
 
-class EditConflict(TreeChangedError):
+class EditConflictError(TreeChangedError):
     """A flush's or compaction's inputs are gone from the tree: another one won."""
 
 
-class StaleOutputError(EditConflict):
+class StaleOutputError(EditConflictError):
     """Flush/compaction outputs got older than half the GC grace period before
     their commit: GC may already have taken them, so they are dropped."""
 
 
-class CompactionAborted(StoreError):
+class CompactionAbortedError(StoreError):
     """A compaction was stopped (the store is closing); its outputs are deleted."""
 
 
-class InjectedFault(ObjectStoreError):
+class InjectedFaultError(ObjectStoreError):
     """A fault injected by :class:`~kvstore.objstore.faulty.FaultyStore` (tests)."""
 
 
@@ -54,7 +55,7 @@ class CrashedError(ObjectStoreError):
     """The FaultyStore has "crashed": no call reaches storage any more (tests)."""
 
 
-class CheckFailed(StoreError):
+class CheckFailedError(StoreError):
     """A ``lakekv doctor`` check found the object store unsafe; the message says how."""
 
 
@@ -147,3 +148,41 @@ class LeaseNotFoundError(StoreError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (self.__class__, self.args, dict(self.__dict__))
+
+
+# Old names of classes renamed so that every exception's name ends in Error,
+# kept for one release (CHANGELOG.md): importing one still works but warns.
+RENAMED: Final[dict[str, type[StoreError]]] = {
+    "EditConflict": EditConflictError,
+    "CompactionAborted": CompactionAbortedError,
+    "InjectedFault": InjectedFaultError,
+    "CheckFailed": CheckFailedError,
+}
+
+
+def deprecated_name(module: str, name: str, exported: frozenset[str]) -> type[StoreError]:
+    """The class old name ``name`` (one of ``exported``) now has, warning that ``module.name`` goes away.
+
+    For a module-level ``__getattr__`` (PEP 562), which Python calls only
+    for names the module does not define; any other name raises
+    ``AttributeError`` as a missing attribute would.
+    """
+    if name not in exported:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    new = RENAMED[name]
+    # stacklevel 3: past this function and the module's __getattr__, to the
+    # line that used the old name.
+    warnings.warn(
+        f"{module}.{name} is deprecated: it was renamed {new.__name__}; the old name goes in the next release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return new
+
+
+# Hidden from the type checker so that it reports an old name in checked code
+# as missing instead of typing every unknown attribute of this module.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> type[StoreError]:
+        return deprecated_name(__name__, name, frozenset(RENAMED))

@@ -27,7 +27,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final, Iterable
 
-from kvstore.compaction.edit import EditConflict, TreeEdit
+from kvstore.compaction.edit import EditConflictError, TreeEdit
 from kvstore.compaction.install import install_edit
 from kvstore.format.rows import Row
 from kvstore.format.sst import SSTInfo, write_sst
@@ -84,7 +84,7 @@ def flush_once(state: EngineState, committer: Any, floor_seq: int, options: Stor
         options: store options (the GC grace bounds how old outputs may get).
 
     Raises:
-        EditConflict: another handle flushed these versions first (our SST
+        EditConflictError: another handle flushed these versions first (our SST
             was deleted); the caller may look again.
         StoreError: writing or committing failed.
     """
@@ -143,7 +143,7 @@ def flush_all(
         Our last flush, or None if nothing needed flushing or a rival did it.
 
     Raises:
-        EditConflict: rivals kept winning with partial flushes ``attempts`` times.
+        EditConflictError: rivals kept winning with partial flushes ``attempts`` times.
         StoreError: writing or committing failed.
     """
     target = state.version
@@ -152,6 +152,6 @@ def flush_all(
             return None
         try:
             return flush_once(state, committer, floor_seq, options)
-        except EditConflict:
+        except EditConflictError:
             state.catch_up()  # a rival flushed: see how far, then maybe go on
-    raise EditConflict(f"could not flush up to version {target} in {attempts} attempts")
+    raise EditConflictError(f"could not flush up to version {target} in {attempts} attempts")

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kvstore.clock import StorageClock
-from kvstore.compaction.edit import EditConflict, TreeEdit
+from kvstore.compaction.edit import EditConflictError, TreeEdit
 from kvstore.compaction.install import install_edit
 from kvstore.compaction.planner import CompactionPolicy, CompactionTask, plan, plan_full
-from kvstore.compaction.runner import CompactionAborted, run_compaction
+from kvstore.compaction.runner import CompactionAbortedError, run_compaction
 from kvstore.errors import StoreError
 from kvstore.flush import FlushResult, flush_all, flush_once, needs_flush
 from kvstore.gc import GarbageCollector, GCReport
@@ -129,10 +129,10 @@ class Housekeeper:
         while not self._stop.wait(self._options.maintenance_interval_s):
             try:
                 step()
-            except EditConflict as exc:  # lost a race: the winner did the work
+            except EditConflictError as exc:  # lost a race: the winner did the work
                 self._count(conflicts=1)
                 log.debug("background maintenance lost a race: %s", exc)
-            except CompactionAborted:
+            except CompactionAbortedError:
                 return
             except StoreError as exc:
                 self._count(background_errors=1)
@@ -160,7 +160,7 @@ class Housekeeper:
         """Flush the unflushed versions (``all_versions``: until the head seen now is in).
 
         Raises:
-            EditConflict: (``all_versions`` false) a rival flushed first.
+            EditConflictError: (``all_versions`` false) a rival flushed first.
             StoreError: writing or committing failed.
         """
         with self._flush_lock:
@@ -177,8 +177,8 @@ class Housekeeper:
         """Compact while the planner finds work (``full``: once, into one bottom run).
 
         Raises:
-            EditConflict: a rival consumed the same inputs first.
-            CompactionAborted: the store is closing.
+            EditConflictError: a rival consumed the same inputs first.
+            CompactionAbortedError: the store is closing.
             StoreError: reading, writing or committing failed.
         """
         results: list[CompactionResult] = []
@@ -200,7 +200,7 @@ class Housekeeper:
             )
         except FileNotFoundError as exc:
             # An input vanished: a rival compacted it away and GC collected it.
-            raise EditConflict(f"a compaction input is gone: {exc}") from exc
+            raise EditConflictError(f"a compaction input is gone: {exc}") from exc
         edit = TreeEdit(
             removed=task.input_paths(),
             added_run=tuple(info.to_dict() for info in output.ssts),

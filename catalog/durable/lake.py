@@ -25,9 +25,9 @@ from catalog.durable.manager import DurableTransaction, TransactionManager
 from catalog.durable.records import ABORTED, ACTIVE, EXPIRED, LockRecord, TxnRecord
 from catalog.durable.session import DurableCatalogTransaction, _delete_files
 from catalog.durable.work import Work
-from catalog.errors import RetryableConflictError
+from catalog.errors import RetryableConflictError, StaleObservationError
 from catalog.maintenance import GC_REFERENCE_HOOKS
-from catalog.ops import CheckRead, Retry, from_record
+from catalog.ops import CheckRead, from_record
 
 if TYPE_CHECKING:
     from catalog.lakehouse import Lakehouse
@@ -67,7 +67,7 @@ class DurableLake:
         for op in decoded:
             try:
                 summaries.append(op.apply(writer, self.lake._ctx, rebase=True))
-            except Retry as exc:
+            except StaleObservationError as exc:
                 raise RetryableConflictError(
                     f"durable transaction {record.id}: {exc}", ours=op.kind, object=op.object_name
                 ) from exc

@@ -50,7 +50,7 @@ from catalog.datafiles import DataFile, entry_from_footer
 from catalog.maintenance import purge_dropped
 from catalog.spark.commits import files_read_at, reads_checked, replaced_rows
 from catalog.spark.conditions import exact_condition, literal, spark_filters
-from catalog.spark.errors import annotated_conflicts
+from catalog.spark.errors import ProtocolError, annotated_conflicts
 from catalog.spark.filters import pruning_expression
 from catalog.spark.options import store_options
 from kvstore.backoff import backoff_delay
@@ -72,10 +72,6 @@ _REFUSED_RESERVED: Final = {
 }
 _PROVIDERS: Final = frozenset({"lakehouse", "parquet"})
 _OPTION_PREFIX: Final = "option."
-
-
-class ProtocolError(ValueError):
-    """A request the control plane cannot understand: unknown op, missing or mistyped argument."""
 
 
 # -- errors back to the JVM -----------------------------------------------------------

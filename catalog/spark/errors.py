@@ -1,4 +1,5 @@
-"""Catalog conflicts back as catalog exceptions in the PySpark driver.
+"""The Spark adapter's errors: :class:`ProtocolError`, and catalog conflicts
+back as catalog exceptions in the PySpark driver.
 
 A write's commit runs in a Python worker that Spark starts for it; when the
 catalog refuses the commit there (``RetryableConflictError`` /
@@ -34,7 +35,13 @@ from typing import Any, Final
 
 from catalog.errors import CatalogConflictError, IncompatibleConflictError, RetryableConflictError
 
-__all__ = ["annotated_conflicts", "catalog_errors", "conflict_from"]
+__all__ = ["ProtocolError", "annotated_conflicts", "catalog_errors", "conflict_from"]
+
+
+class ProtocolError(ValueError):
+    """A request the control plane (:mod:`catalog.spark.control`) cannot understand:
+    unknown op, missing or mistyped argument."""
+
 
 # The classes we rebuild, by the qualified name a traceback prints for them.
 _CLASSES: Final[dict[str, type[CatalogConflictError]]] = {

@@ -6,17 +6,20 @@
 * :mod:`~kvstore.compaction.install` — commit an edit, rebasing over rivals.
 """
 
-from kvstore.compaction.edit import EditConflict, TreeEdit, apply_edit
+from typing import TYPE_CHECKING
+
+from kvstore.compaction.edit import EditConflictError, TreeEdit, apply_edit
 from kvstore.compaction.install import install_edit
 from kvstore.compaction.planner import CompactionPolicy, CompactionTask, plan, plan_full
-from kvstore.compaction.runner import CompactionAborted, CompactionOutput, run_compaction
+from kvstore.compaction.runner import CompactionAbortedError, CompactionOutput, run_compaction
+from kvstore.errors import deprecated_name
 
 __all__ = [
-    "CompactionAborted",
+    "CompactionAbortedError",
     "CompactionOutput",
     "CompactionPolicy",
     "CompactionTask",
-    "EditConflict",
+    "EditConflictError",
     "TreeEdit",
     "apply_edit",
     "install_edit",
@@ -24,3 +27,10 @@ __all__ = [
     "plan_full",
     "run_compaction",
 ]
+
+# The old names this package exported before the renames (issue 24), kept one
+# release; see kvstore.errors.deprecated_name.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> type[BaseException]:
+        return deprecated_name(__name__, name, frozenset({"EditConflict", "CompactionAborted"}))

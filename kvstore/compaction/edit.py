@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvstore.errors import EditConflict
+from kvstore.errors import EditConflictError
 from kvstore.format.tree import SSTDict, TreeManifest
 
 
@@ -75,7 +75,7 @@ def apply_edit(tree: TreeManifest, edit: TreeEdit) -> TreeManifest:
     """Return ``tree`` with ``edit`` applied.
 
     Raises:
-        EditConflict: a consumed SST is missing or no longer in a position
+        EditConflictError: a consumed SST is missing or no longer in a position
             the output can replace, or (flush) ``tree`` is not flushed up to
             ``edit.expected_flushed_upto``.
     """
@@ -83,7 +83,7 @@ def apply_edit(tree: TreeManifest, edit: TreeEdit) -> TreeManifest:
     flushed_upto, flushed_seq = tree.flushed_upto, tree.flushed_seq
     if edit.is_flush:
         if tree.flushed_upto != edit.expected_flushed_upto:
-            raise EditConflict(
+            raise EditConflictError(
                 f"tree is flushed up to version {tree.flushed_upto}, the flush expected {edit.expected_flushed_upto}"
             )
         flushed_upto, flushed_seq = edit.flushed_upto, edit.flushed_seq
@@ -106,22 +106,22 @@ def _replace_inputs(
     present = {info["path"] for info in l0} | {info["path"] for run in runs for info in run}
     missing = removed - present
     if missing:
-        raise EditConflict(f"{len(missing)} input SST(s) are gone, e.g. {sorted(missing)[0]}")
+        raise EditConflictError(f"{len(missing)} input SST(s) are gone, e.g. {sorted(missing)[0]}")
     l0_hit = [info["path"] in removed for info in l0]
     first_l0 = l0_hit.index(True) if any(l0_hit) else len(l0)
     if not all(l0_hit[first_l0:]):
-        raise EditConflict("consumed L0 SSTs are not the oldest ones")
+        raise EditConflictError("consumed L0 SSTs are not the oldest ones")
     run_hit = []
     for run in runs:
         hits = {info["path"] in removed for info in run}
         if len(hits) > 1:
-            raise EditConflict("a sorted run was only partly consumed")
+            raise EditConflictError("a sorted run was only partly consumed")
         run_hit.append(hits == {True})
     hit_indexes = [i for i, hit in enumerate(run_hit) if hit]
     if hit_indexes and hit_indexes != list(range(hit_indexes[0], hit_indexes[-1] + 1)):
-        raise EditConflict("consumed runs are not contiguous")
+        raise EditConflictError("consumed runs are not contiguous")
     if first_l0 < len(l0) and hit_indexes and hit_indexes[0] != 0:
-        raise EditConflict("a run newer than the consumed ones sits between them and L0")
+        raise EditConflictError("a run newer than the consumed ones sits between them and L0")
     position = hit_indexes[0] if hit_indexes else 0
     kept_runs = [run for run, hit in zip(runs, run_hit) if not hit]
     if edit.added_run:

@@ -23,7 +23,7 @@ import time
 from typing import Any, Final
 
 from kvstore.committer import PendingCommit, TreeChange
-from kvstore.compaction.edit import EditConflict, TreeEdit, apply_edit
+from kvstore.compaction.edit import EditConflictError, TreeEdit, apply_edit
 from kvstore.compaction.runner import delete_quietly
 from kvstore.errors import StaleOutputError, TreeChangedError
 from kvstore.format.names import new_tree_path
@@ -62,7 +62,7 @@ def install_edit(
             the check (a zero grace period protects nothing anyway).
 
     Raises:
-        EditConflict: the inputs are gone (outputs deleted).
+        EditConflictError: the inputs are gone (outputs deleted).
         StaleOutputError: the outputs got too old (outputs deleted).
         StoreError: the commit failed otherwise (outputs left to GC).
     """
@@ -82,7 +82,7 @@ def install_edit(
             )
             delete_quietly(state.store, outputs)
             raise
-        except EditConflict:
+        except EditConflictError:
             delete_quietly(state.store, outputs)
             raise
         path = new_tree_path()
@@ -103,4 +103,4 @@ def install_edit(
             continue
         return path
     delete_quietly(state.store, outputs)
-    raise EditConflict(f"gave up after {MAX_REBASES} rebases over concurrent tree changes")
+    raise EditConflictError(f"gave up after {MAX_REBASES} rebases over concurrent tree changes")

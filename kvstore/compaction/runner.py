@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from kvstore.compaction.planner import CompactionTask
-from kvstore.errors import CompactionAborted, StoreError
+from kvstore.errors import CompactionAbortedError, StoreError
 from kvstore.format.names import new_sst_path
 from kvstore.format.rows import ROW_OVERHEAD_BYTES, Row
 from kvstore.format.sst import SSTInfo, SSTReader, write_sst
@@ -159,14 +159,14 @@ def write_run(
             is appended to it.
 
     Raises:
-        CompactionAborted: ``should_stop`` asked to stop.
+        CompactionAbortedError: ``should_stop`` asked to stop.
     """
     cutter = _RowCutter(rows, target_bytes)
     written: list[SSTInfo] = []
     try:
         while not cutter.exhausted():
             if should_stop():
-                raise CompactionAborted("compaction stopped: the store is closing")
+                raise CompactionAbortedError("compaction stopped: the store is closing")
             piece = cutter.piece()
             # The SST is encoded while `piece` is consumed, then stored in one
             # PUT: its storage timestamp is at least this late.
@@ -190,7 +190,7 @@ def run_compaction(
 
     Raises:
         FileNotFoundError: an input vanished (another compaction won and GC ran).
-        CompactionAborted: ``should_stop`` asked to stop.
+        CompactionAbortedError: ``should_stop`` asked to stop.
         CorruptionError: an input failed its checksums.
     """
     started: list[float] = []

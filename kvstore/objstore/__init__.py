@@ -10,10 +10,13 @@ b'v1'
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from kvstore.errors import deprecated_name
 from kvstore.objstore.base import ObjectMeta, ObjectStore
 from kvstore.objstore.counting import CountingStore
 from kvstore.objstore.factory import open_store
-from kvstore.objstore.faulty import CrashedError, FaultRecord, FaultyStore, InjectedFault
+from kvstore.objstore.faulty import CrashedError, FaultRecord, FaultyStore, InjectedFaultError
 from kvstore.objstore.fsspec_store import FsspecStore
 from kvstore.objstore.lmdb_commit import LmdbCommitStore
 from kvstore.objstore.local import LocalStore
@@ -25,7 +28,7 @@ __all__ = [
     "FaultRecord",
     "FaultyStore",
     "FsspecStore",
-    "InjectedFault",
+    "InjectedFaultError",
     "LmdbCommitStore",
     "LocalStore",
     "MemoryStore",
@@ -33,3 +36,10 @@ __all__ = [
     "ObjectStore",
     "open_store",
 ]
+
+# The old names this package exported before the renames (issue 24), kept one
+# release; see kvstore.errors.deprecated_name.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> type[BaseException]:
+        return deprecated_name(__name__, name, frozenset({"InjectedFault"}))

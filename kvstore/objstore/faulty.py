@@ -4,7 +4,7 @@ Every layer above the object store is tested through this wrapper. Three kinds
 of fault model what a real deployment sees:
 
 * **before**: the call fails without reaching storage (connection refused);
-  raises :class:`InjectedFault` and ``inner`` is not called;
+  raises :class:`InjectedFaultError` and ``inner`` is not called;
 * **after**: the call reaches storage and takes effect, but the caller gets an
   error (timeout on the response): the *ambiguous* case a committer must
   resolve by reading back;
@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Iterator, TypeVar
 
-from kvstore.errors import CrashedError, InjectedFault
+from kvstore.errors import CrashedError, InjectedFaultError
 from kvstore.objstore.base import ObjectMeta, ObjectStore
 
 OPS: tuple[str, ...] = ("get", "get_range", "head", "put", "put_if_absent", "list", "delete")
@@ -259,4 +259,4 @@ def _raise_fault(op: str, path: str, when: str, crash: bool) -> None:
     message = f"injected {'crash' if crash else 'fault'} {when} {op} {path!r}"
     if crash:
         raise CrashedError(message)
-    raise InjectedFault(message) from TimeoutError(message)
+    raise InjectedFaultError(message) from TimeoutError(message)

@@ -37,8 +37,7 @@ from pyiceberg.table.sorting import SortOrder
 from pyiceberg.table.update import AssertCreate, SetLocationUpdate, update_table_metadata
 
 import catalog
-from catalog.errors import NoSuchTableError, RetryableConflictError
-from catalog.ops import Retry as _CatalogRetry
+from catalog.errors import NoSuchTableError, RetryableConflictError, StaleObservationError
 from kvstore.errors import ConflictError
 from service.errors import ApiError
 from service.iceberg.names import table_name
@@ -49,9 +48,9 @@ ICEBERG: Final = "iceberg"
 # winner's state, so only sustained contention on one table exhausts this.
 MAX_COMMIT_ATTEMPTS: Final = 16
 # A lost race on the pointer. The contract names RetryableConflictError; the
-# catalog at 52c8307 lets its internal Retry escape when the pointer moved
-# before the first apply, so both mean "redo on the new state".
-LOST_RACE: Final = (RetryableConflictError, _CatalogRetry)
+# catalog at 52c8307 lets its internal StaleObservationError escape when the
+# pointer moved before the first apply, so both mean "redo on the new state".
+LOST_RACE: Final = (RetryableConflictError, StaleObservationError)
 
 
 @dataclass(frozen=True)

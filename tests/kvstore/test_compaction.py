@@ -6,10 +6,10 @@ import pytest
 
 import kvstore
 from kvstore.compaction import (
-    CompactionAborted,
+    CompactionAbortedError,
     CompactionPolicy,
     CompactionTask,
-    EditConflict,
+    EditConflictError,
     TreeEdit,
     apply_edit,
     plan,
@@ -87,7 +87,7 @@ def test_flush_edit_conflicts_with_another_flush_of_the_same_versions() -> None:
     edit = TreeEdit(added_l0=(sst("new"),), expected_flushed_upto=5, flushed_upto=8, flushed_seq=14)
     after = apply_edit(base, edit)
     assert paths(after.l0) == ["new"] and (after.flushed_upto, after.flushed_seq) == (8, 14)
-    with pytest.raises(EditConflict):
+    with pytest.raises(EditConflictError):
         apply_edit(after, edit)
 
 
@@ -119,13 +119,13 @@ def test_the_floor_of_a_tree_never_goes_down() -> None:
 )
 def test_compaction_edit_conflicts_when_inputs_moved(removed: set[str]) -> None:
     base = TreeManifest(l0=(sst("c"), sst("a")), runs=((sst("r0"),), (sst("r1"),), (sst("r2"),)))
-    with pytest.raises(EditConflict):
+    with pytest.raises(EditConflictError):
         apply_edit(base, TreeEdit(removed=frozenset(removed), added_run=(sst("m"),)))
 
 
 def test_partly_consumed_run_conflicts() -> None:
     base = TreeManifest(runs=((sst("x"), sst("y")),))
-    with pytest.raises(EditConflict, match="partly"):
+    with pytest.raises(EditConflictError, match="partly"):
         apply_edit(base, TreeEdit(removed=frozenset({"x"}), added_run=(sst("m"),)))
 
 
@@ -147,7 +147,7 @@ def test_write_run_deletes_its_outputs_when_stopped() -> None:
     store = MemoryStore()
     rows = [(b"k%04d" % k, 1, PUT, b"v" * 100, None) for k in range(1000)]
     calls = iter(range(100))
-    with pytest.raises(CompactionAborted):
+    with pytest.raises(CompactionAbortedError):
         write_run(store, iter(rows), target_bytes=5000, should_stop=lambda: next(calls) >= 3)
     assert sst_paths(store) == set()
 
@@ -235,7 +235,7 @@ def test_racing_compactors_one_wins_and_the_loser_deletes_its_outputs() -> None:
         before = sst_paths(inner)
         won = a.compact(full=True)
         assert len(won) == 1
-        with pytest.raises(EditConflict):
+        with pytest.raises(EditConflictError):
             b.compact(full=True)  # planned on the tree a just replaced
         new = sst_paths(inner) - before
         assert len(new) == won[0].outputs  # only the winner's outputs exist

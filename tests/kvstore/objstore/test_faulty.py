@@ -8,7 +8,7 @@ import time
 import pytest
 
 from kvstore.errors import ObjectStoreError
-from kvstore.objstore import CrashedError, FaultRecord, FaultyStore, InjectedFault, MemoryStore
+from kvstore.objstore import CrashedError, FaultRecord, FaultyStore, InjectedFaultError, MemoryStore
 
 
 def workload(store: FaultyStore) -> list[str]:
@@ -21,7 +21,7 @@ def workload(store: FaultyStore) -> list[str]:
             try:
                 call()
                 outcomes.append("ok")
-            except (InjectedFault, FileNotFoundError) as exc:
+            except (InjectedFaultError, FileNotFoundError) as exc:
                 outcomes.append(type(exc).__name__)
     return outcomes
 
@@ -58,7 +58,7 @@ def test_ops_restricts_random_faults() -> None:
     store = make(5, error_rate=1.0, ops=["put"])
     store.inner.put("x", b"1")
     assert store.get("x") == b"1"
-    with pytest.raises(InjectedFault):
+    with pytest.raises(InjectedFaultError):
         store.put("x", b"2")
     assert store.inner.get("x") == b"1"
 
@@ -66,7 +66,7 @@ def test_ops_restricts_random_faults() -> None:
 def test_before_fault_does_not_reach_storage() -> None:
     store = make(0)
     store.fail_next("put_if_absent", when="before")
-    with pytest.raises(InjectedFault) as info:
+    with pytest.raises(InjectedFaultError) as info:
         store.put_if_absent("_root", b"v")
     assert isinstance(info.value, ObjectStoreError)
     assert isinstance(info.value.__cause__, TimeoutError)
@@ -78,7 +78,7 @@ def test_before_fault_does_not_reach_storage() -> None:
 def test_after_fault_writes_then_raises() -> None:
     store = make(0)
     store.fail_next("put_if_absent", when="after")
-    with pytest.raises(InjectedFault):
+    with pytest.raises(InjectedFaultError):
         store.put_if_absent("_root", b"mine")
     assert store.inner.get("_root") == b"mine"  # the ambiguous case: it landed
     assert store.put_if_absent("_root", b"again") is False
@@ -89,7 +89,7 @@ def test_fail_next_matches_prefix_and_count() -> None:
     store.fail_next("put", path_prefix="sst/", count=2)
     store.put("tree/a", b"1")
     for _ in range(2):
-        with pytest.raises(InjectedFault):
+        with pytest.raises(InjectedFaultError):
             store.put("sst/a", b"1")
     store.put("sst/a", b"1")
     assert [r.fault for r in store.log] == [None, "before", "before", None]
@@ -146,7 +146,7 @@ def test_thread_safe_call_counting() -> None:
         for i in range(200):
             try:
                 store.put(f"t{n}/{i}", b"x")
-            except InjectedFault:
+            except InjectedFaultError:
                 continue
 
     threads = [threading.Thread(target=hammer, args=(n,)) for n in range(8)]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kvstore.errors import StoreClosedError
-from kvstore.objstore import FaultyStore, InjectedFault, LmdbCommitStore, MemoryStore
+from kvstore.objstore import FaultyStore, InjectedFaultError, LmdbCommitStore, MemoryStore
 from kvstore.objstore.lmdb_commit import STAGING_PREFIX
 
 
@@ -86,7 +86,7 @@ def test_failed_staging_claims_nothing(tmp_path: Path) -> None:
     faulty = FaultyStore(MemoryStore(conditional_create=False), seed=0)
     store = LmdbCommitStore(faulty, tmp_path / "lmdb")
     faulty.fail_next("put", path_prefix=STAGING_PREFIX)
-    with pytest.raises(InjectedFault):
+    with pytest.raises(InjectedFaultError):
         store.put_if_absent("_v1", b"x")
     assert store.put_if_absent("_v1", b"y") is True
     assert store.get("_v1") == b"y"
