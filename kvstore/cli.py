@@ -131,7 +131,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         print(f"version    {db.version}")
         print(f"seq        {db.seq}")
         print(f"memtable   {stats['memtable_keys']} keys, {stats['memtable_rows']} rows (unflushed versions)")
-        print(f"tree       {db._state.tree_path or '(none: nothing flushed yet)'}")
+        print(f"tree       {stats['tree'] or '(none: nothing flushed yet)'}")
         for kind in sorted(sizes):
             print(f"{kind:<10} {len(sizes[kind])} objects, {sum(sizes[kind]):,} bytes")
     return EXIT_OK

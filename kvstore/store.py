@@ -537,12 +537,35 @@ class Store:
         )
 
     def stats(self) -> dict[str, Any]:
-        """Counters for monitoring and tests."""
+        """This handle's figures, for monitoring and tests (a snapshot; nothing is kept live).
+
+        Keys: ``version`` and ``seq`` (the head this handle has seen);
+        ``memtable_keys`` and ``memtable_rows`` (unflushed data);
+        ``tree`` (the tree manifest's path, None before the first flush),
+        ``flushed_upto`` and ``flushed_seq`` (versions up to this one, seqs
+        up to that one, are in SSTs),
+        ``floor_seq`` (the retention floor the tree was built at),
+        ``l0_files`` and ``sorted_runs`` (the LSM shape: compaction keeps
+        both small); ``running_transactions`` (this handle's open optimistic
+        transactions) and ``key_locks`` (keys locked by ``get_for_update``);
+        ``groups_committed``, ``races_lost`` (commit attempts that lost the
+        version race to another writer), ``hint_writes`` and ``cache``.
+        """
+        state = self._state
+        tree = state.tree
         return {
-            "version": self._state.version,
-            "seq": self._state.last_seq,
-            "memtable_keys": len(self._state.layers.memtable),
-            "memtable_rows": self._state.layers.memtable.row_count,
+            "version": state.version,
+            "seq": state.last_seq,
+            "memtable_keys": len(state.layers.memtable),
+            "memtable_rows": state.layers.memtable.row_count,
+            "tree": state.tree_path,
+            "flushed_upto": tree.flushed_upto,
+            "flushed_seq": tree.flushed_seq,
+            "floor_seq": tree.floor_seq,
+            "l0_files": len(tree.l0),
+            "sorted_runs": len(tree.runs),
+            "running_transactions": self._txns.running_count(),
+            "key_locks": self._txns.key_lock_count(),
             "groups_committed": self._committer.groups_committed,
             "races_lost": self._committer.races_lost,
             "hint_writes": self._hint.writes,

@@ -600,6 +600,14 @@ class TransactionManager:
         state.listeners.append(oracle.record_version)
         state.reload_listeners.append(oracle.set_horizon)
 
+    def running_count(self) -> int:
+        """Open transactions of this handle (begun, not yet committed, rolled back or expired)."""
+        return self.oracle.running_count()
+
+    def key_lock_count(self) -> int:
+        """Keys locked by ``get_for_update`` right now."""
+        return len(self.locks)
+
     def begin(self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool | None = None) -> Transaction:
         """Start a transaction at the current snapshot.
 

@@ -1,4 +1,8 @@
-"""The committer: group commit, one bad member never fails its group, inline mode."""
+"""The committer: group commit, one bad member never fails its group, inline mode.
+
+A test of the committer's internals: it drives the store's committer
+directly (``db._committer``) and watches the engine state it updates.
+"""
 
 from __future__ import annotations
 

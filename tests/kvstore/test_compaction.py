@@ -191,11 +191,11 @@ def test_compaction_through_the_store_preserves_contents() -> None:
         model = _fill(db, 7)
         results = db.compact()
         assert [(r.reason, r.inputs, r.outputs) for r in results] == [("l0", 7, 1)]  # every L0 file into one SST
-        assert len(db._state.layers.l0) < 3
+        assert db.stats()["l0_files"] < 3
         assert dict(db.scan()) == model
         full = db.compact(full=True)
         assert len(full) == 1 and full[0].reason == "full"
-        assert not db._state.layers.l0 and len(db._state.layers.runs) == 1
+        assert db.stats()["l0_files"] == 0 and db.stats()["sorted_runs"] == 1
         assert dict(db.scan()) == model
         assert db.verify().ok
 
@@ -207,10 +207,10 @@ def test_full_compaction_below_the_floor_drops_history_and_tombstones() -> None:
         # its resolution): wait until the last commits are below the floor.
         wait_for(lambda: db.retention_floor().reason == "head")
         db.compact(full=True)
-        (run,) = db._state.layers.runs
+        (run,) = db._state.layers.runs  # internals: what the compaction wrote, row by row
         rows = sum(reader.info.row_count for reader in run.ssts)
         assert rows == len(model)  # one version per live key, no tombstones
-        assert db._state.tree.floor_seq == db.seq  # window 0, nothing pinned: the floor is the head
+        assert db.stats()["floor_seq"] == db.seq  # window 0, nothing pinned: the floor is the head
         assert dict(db.scan()) == model
 
 
@@ -221,7 +221,7 @@ def test_an_open_snapshot_holds_the_floor_for_this_handle() -> None:
             db.put(b"k", b"new")
             db.flush()
             db.compact(full=True)
-            assert db._state.tree.floor_seq <= snap.seq
+            assert db.stats()["floor_seq"] <= snap.seq
             with db.at(version=snap.version) as view:
                 assert view.get(b"k") == b"old"
         assert db.get(b"k") == b"new"
@@ -276,7 +276,7 @@ def test_background_compaction_keeps_l0_bounded() -> None:
                 expected[key] = value
             # The flush thread brings the unflushed versions under its
             # threshold, and the compaction thread L0 under its trigger.
-            wait_for(lambda: db.version - db._state.tree.flushed_upto < 3 and len(db._state.tree.l0) < 2)
+            wait_for(lambda: db.version - db.stats()["flushed_upto"] < 3 and db.stats()["l0_files"] < 2)
         # Every round flushed at least once, and L0 went back under 2 after
         # each: at least one compaction per two rounds.
         assert db.maintenance_stats()["compactions"] >= 3

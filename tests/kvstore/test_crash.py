@@ -39,7 +39,7 @@ def _check_all_or_nothing(inner: MemoryStore, acked: set[int], attempted: int) -
                 assert present == [b"value-%d" % i] * KEYS_PER_BATCH, f"acknowledged batch {i} lost"
             else:
                 assert present in ([None] * KEYS_PER_BATCH, [b"value-%d" % i] * KEYS_PER_BATCH), f"batch {i} torn"
-        db._state.layers.memtable.check_invariants()
+        db._state.layers.memtable.check_invariants()  # internals: the memtable's own consistency check
         versions = VersionChain(inner).list_versions()
         assert versions == list(range(db.version + 1))
 

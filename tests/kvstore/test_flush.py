@@ -40,9 +40,9 @@ def test_flush_moves_rows_into_l0_and_empties_the_memtable() -> None:
         result = db.flush()
         assert result is not None and result.flushed_upto == 21 and result.sst is not None
         assert result.sst.row_count == 21  # the tombstone is kept: L0 is never the last run
-        state = db._state
-        assert state.tree.flushed_upto == 21 and state.tree.flushed_seq == 21
-        assert len(state.layers.memtable) == 0 and len(state.layers.l0) == 1
+        stats = db.stats()
+        assert stats["flushed_upto"] == 21 and stats["flushed_seq"] == 21
+        assert stats["memtable_keys"] == 0 and stats["l0_files"] == 1
         assert db.get(b"k05") == b"v5" and db.get(b"k03") is None
         assert len(list(db.scan())) == 19
         assert db.flush() is None  # only the flush's own tree-only version is unflushed
@@ -102,7 +102,7 @@ def test_versions_without_rows_are_flushed_only_past_the_version_threshold() -> 
         db.checkpoint("d")  # the third: now opening would read 3 roots
         result = db.flush()
         assert result is not None and result.sst is None
-        assert db._state.tree.flushed_upto == result.flushed_upto == db.version - 1
+        assert db.stats()["flushed_upto"] == result.flushed_upto == db.version - 1
         assert db.get(b"k") == b"v"
 
 
@@ -142,7 +142,7 @@ def test_both_flush_sources_write_the_same_rows(rows_per_batch: int, window: flo
                 else:
                     batch.put(key, b"v%d-%d" % (batch_no, i))
             db.write(batch)
-        memtable = db._state.layers.memtable
+        memtable = db._state.layers.memtable  # internals: the flush's row sources depend on the memtable's shape
         assert (memtable.row_count >= flush._ROWS_PER_VERSION_SOURCE * memtable.version_count) == (rows_per_batch == 200)
         expected_live = dict(db.scan())
         all_rows = list(memtable.iter_rows())
@@ -202,7 +202,7 @@ def test_background_flush_triggers_on_the_version_threshold() -> None:
     with kvstore.open(MemoryStore(), **options) as db:
         for i in range(12):
             db.put(b"k%02d" % i, b"v")
-        wait_for(lambda: db._state.tree.flushed_upto >= 8)
+        wait_for(lambda: db.stats()["flushed_upto"] >= 8)
         assert all(db.get(b"k%02d" % i) == b"v" for i in range(12))
         assert db.maintenance_stats()["flushes"] >= 1
 
@@ -211,7 +211,7 @@ def test_background_flush_triggers_on_the_memtable_size() -> None:
     options = {"poll_interval_s": 0, "flush_max_bytes": 4096, "maintenance_interval_s": 0.01}
     with kvstore.open(MemoryStore(), **options) as db:
         db.put(b"big", b"x" * 8192)
-        wait_for(lambda: db._state.tree.flushed_upto >= 1)
+        wait_for(lambda: db.stats()["flushed_upto"] >= 1)
         assert db.get(b"big") == b"x" * 8192
 
 
@@ -221,7 +221,7 @@ def test_traced_get_counts_ssts_and_agrees_with_get_row() -> None:
             for i in range(flush, 30, 3):
                 db.put(b"k%02d" % i, b"v%d" % flush)
             db.flush()
-        layers, seq = db._state.layers, db.seq
+        layers, seq = db._state.layers, db.seq  # internals: which files a point read consults
         for i in range(31):
             key = b"k%02d" % i
             row, consulted, read = get_row_traced(layers, key, seq)

@@ -278,6 +278,7 @@ def test_tree_change_past_its_deadline_is_not_published() -> None:
     with kvstore.open(MemoryStore(), **QUIET) as db:
         db.put(b"k", b"v")
         head = db.version
+        # internals: a flush's tree change that missed its deadline, submitted directly
         change = TreeChange(db._state.tree_path, "tree/never.ipc", 0, deadline=time.monotonic() - 1)
         with pytest.raises(StaleOutputError, match="deadline"):
             db._committer.submit(PendingCommit({}, {"op": "flush"}, tree_change=change))
@@ -288,7 +289,7 @@ def test_gc_rechecks_versions_committed_while_it_ran(monkeypatch: pytest.MonkeyP
     inner = MemoryStore()
     with kvstore.open(inner, **SHORT) as db, kvstore.open(inner, **SHORT) as other:
         db.put(b"k", b"v")
-        collector = db._housekeeper.collector
+        collector = db._housekeeper.collector  # internals: another flush lands while GC lists live files
         real_live = collector._live_files
 
         def live_then_flush_elsewhere(survivors):  # another handle commits a flush meanwhile

@@ -49,7 +49,7 @@ def _assert_view(db: kvstore.Store, version: int, expected: dict[bytes, bytes]) 
 def test_every_version_inside_the_window_reads_exactly_what_it_held() -> None:
     with kvstore.open(MemoryStore(), **QUIET) as db:
         versions = _history(db, 40)
-        assert db._state.tree.runs  # some versions predate the compaction
+        assert db.stats()["sorted_runs"]  # some versions predate the compaction
         for version, expected in versions.items():
             _assert_view(db, version, expected)
 
@@ -57,8 +57,8 @@ def test_every_version_inside_the_window_reads_exactly_what_it_held() -> None:
 def test_old_versions_below_the_floor_read_their_own_tree() -> None:
     with kvstore.open(MemoryStore(), retention_window_s=0, **QUIET) as db:
         versions = _history(db, 30)
-        floor = db._state.tree.floor_seq
-        old = [v for v in versions if db._housekeeper.index.summary(v).last_seq < floor]
+        floor = db.stats()["floor_seq"]
+        old = [v for v in versions if db._housekeeper.index.summary(v).last_seq < floor]  # internals: the root index
         assert old, "the compactions raised the floor past some versions"
         for version in old:  # no GC yet: their roots and trees still exist
             _assert_view(db, version, versions[version])
@@ -142,7 +142,7 @@ def test_checkpoint_ttl_lapses() -> None:
         with pytest.raises(SnapshotTooOldError, match="expired"):
             db.at(checkpoint="short")
         db.checkpoint("another")  # any checkpoint change prunes expired entries
-        assert "short" not in db._state.checkpoints
+        assert "short" not in db._state.checkpoints  # internals: pruned from the stored map, not just hidden
 
 
 def test_a_checkpoint_holds_the_retention_floor_across_gc() -> None:
@@ -206,7 +206,7 @@ def test_root_index_searches() -> None:
         db.put(b"a", b"1")
         db.checkpoint("x")  # a version without a seq
         db.put(b"b", b"2")
-        index = RootIndex(db._state.chain)
+        index = RootIndex(db._state.chain)  # a test of the root index's internals
         assert [index.summary(v).last_seq for v in range(4)] == [0, 1, 1, 2]
         assert index.oldest_reaching_seq(1, db.version) == 1
         assert index.oldest_reaching_seq(2, db.version) == 3

@@ -77,7 +77,7 @@ def _busy_committer(store: GatedStore, db, key: bytes = b"z", value: bytes = b"z
 
 def _queue_commit(db, txn) -> tuple[threading.Thread, dict]:
     """Commit ``txn`` in a thread and return once its lock is handed over (it is queued)."""
-    keys = set(txn._lock_keys)
+    keys = set(txn._lock_keys)  # internals of early lock release: when the lock is handed over
     thread, box = _in_thread(txn.commit)
     for _ in range(2000):
         if not (db._txns.locks.held_by(txn.id) & keys) or box:
@@ -112,7 +112,7 @@ def test_the_next_holder_reads_a_queued_commit_and_both_land_in_order(gated) -> 
     assert first_box["result"] < second_box["result"]
     assert db.get(b"k") == b"2"
     assert first.state == second.state == "committed"
-    assert len(db._txns.locks) == 0 and db._oracle.running_count() == 0
+    assert db.stats()["key_locks"] == 0 and db.stats()["running_transactions"] == 0
 
 
 def test_a_failed_commit_takes_down_the_transactions_that_read_it(gated) -> None:

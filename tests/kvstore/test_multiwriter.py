@@ -72,7 +72,7 @@ def check_history(url: str, options: dict[str, Any], acked: list[tuple[bytes, by
             seq_column = [row[1] for row in root.delta_rows()]
             assert all(root.first_seq <= s <= root.last_seq for s in seq_column)
         assert previous_last == db.seq == max(seqs)
-        layers = db._state.layers
+        layers = db._state.layers  # internals: each acknowledged row, at its own seq, in the read layers
         for key, value, seq in acked:
             assert get_row(layers, key, seq) == (key, seq, PUT, value, None), f"acknowledged write {key!r}@{seq} lost"
         final: dict[bytes, tuple[int, bytes]] = {}

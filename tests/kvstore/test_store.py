@@ -216,3 +216,23 @@ def test_submit_write_commits_without_blocking_and_settles_a_future() -> None:
         db.submit_write(kvstore.WriteBatch().put(b"k", b"v"))
     with kvstore.open(MemoryStore(f"memory://{uuid.uuid4().hex}"), background_threads=False) as quiet:
         assert quiet.submit_write(kvstore.WriteBatch().put(b"k", b"v")) is None  # no committer thread
+
+
+def test_stats_report_the_tree_and_the_open_transactions() -> None:
+    from kvstore.objstore.memory import MemoryStore
+
+    with kvstore.open(MemoryStore(), poll_interval_s=0, background_maintenance=False) as db:
+        fresh = db.stats()
+        assert (fresh["tree"], fresh["flushed_upto"], fresh["l0_files"], fresh["sorted_runs"]) == (None, 0, 0, 0)
+        db.put(b"a", b"1")
+        db.put(b"b", b"2")
+        assert db.stats()["memtable_keys"] == 2
+        db.flush()
+        flushed = db.stats()
+        assert flushed["tree"] is not None and flushed["flushed_upto"] == db.version - 1
+        assert flushed["flushed_seq"] == db.seq and flushed["memtable_keys"] == 0 and flushed["l0_files"] == 1
+        txn = db.begin()
+        txn.get_for_update(b"a")
+        assert (db.stats()["running_transactions"], db.stats()["key_locks"]) == (1, 1)
+        txn.rollback()
+        assert (db.stats()["running_transactions"], db.stats()["key_locks"]) == (0, 0)

@@ -154,7 +154,7 @@ def test_rollback_leaves_no_trace(db) -> None:
     txn.rollback()
     txn.rollback()  # idempotent
     assert db.get(b"k") is None and db.version == version
-    assert db._oracle.running_count() == 0 and len(db.watermark) == 0
+    assert db.stats()["running_transactions"] == 0 and len(db.watermark) == 0
 
 
 def test_exception_in_context_manager_rolls_back(db) -> None:
@@ -195,7 +195,7 @@ def test_expiry(db) -> None:
     with pytest.raises(TransactionExpiredError):
         txn.commit()
     assert db.get(b"k") is None
-    assert db._oracle.running_count() == 0 and len(db.watermark) == 0
+    assert db.stats()["running_transactions"] == 0 and len(db.watermark) == 0
 
 
 def test_forgotten_transaction_stops_pinning_after_ttl(db) -> None:
@@ -204,7 +204,7 @@ def test_forgotten_transaction_stops_pinning_after_ttl(db) -> None:
     assert len(db.watermark) == 1
     time.sleep(0.1)
     db.put(b"trigger", b"gc")  # any commit runs the oracle's collection
-    assert db._oracle.running_count() == 0 and len(db.watermark) == 0
+    assert db.stats()["running_transactions"] == 0 and len(db.watermark) == 0
     with pytest.raises(TransactionExpiredError):
         txn.put(b"k", b"v")
 
@@ -270,7 +270,7 @@ def test_group_commit_validates_against_earlier_members_of_the_group(db) -> None
     t1, t2 = db.begin("snapshot"), db.begin("snapshot")
     t1.put(b"k", b"1")
     t2.put(b"k", b"2")
-    group = []
+    group = []  # a test of the oracle's internals: two members of one commit group, validated directly
     for txn in (t1, t2):
         from kvstore.oracle import TxnValidation
 
@@ -289,7 +289,7 @@ def test_dropped_transaction_does_not_leak(db) -> None:
     gc.collect()
     time.sleep(0.02)
     db.put(b"x", b"y")
-    assert db._oracle.running_count() == 0
+    assert db.stats()["running_transactions"] == 0
 
 
 # -- run() retries what its messages call retryable (issue 14, defect 13) -------------
@@ -304,7 +304,7 @@ def test_run_retries_snapshot_too_old_from_the_commit(db) -> None:
             # What a handle that fell behind GC sees: versions after our start
             # could not be read, so this transaction cannot be validated.
             db.put(b"elsewhere", b"x")
-            db._oracle.set_horizon(txn.start_seq + 1)
+            db._oracle.set_horizon(txn.start_seq + 1)  # internals: the oracle's horizon, as a reload moves it
         txn.put(b"k", b"v")
         return "done"
 
@@ -333,10 +333,10 @@ def test_a_dropped_transaction_releases_its_pin_and_oracle_entry(db) -> None:
     db.put(b"k", b"v")
     txn = db.begin()
     txn.get(b"k")
-    assert len(db.watermark) == 1 and db._oracle.running_count() == 1
+    assert len(db.watermark) == 1 and db.stats()["running_transactions"] == 1
     del txn
     gc.collect()
-    assert len(db.watermark) == 0 and db._oracle.running_count() == 0
+    assert len(db.watermark) == 0 and db.stats()["running_transactions"] == 0
 
 
 def test_a_dropped_view_releases_its_pin(db) -> None:
@@ -355,7 +355,7 @@ def test_a_dropped_view_releases_its_pin(db) -> None:
 def test_closing_after_expiry_does_not_release_twice(db) -> None:
     txn = db.begin(ttl=0.01)
     time.sleep(0.06)
-    db._oracle.end(-1)  # any oracle call sweeps expired transactions
+    db.stats()  # counting the running transactions sweeps out expired ones
     assert txn.state == "expired"  # the sweep ran past its deadline
     txn.rollback()
     del txn
@@ -383,7 +383,7 @@ def test_get_for_update_makes_others_of_this_handle_wait(db) -> None:
     second.put(b"k", b"2")
     second.commit()
     assert db.get(b"k") == b"2"
-    assert len(db._txns.locks) == 0 and len(db.watermark) == 0 and db._oracle.running_count() == 0
+    assert db.stats()["key_locks"] == 0 and len(db.watermark) == 0 and db.stats()["running_transactions"] == 0
 
 
 def test_a_transaction_that_already_read_keeps_its_snapshot(db) -> None:
@@ -399,7 +399,7 @@ def test_a_transaction_that_already_read_keeps_its_snapshot(db) -> None:
     second.put(b"k", b"2")
     with pytest.raises(ConflictError, match="b'k'"):
         second.commit()
-    assert len(db._txns.locks) == 0
+    assert db.stats()["key_locks"] == 0
 
 
 def test_moving_to_the_head_moves_the_pin(db) -> None:
@@ -414,7 +414,7 @@ def test_moving_to_the_head_moves_the_pin(db) -> None:
     assert txn.start_seq == db.seq and db.watermark.oldest() == db.seq and len(db.watermark) == 1
     del txn
     gc.collect()  # the finalizer releases the moved pin, not the old one
-    assert len(db.watermark) == 0 and len(db._txns.locks) == 0
+    assert len(db.watermark) == 0 and db.stats()["key_locks"] == 0
 
 
 def test_a_transaction_that_already_wrote_keeps_its_snapshot(db) -> None:
@@ -448,7 +448,7 @@ def _exit_by_conflict(db, txn) -> None:
 
 
 def _exit_by_expiry(db, txn) -> None:
-    txn._deadline = 0.0
+    txn._deadline = 0.0  # internals: expire this transaction now, without waiting out a ttl
     with pytest.raises(TransactionExpiredError):
         txn.get(b"k")
 
@@ -471,7 +471,7 @@ def test_the_lock_is_released_on_every_exit_path(db, exit_path) -> None:
     other = db.begin()
     other.get_for_update(b"k", timeout=0)  # free again: no LockTimeoutError
     other.rollback()
-    assert len(db._txns.locks) == 0
+    assert db.stats()["key_locks"] == 0
 
 
 def test_the_lock_is_released_by_an_exception_in_a_with_block(db) -> None:
@@ -479,15 +479,15 @@ def test_the_lock_is_released_by_an_exception_in_a_with_block(db) -> None:
         with db.transaction() as txn:
             txn.get_for_update(b"k")
             raise RuntimeError("boom")
-    assert len(db._txns.locks) == 0
+    assert db.stats()["key_locks"] == 0
 
 
 def test_the_lock_is_released_when_the_oracle_expires_the_transaction(db) -> None:
     txn = db.begin(ttl=0.01)
     txn.get_for_update(b"k")
     time.sleep(0.06)
-    db._oracle.end(-1)  # any oracle call sweeps expired transactions
-    assert txn.state == "expired" and len(db._txns.locks) == 0
+    db.stats()  # counting the running transactions sweeps out expired ones
+    assert txn.state == "expired" and db.stats()["key_locks"] == 0
 
 
 def test_lock_timeout_option_and_argument(tmp_path) -> None:
@@ -534,7 +534,7 @@ def test_opposite_lock_order_does_not_hang(db) -> None:
     assert not any(thread.is_alive() for thread in threads)
     assert outcomes == ["committed", "committed"]
     assert int(db.get(b"a")) + int(db.get(b"b")) == 2
-    assert len(db._txns.locks) == 0
+    assert db.stats()["key_locks"] == 0
 
 
 def test_a_lock_granted_after_expiry_is_released(db) -> None:
@@ -550,7 +550,7 @@ def test_a_lock_granted_after_expiry_is_released(db) -> None:
 
     thread = threading.Thread(target=wait_for_key)
     thread.start()
-    locks = db._txns.locks
+    locks = db._txns.locks  # a test of the key locks' internals: wait until the waiter is queued
     for _ in range(30_000):
         with locks._mutex:
             if waiter.id in locks._waiting_for:

@@ -356,7 +356,7 @@ def test_get_for_update_in_the_same_group_counts_as_a_write(tmp_path) -> None:
             PendingCommit({b"j": (1, b"v", None)}, {"op": "txn"}, validation=lock_check),
             PendingCommit({b"k": (1, b"v", None)}, {"op": "txn"}, validation=write_check),
         ]
-        assert db._oracle.validate_group(group) == [group[0]]
+        assert db._oracle.validate_group(group) == [group[0]]  # the oracle's internals: one group validated directly
         assert isinstance(group[1].error, ConflictError) and group[1].error.key == b"k"
         locker.rollback()
         writer.rollback()
@@ -394,7 +394,7 @@ def test_sixteen_threads_on_one_hot_key_do_not_abort(tmp_path) -> None:
         assert not any(thread.is_alive() for thread in pool)
         assert aborted[0] == 0
         assert int(db.get(b"counter")) == threads * per_thread
-        assert len(db._txns.locks) == 0 and len(db.watermark) == 0
+        assert db.stats()["key_locks"] == 0 and len(db.watermark) == 0
 
 
 def _increment_in_process(url: str, count: int, ready: Any, out: Any) -> None:

@@ -29,7 +29,7 @@ def _store_with_history(inner: MemoryStore) -> kvstore.Store:
 
 
 def _referenced_ssts(db: kvstore.Store) -> list[str]:
-    tree = db._state.tree
+    tree = db._state.tree  # internals: which SSTs to damage
     return [info["path"] for run in tree.runs for info in run]
 
 
@@ -57,8 +57,8 @@ def test_a_missing_sst_tree_or_root_is_reported() -> None:
     inner = MemoryStore()
     with _store_with_history(inner) as db:
         inner.delete(_referenced_ssts(db)[0])
-        older_tree = db._state.chain.read_root(11).tree  # the first flush's tree
-        assert older_tree is not None and older_tree != db._state.tree_path
+        older_tree = db._state.chain.read_root(11).tree  # internals: the first flush's tree, to damage
+        assert older_tree is not None and older_tree != db.stats()["tree"]
         inner.delete(older_tree)
         inner.delete(root_path(3))
         problems = "\n".join(db.verify().problems)
@@ -129,7 +129,7 @@ def test_cli_compact_runs_continuously_until_stopped(tmp_path: Path) -> None:
     )
     try:
         with kvstore.open(url, create=False, **QUIET) as db:
-            wait_for(lambda: db.refresh() > 300 and db._state.tree.flushed_upto >= 300)
+            wait_for(lambda: db.refresh() > 300 and db.stats()["flushed_upto"] >= 300)
     finally:
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=60)

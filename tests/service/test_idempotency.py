@@ -132,7 +132,7 @@ def test_duplicates_queued_on_the_record_lock_replay_the_first(tmp_path) -> None
         ]
         for racer in racers:
             racer.start()
-        locks = store._txns.locks
+        locks = store._txns.locks  # internals of the key locks: wait until every racer is queued
         for _ in range(30_000):  # every racer checked the record and queued for its lock
             with locks._mutex:
                 if len(locks._waiting_for) == len(racers):
