@@ -78,8 +78,7 @@ class Lakehouse(CatalogSession):
     def __init__(self, store: Store, target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES) -> None:
         self.store = store
         self.objects = objects = store.objects
-        self._objects = objects
-        self._target_file_bytes = target_file_bytes
+        self.target_file_bytes = target_file_bytes
         self._ctx = Context(objects, target_file_bytes)
         self._durable: Any = None  # catalog.durable.lake.DurableLake, made on first use
 
@@ -115,20 +114,32 @@ class Lakehouse(CatalogSession):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- session hooks ---------------------------------------------------------
+    # -- session hooks (what a Table asks of its host) ---------------------------------
 
     @contextmanager
-    def _reading(self) -> Iterator[CatalogReader]:
+    @checked
+    def reading(self) -> Iterator[CatalogReader]:
+        """A catalog reader on one snapshot of the newest version this handle knows."""
         snap = self.store.snapshot()
         try:
             yield CatalogReader(snap)
         finally:
             snap.close()
 
-    def _submit(self, op: Op) -> int:
+    @checked
+    def submit(self, op: Op) -> int:
+        """Commit ``op`` as one lakehouse version and return it.
+
+        Raises:
+            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent commit
+                (see :mod:`catalog.conflicts`).
+            LockConflictError: a durable transaction's lock forbids it.
+        """
         return self._commit([op]).version
 
-    def _check_writable(self) -> None:
+    @checked
+    def check_writable(self) -> None:
+        """The live lakehouse always takes writes: never raises."""
         return None
 
     def _commit(self, ops: list[Op]) -> Outcome:
@@ -252,8 +263,8 @@ class PastLakehouse(CatalogSession):
     def __init__(self, lake: Lakehouse, snapshot: Any) -> None:
         self.lake = lake
         self._snap = snapshot
-        self._objects = lake.objects
-        self._target_file_bytes = lake._target_file_bytes
+        self.objects = lake.objects
+        self.target_file_bytes = lake.target_file_bytes
 
     @property
     def version(self) -> int:
@@ -263,13 +274,19 @@ class PastLakehouse(CatalogSession):
         return f"PastLakehouse({self.lake.url!r}, version={self.version})"
 
     @contextmanager
-    def _reading(self) -> Iterator[CatalogReader]:
+    @checked
+    def reading(self) -> Iterator[CatalogReader]:
+        """A catalog reader at this past version."""
         yield CatalogReader(self._snap)
 
-    def _submit(self, op: Op) -> Any:
+    @checked
+    def submit(self, op: Op) -> Any:
+        """Raises ReadOnlyError: a past version takes no writes."""
         raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a past version)")
 
-    def _check_writable(self) -> None:
+    @checked
+    def check_writable(self) -> None:
+        """Raises ReadOnlyError: a past version takes no writes."""
         raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a past version)")
 
     @checked
@@ -295,8 +312,8 @@ class LakeTransaction(CatalogSession):
     def __init__(self, lake: Lakehouse, isolation: str) -> None:
         self.lake = lake
         self.isolation = isolation
-        self._objects = lake.objects
-        self._target_file_bytes = lake._target_file_bytes
+        self.objects = lake.objects
+        self.target_file_bytes = lake.target_file_bytes
         self._txn: Transaction = lake.store.begin(isolation=isolation)
         self._writer = CatalogWriter(self._txn)
         self._writer.recorded = []
@@ -306,7 +323,9 @@ class LakeTransaction(CatalogSession):
         self.version: int | None = None
 
     @contextmanager
-    def _reading(self) -> Iterator[CatalogReader]:
+    @checked
+    def reading(self) -> Iterator[CatalogReader]:
+        """The transaction's own view (its changes so far); raises TransactionClosedError once it ended."""
         self._check_active()
         yield self._writer
 
@@ -325,10 +344,19 @@ class LakeTransaction(CatalogSession):
 
             raise TransactionClosedError(f"lakehouse transaction is {self.state}")
 
-    def _check_writable(self) -> None:
+    @checked
+    def check_writable(self) -> None:
+        """Raise TransactionClosedError once the transaction committed or rolled back."""
         self._check_active()
 
-    def _submit(self, op: Op) -> None:
+    @checked
+    def submit(self, op: Op) -> None:
+        """Apply ``op`` to the transaction (it commits with the rest).
+
+        Raises:
+            TransactionClosedError: the transaction already ended.
+            RetryableConflictError: what the op observed no longer holds.
+        """
         self._check_active()
         recorded, self._writer.recorded = self._writer.recorded, None  # the op's own reads are not the caller's
         try:

@@ -175,7 +175,7 @@ def gc(lake: Lakehouse, dry_run: bool, grace_s: float | None, progress: bool) ->
     report = GCReport(dry_run=dry_run, floor_version=floor.version)
     live_paths: set[str] = set()
     gone: list[tuple[bytes, dict[str, Any]]] = []
-    with lake._reading() as now_view:
+    with lake.reading() as now_view:
         for key, value in _scan_tables(now_view):
             if b"/file/" in key:
                 live_paths.add(DataFile.decode(value).path)
@@ -228,7 +228,7 @@ def purge_dropped(lake: Lakehouse, table_id: str) -> GCReport:
     """
     report = GCReport(dry_run=False, floor_version=lake.store.retention_floor().version)
     lake.refresh()
-    with lake._reading() as view:
+    with lake.reading() as view:
         purged = [(key, record) for key, value in view.kv.scan(prefix=keys.table_gone(table_id))
                   if (record := json.loads(value)).get("purge")]
     for _, record in purged:
@@ -290,7 +290,7 @@ def export(lake: Lakehouse, dest_url: str, version: int | None, progress: bool, 
     dest = open_store(dest_url, **dest_options) if isinstance(dest_url, str) else dest_url
     report = ExportReport(version=version, dest=str(getattr(dest, "url", dest_url)), kv=kv_report)
     try:
-        with lake.at(version=version) as past, past._reading() as reader:
+        with lake.at(version=version) as past, past.reading() as reader:
             entries = [DataFile.decode(v) for k, v in _scan_tables(reader) if b"/file/" in k]
         for i, entry in enumerate(entries, 1):
             body = read_body(lake.objects, entry)  # a corrupt source is refused, never copied

@@ -1,16 +1,18 @@
 """The catalog methods shared by the lakehouse, its transactions and its past versions.
 
 :class:`CatalogSession` implements every namespace, table and view method
-once, on top of three hooks its subclasses define:
+once, on top of three hooks its subclasses define. They are public because
+they are also what a :class:`~catalog.table.Table` asks of the session it
+came from (:class:`~catalog.table.TableHost`), with the attributes
+``objects`` (the data files' object store) and ``target_file_bytes``:
 
-* ``_reading()`` — a context manager giving a :class:`CatalogReader` at the
+* ``reading()`` — a context manager giving a :class:`CatalogReader` at the
   session's view (a fresh snapshot per call for the live lakehouse, the
   transaction itself inside a transaction, a fixed snapshot for ``at()``);
-* ``_submit(op)`` — commit the op now (lakehouse: returns the version), or
+* ``submit(op)`` — commit the op now (lakehouse: returns the version), or
   apply it to the open transaction (returns None);
-* ``_check_writable()`` — raise ``ReadOnlyError`` for past versions.
+* ``check_writable()`` — raise ``ReadOnlyError`` for past versions.
 """
-
 from __future__ import annotations
 
 import time
@@ -64,25 +66,31 @@ class View:
 class CatalogSession(ABC):
     """Namespaces, tables and views through one view of the lakehouse."""
 
-    _objects: ObjectStore
-    _target_file_bytes: int
+    objects: ObjectStore
+    target_file_bytes: int
 
-    # -- hooks ---------------------------------------------------------------
+    # -- hooks (also the TableHost protocol of catalog.table) -------------------
 
     @abstractmethod
-    def _reading(self) -> AbstractContextManager[CatalogReader]:
+    @checked
+    def reading(self) -> AbstractContextManager[CatalogReader]:
         """A reader at this session's view (see the module docstring)."""
 
     @abstractmethod
-    def _submit(self, op: Op) -> Any:
-        """Commit ``op`` now, or apply it to the open transaction."""
+    @checked
+    def submit(self, op: Op) -> Any:
+        """Commit ``op`` now, or apply it to the open transaction.
+
+        Raises what the commit raises (conflicts, ``ReadOnlyError`` on a past version).
+        """
 
     @abstractmethod
-    def _check_writable(self) -> None:
+    @checked
+    def check_writable(self) -> None:
         """Raise ``ReadOnlyError`` (or the session's own error) if writes are not allowed."""
 
     def _resolving(self) -> AbstractContextManager[CatalogReader]:
-        """Like ``_reading()``, for looking an object up to act on it (``load_table``).
+        """Like ``reading()``, for looking an object up to act on it (``load_table``).
 
         A multi-table transaction does not count these reads as the caller's:
         what an operation needs of the table it acts on, each op re-checks
@@ -90,11 +98,11 @@ class CatalogSession(ABC):
         compatible schema change does not turn ``tx.load_table(t).append(x)``
         into a conflict that ``t.append(x)`` would not have.
         """
-        return self._reading()
+        return self.reading()
 
     def _submit_checked(self, op: Op) -> Any:
-        self._check_writable()
-        return self._submit(op)
+        self.check_writable()
+        return self.submit(op)
 
     # -- namespaces ----------------------------------------------------------
 
@@ -109,7 +117,7 @@ class CatalogSession(ABC):
     def list_namespaces(self, parent: str | None = None, recursive: bool = False) -> list[str]:
         """Namespaces directly under ``parent`` (top level for None), sorted."""
         ns = names.parse_namespace(parent) if parent is not None else ()
-        with self._reading() as r:
+        with self.reading() as r:
             if ns:
                 r.require_namespace(ns)
             return [names.join(c) for c in r.child_namespaces(ns, recursive=recursive)]
@@ -117,13 +125,13 @@ class CatalogSession(ABC):
     @checked
     def namespace_exists(self, namespace: str) -> bool:
         ns = names.parse_namespace(namespace)
-        with self._reading() as r:
+        with self.reading() as r:
             return r.namespace(ns) is not None
 
     @checked
     def namespace_properties(self, namespace: str) -> dict[str, str]:
         ns = names.parse_namespace(namespace)
-        with self._reading() as r:
+        with self.reading() as r:
             r.require_namespace(ns)
             return r.namespace_properties(ns)
 
@@ -244,7 +252,7 @@ class CatalogSession(ABC):
 
     def _list_objects(self, namespace: str, kind: str) -> list[str]:
         ns = names.parse_namespace(namespace)
-        with self._reading() as r:
+        with self.reading() as r:
             r.require_namespace(ns)
             return [names.join((*ns, n)) for n, p in r.objects(ns) if p.kind == kind]
 
@@ -314,7 +322,7 @@ class CatalogSession(ABC):
     @checked
     def load_view(self, name: str) -> View:
         ns, short = names.split_table_name(name, "view")
-        with self._reading() as r:
+        with self.reading() as r:
             pointer = r.require_view(ns, short)
         assert pointer.view is not None
         return View(names.join((*ns, short)), pointer.view)

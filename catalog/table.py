@@ -9,21 +9,43 @@ visible at its commit; they return None), or a read-only past version
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from contextlib import AbstractContextManager
+from typing import Any, Iterator, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from catalog.arguments import checked
+from catalog.access import CatalogReader
 from catalog.datafiles import DataFile, read_file, write_files
 from catalog.names import Namespace, join
 from catalog.objects import TableDef
-from catalog.ops import Append, Delete, Overwrite, UpdateProperties, UpdateSchema, _matches, prune
+from catalog.ops import Append, Delete, Op, Overwrite, UpdateProperties, UpdateSchema, _matches, prune
 from catalog.predicates import check_expression
 from catalog.schema import SchemaChange, check_column_name, conform
+from kvstore.objstore.base import ObjectStore
 
-if TYPE_CHECKING:
-    from catalog.session import CatalogSession
+
+class TableHost(Protocol):
+    """What a :class:`Table` needs of the session it was loaded from.
+
+    Every :class:`~catalog.session.CatalogSession` (the lakehouse, its
+    transactions, its past versions, a durable transaction) is one; the
+    table knows its host only through these names, so this module does not
+    depend on the sessions.
+    """
+
+    objects: ObjectStore  # where the table's data files live
+    target_file_bytes: int  # the size data files are cut to when written
+
+    def reading(self) -> AbstractContextManager[CatalogReader]:
+        """A catalog reader at the host's view."""
+
+    def submit(self, op: Op) -> Any:
+        """Commit ``op`` now (returns the version) or stage it in the open transaction (returns None)."""
+
+    def check_writable(self) -> None:
+        """Raise ``ReadOnlyError`` (or the host's own error) if the host takes no writes."""
 
 
 def to_table(data: object) -> pa.Table:
@@ -53,7 +75,7 @@ class Table:
     """One table as of the moment it was loaded (its definition is a snapshot)."""
 
     def __init__(
-        self, session: CatalogSession, ns: Namespace, name: str, definition: TableDef, properties: dict[str, str]
+        self, session: TableHost, ns: Namespace, name: str, definition: TableDef, properties: dict[str, str]
     ) -> None:
         self._session = session
         self.namespace = ns
@@ -118,10 +140,10 @@ class Table:
     @checked
     def write_files(self, data: object) -> list[DataFile]:
         """Write ``data`` as Parquet files under the table's location; commit nothing."""
-        self._session._check_writable()
+        self._session.check_writable()
         table = self._conformed(data)
         return write_files(
-            self._session._objects, self.location, table, self.schema, self.partition_by, self._session._target_file_bytes
+            self._session.objects, self.location, table, self.schema, self.partition_by, self._session.target_file_bytes
         )
 
     @checked
@@ -164,7 +186,7 @@ class Table:
         rows matching ``filter``), it raises ``RetryableConflictError``
         instead of silently replacing rows the new data never saw.
         """
-        self._session._check_writable()
+        self._session.check_writable()
         self._require_native()
         if not isinstance(added, (list, tuple)) or not all(isinstance(f, DataFile) for f in added):
             raise TypeError("added must be a list of DataFile")
@@ -197,7 +219,7 @@ class Table:
             )
         else:
             raise ValueError(f"mode must be 'append', 'overwrite' or 'replace', not {mode!r}")
-        return self._session._submit(op)
+        return self._session.submit(op)
 
     @checked
     def overwrite(self, data: object, filter: object = None) -> int | None:  # noqa: A002 - the API's word
@@ -215,19 +237,19 @@ class Table:
             if misses:
                 raise ValueError(f"overwrite with a filter: {misses} new row(s) do not match the filter {expr}")
         files = write_files(
-            self._session._objects, self.location, table, self.schema, self.partition_by, self._session._target_file_bytes
+            self._session.objects, self.location, table, self.schema, self.partition_by, self._session.target_file_bytes
         )
         return self.commit_files(files, mode="overwrite", filter=expr)
 
     @checked
     def delete(self, filter: object) -> int | None:  # noqa: A002
         """Delete the rows matching ``filter``: files holding any are rewritten without them."""
-        self._session._check_writable()
+        self._session.check_writable()
         self._require_native()
         expr = self._filter(filter)
         if expr is None:
             raise ValueError("delete needs a filter (to remove every row, overwrite with an empty table)")
-        return self._session._submit(Delete(table=self.name, table_id=self.id, filter=expr))
+        return self._session.submit(Delete(table=self.name, table_id=self.id, filter=expr))
 
     @checked
     def update_properties(self, updates: dict[str, str] | None = None, removals: list[str] | None = None) -> int | None:
@@ -235,7 +257,7 @@ class Table:
 
         ups = check_properties(updates, "updates")
         rems = [check_property_name(r, "removals") for r in (removals or [])]
-        return self._session._submit(UpdateProperties(table=self.name, table_id=self.id, updates=ups, removals=rems))
+        return self._session.submit(UpdateProperties(table=self.name, table_id=self.id, updates=ups, removals=rems))
 
     def _filter(self, expr: object) -> pc.Expression | None:
         """``expr`` as a filter on this table's rows: checked for type, columns and their types."""
@@ -257,7 +279,7 @@ class Table:
         """The live data files a scan with ``filter`` would read (pruned by statistics)."""
         self._require_native()
         expr = self._filter(filter)
-        with self._session._reading() as r:
+        with self._session.reading() as r:
             if r.recorded is not None:
                 r.table_def(self.id)  # in a transaction, reading the data depends on the table still being there
             live = r.live_files(self.id)
@@ -300,7 +322,7 @@ class Scan:
         schema = self.table.schema
         out_schema = pa.schema([schema.field(c) for c in self.columns]) if self.columns is not None else schema
         remaining = self.limit
-        objects = self.table._session._objects
+        objects = self.table._session.objects
         for entry in self.files():
             if remaining == 0:
                 return
@@ -371,7 +393,7 @@ class UpdateSchemaBuilder:
         t = self._table
         # Fail early, with the caller's stack, on a change that cannot apply.
         self._change.apply(t.schema, t._def.last_field_id, t._def.partition_ids)
-        return t._session._submit(
+        return t._session.submit(
             UpdateSchema(table=t.name, table_id=t.id, change=self._change, base_version=t._def.schema_version)
         )
 

@@ -58,13 +58,18 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
     def __init__(self, durable: DurableLake, txid: str) -> None:
         DurableTransaction.__init__(self, durable.manager, txid)
         self._durable = durable
-        self._objects = durable.lake.objects
-        self._target_file_bytes = durable.lake._target_file_bytes
+        self.objects = durable.lake.objects
+        self.target_file_bytes = durable.lake.target_file_bytes
 
     # -- CatalogSession hooks ----------------------------------------------------
 
     @contextmanager
-    def _reading(self) -> Iterator[CatalogReader]:
+    @checked
+    def reading(self) -> Iterator[CatalogReader]:
+        """The newest catalog with this transaction's (and its ancestors') staged operations applied.
+
+        Raises TransactionStateError (or TransactionExpiredError) unless the transaction is active.
+        """
         self.manager.run(lambda work: lifecycle.require_active(work, self.id))
         txn = self._durable.lake.store.begin(isolation="snapshot", fresh=True)
         try:
@@ -80,7 +85,9 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
         finally:
             txn.rollback()
 
-    def _check_writable(self) -> None:
+    @checked
+    def check_writable(self) -> None:
+        """Raise TransactionStateError (or TransactionExpiredError) unless the transaction is active."""
         self.manager.run(lambda work: lifecycle.require_active(work, self.id))
 
     @contextmanager
@@ -93,11 +100,18 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
         finally:
             txn.rollback()
 
-    def _submit(self, op: Op) -> None:
+    @checked
+    def submit(self, op: Op) -> None:
+        """Stage ``op`` in this transaction, taking its implicit locks; nothing reaches the catalog before the commit.
+
+        Raises:
+            LockConflictError: an implicit lock is refused (nothing is staged, its files are deleted).
+            StaleDataFileError: its data files got too old to publish before staging.
+        """
         try:
             # A read check is about committed data (what a query read at a lakehouse version), not
             # about what this transaction staged: it checks, and at the commit applies, before them.
-            with self._committed() if isinstance(op, CheckRead) else self._reading() as view:
+            with self._committed() if isinstance(op, CheckRead) else self.reading() as view:
                 op.apply(view, self._durable.lake._ctx, rebase=False)  # type: ignore[arg-type]
             requests = implicit_locks(op)
             record = op.to_record()
@@ -137,7 +151,7 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
             return CatalogSession.load_table(self, name)
         ns, short = names.split_table_name(name)
         frozen = FrozenSession(self, version)
-        with frozen._reading() as reader:
+        with frozen.reading() as reader:
             pointer, definition = reader.require_table(ns, short)
             properties = reader.table_properties(pointer.id)
         return Table(frozen, ns, short, definition, properties)
@@ -178,7 +192,7 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
             table = past.load_table(name)
             files = table.files()
             selected = prune(files, table.schema, filter)
-        self._submit(CheckRead(ns, short, table.id, [f.id for f in files], [f.id for f in selected], filter))
+        self.submit(CheckRead(ns, short, table.id, [f.id for f in files], [f.id for f in selected], filter))
 
     @checked
     def update_properties(self, name: str, updates: dict[str, str] | None = None, removals: list[str] | None = None) -> None:
@@ -192,19 +206,25 @@ class FrozenSession(CatalogSession):
     def __init__(self, owner: DurableCatalogTransaction, version: int) -> None:
         self._owner = owner
         self.version = version
-        self._objects = owner._objects
-        self._target_file_bytes = owner._target_file_bytes
+        self.objects = owner.objects
+        self.target_file_bytes = owner.target_file_bytes
 
     @contextmanager
-    def _reading(self) -> Iterator[CatalogReader]:
+    @checked
+    def reading(self) -> Iterator[CatalogReader]:
+        """A catalog reader at the snapshot lock's version."""
         with self._owner._durable.lake.store.at(version=self.version) as snapshot:
             yield CatalogReader(snapshot)
 
-    def _check_writable(self) -> None:
-        self._owner._check_writable()
+    @checked
+    def check_writable(self) -> None:
+        """As the owning transaction's ``check_writable``."""
+        self._owner.check_writable()
 
-    def _submit(self, op: Op) -> Any:
-        return self._owner._submit(op)
+    @checked
+    def submit(self, op: Op) -> Any:
+        """Stage ``op`` in the owning transaction, whose lock rules refuse writes to a frozen table."""
+        return self._owner.submit(op)
 
 
 def _delete_files(objects: Any, paths: list[str]) -> None:
