@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 from catalog.access import CatalogWriter
 from catalog.conflicts import FAIL, RETRY, classify
+from catalog.context import LakeContext
 from catalog.errors import (
     CatalogConflictError,
     CatalogError,
@@ -87,8 +88,7 @@ def _related(a: str | None, b: str) -> bool:
 
 
 def commit_ops(
-    store: Store,
-    ctx: Context,
+    ctx: LakeContext,
     ops: Sequence[Op],
     *,
     isolation: str = "serializable",
@@ -101,8 +101,10 @@ def commit_ops(
 
     ``started`` is a transaction the ops were already applied to (with their
     ``summaries``), as a multi-table transaction does; ``recorded`` are the
-    caller's own reads in it, repeated on every rebase.
+    caller's own reads in it, repeated on every rebase. Every attempt runs
+    ``ctx``'s commit checks (durable locks) before it is sent.
     """
+    store = ctx.store
     unsettled = False  # a commit that failed other than by conflict may have landed
     lost: ConflictError | None = None  # the conflict we are rebasing over
     try:
@@ -118,7 +120,7 @@ def commit_ops(
             assert summaries is not None
         backoff = 0.002
         for attempt in range(max_rebases + 1):
-            _respect_durable_locks(txn, w, ops)  # refuses before anything is sent: settled
+            _run_commit_checks(ctx, txn, w, ops)  # refuses before anything is sent: settled
             _require_fresh_files(store, ctx, txn, ops)  # likewise
             try:
                 txn.set_summary({"ops": bounded(summaries)})
@@ -177,12 +179,11 @@ def _require_fresh_files(store: Store, ctx: Context, txn: Transaction, ops: Sequ
         raise
 
 
-def _respect_durable_locks(txn: Transaction, w: CatalogWriter, ops: Sequence[Op]) -> None:
-    """A plain commit must not break a durable transaction's lock (see catalog.durable.guard)."""
-    from catalog.durable.guard import check_plain_commit  # late: catalog.durable imports this package
-
+def _run_commit_checks(ctx: LakeContext, txn: Transaction, w: CatalogWriter, ops: Sequence[Op]) -> None:
+    """The checks the lakehouse registered (a plain commit must not break a durable
+    transaction's lock: catalog.durable.guard); a refusal rolls the transaction back."""
     try:
-        check_plain_commit(w, ops)
+        ctx.check_commit(w, ops)
     except BaseException:
         txn.rollback()
         raise

@@ -18,30 +18,26 @@ in the same object store.
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Iterator
 
+from catalog import maintenance
 from catalog.arguments import checked
 from catalog.access import CatalogReader, CatalogWriter
-from catalog.commit import Context, Outcome, apply_one, commit_ops
+from catalog.commit import Outcome, _cleanup, apply_one, commit_ops
+from catalog.context import LakeContext
 from catalog.datafiles import DEFAULT_TARGET_FILE_BYTES
+from catalog.durable.guard import check_plain_commit
+from catalog.durable.lake import DurableLake, staged_paths
 from catalog.errors import ReadOnlyError
+from catalog.maintenance import HistoryEntry as HistoryEntry  # its home; re-exported for catalog.lakehouse users
 from catalog.ops import Op
 from catalog.session import CatalogSession
+from catalog.verify import verify as verify_lake
 from kvstore.store import Store
 from kvstore.store import open as open_kv
 from kvstore.txn import Transaction
-
-
-
-@dataclass(frozen=True)
-class HistoryEntry:
-    """One lakehouse version: when the storage recorded it and what it did."""
-
-    version: int
-    timestamp: float
-    operations: list[dict[str, Any]]
 
 
 def open(url: object, create: bool = True, background: bool = True, **options: Any) -> Lakehouse:  # noqa: A001
@@ -73,14 +69,22 @@ class Lakehouse(CatalogSession):
 
     Plain reads see this handle's latest view of the store, which may be up to
     ``poll_interval_s`` behind other writers (``refresh()`` catches up).
+
+    ``context`` (a :class:`~catalog.context.LakeContext`) is what the parts
+    of the lakehouse (commits, maintenance, durable transactions) are given
+    instead of this handle.
     """
 
     def __init__(self, store: Store, target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES) -> None:
         self.store = store
-        self.objects = objects = store.objects
+        self.objects = store.objects
         self.target_file_bytes = target_file_bytes
-        self._ctx = Context(objects, target_file_bytes)
-        self._durable: Any = None  # catalog.durable.lake.DurableLake, made on first use
+        self.context = LakeContext.of(store, target_file_bytes)
+        # Durable transactions take part in every plain commit (their locks
+        # hold against it) and in GC (the files they staged are referenced).
+        self.context.commit_checks.append(check_plain_commit)
+        self.context.gc_references.append(functools.partial(staged_paths, store))
+        self._durable: DurableLake | None = None  # made on first use
 
     def __repr__(self) -> str:
         return f"Lakehouse({self.url!r}, version={self.version})"
@@ -143,7 +147,7 @@ class Lakehouse(CatalogSession):
         return None
 
     def _commit(self, ops: list[Op]) -> Outcome:
-        return commit_ops(self.store, self._ctx, ops)
+        return commit_ops(self.context, ops)
 
     # -- transactions, time travel, history --------------------------------------
 
@@ -182,32 +186,24 @@ class Lakehouse(CatalogSession):
         ``table`` keeps only versions that touched that table (by its current
         id, so history survives renames); ``limit`` counts returned entries.
         """
-        from catalog.maintenance import history
-
-        return history(self, limit, table)
+        return maintenance.history(self.context, self, limit, table)
 
     # -- maintenance -------------------------------------------------------------
 
     @checked
     def compact_table(self, name: str, target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, progress: bool = False) -> Any:
-        from catalog.maintenance import compact_table
-
-        return compact_table(self, name, target_file_bytes, progress)
+        return maintenance.compact_table(self.context, self, name, target_file_bytes, progress)
 
     @checked
     def gc(self, dry_run: bool = False, grace_s: float | None = None, progress: bool = False) -> Any:
-        from catalog.maintenance import gc
-
         staged = self.durable.collect(dry_run)  # files of aborted/expired durable transactions
-        report = gc(self, dry_run, grace_s, progress)
+        report = maintenance.gc(self.context, dry_run, grace_s, progress)
         report.orphan_files.extend(staged)
         return report
 
     @checked
     def export(self, dest_url: str, version: int | None = None, progress: bool = False, **dest_options: Any) -> Any:
-        from catalog.maintenance import export
-
-        return export(self, dest_url, version, progress, **dest_options)
+        return maintenance.export(self.context, dest_url, version, progress, **dest_options)
 
     @checked
     def verify(self) -> Any:
@@ -221,19 +217,15 @@ class Lakehouse(CatalogSession):
         Raises:
             ObjectStoreError: the storage failed (a bad file is a problem in the report, not an error).
         """
-        from catalog.verify import verify
-
-        return verify(self)
+        return verify_lake(self.context)
 
     # -- durable transactions and locks (catalog/durable/, YTsaurus model) ----------
 
     @property
-    def durable(self) -> Any:
+    def durable(self) -> DurableLake:
         """The :class:`catalog.durable.lake.DurableLake` of this handle (created on first use)."""
         if self._durable is None:
-            from catalog.durable.lake import DurableLake
-
-            self._durable = DurableLake(self)
+            self._durable = DurableLake(self.context)
         return self._durable
 
     @checked
@@ -249,12 +241,12 @@ class Lakehouse(CatalogSession):
     @checked
     def transactions(self, include_finished: bool = False) -> list[Any]:
         """Durable transaction records (like YTsaurus ``//sys/transactions``)."""
-        return self.durable.transactions(include_finished)  # type: ignore[no-any-return]
+        return self.durable.transactions(include_finished)
 
     @checked
     def locks(self, node: str) -> list[Any]:
         """The locks on a node, in queue order (like YTsaurus ``//sys/locks``)."""
-        return self.durable.locks(node)  # type: ignore[no-any-return]
+        return self.durable.locks(node)
 
 
 class PastLakehouse(CatalogSession):
@@ -360,11 +352,9 @@ class LakeTransaction(CatalogSession):
         self._check_active()
         recorded, self._writer.recorded = self._writer.recorded, None  # the op's own reads are not the caller's
         try:
-            self._summaries.append(apply_one(op, self._writer, self.lake._ctx, rebase=False))
+            self._summaries.append(apply_one(op, self._writer, self.lake.context, rebase=False))
         except BaseException:
-            from catalog.commit import _cleanup
-
-            _cleanup(self.lake._ctx, [op])
+            _cleanup(self.lake.context, [op])
             raise
         finally:
             self._writer.recorded = recorded
@@ -381,8 +371,7 @@ class LakeTransaction(CatalogSession):
         self.state = "committing"
         try:
             outcome = commit_ops(
-                self.lake.store,
-                self.lake._ctx,
+                self.lake.context,
                 self._ops,
                 isolation=self.isolation,
                 started=(self._txn, self._writer),
@@ -403,7 +392,5 @@ class LakeTransaction(CatalogSession):
             return
         self.state = "rolled back"
         self._txn.rollback()
-        from catalog.commit import _cleanup
-
-        _cleanup(self.lake._ctx, self._ops)
+        _cleanup(self.lake.context, self._ops)
 

@@ -8,7 +8,13 @@ GC is safe by construction: a data file is deleted only when
 * no key references it at all (an orphan: a failed writer's or aborted
   transaction's file) and it is older than the grace period on the storage's
   own clock, so an in-flight writer that has not committed yet keeps its
-  files.
+  files. Files that only something outside the catalog's keys references
+  (the staged files of durable transactions) are kept through the
+  context's GC references, which the lakehouse registers.
+
+Each function takes the :class:`~catalog.context.LakeContext` of the
+lakehouse (and, where it loads a table, the session to load it from), not
+the :class:`~catalog.lakehouse.Lakehouse` facade, which calls them.
 """
 
 from __future__ import annotations
@@ -16,22 +22,17 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pyarrow as pa
 
 from catalog import keys
 from catalog.access import CatalogReader
+from catalog.commit import commit_ops
+from catalog.context import LakeContext
 from catalog.datafiles import DataFile, read_body, read_file, write_files
 from catalog.ops import Compact
-from catalog.session import DATA_PREFIX
-
-if TYPE_CHECKING:
-    from catalog.lakehouse import HistoryEntry, Lakehouse
-
-# Extra references GC must keep (e.g. files staged by durable transactions):
-# callables registered by other catalog packages, each returning object paths.
-GC_REFERENCE_HOOKS: list[Callable[[Lakehouse], set[str]]] = []
+from catalog.session import DATA_PREFIX, CatalogSession
 
 
 def _progress(enabled: bool, label: str, done: int, total: int) -> None:
@@ -48,17 +49,30 @@ def _progress(enabled: bool, label: str, done: int, total: int) -> None:
 # -- history ---------------------------------------------------------------------
 
 
-def history(lake: Lakehouse, limit: int | None, table: str | None) -> list[HistoryEntry]:
-    from catalog.lakehouse import HistoryEntry
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One lakehouse version: when the storage recorded it and what it did."""
 
+    version: int
+    timestamp: float
+    operations: list[dict[str, Any]]
+
+
+def history(ctx: LakeContext, session: CatalogSession, limit: int | None, table: str | None) -> list[HistoryEntry]:
+    """Versions newest first with their operations (see ``Lakehouse.history``); ``table`` is loaded from ``session``.
+
+    Raises:
+        ValueError: ``limit`` is not a non-negative int or None.
+        NoSuchTableError: ``table`` does not exist.
+    """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
-    table_id = lake.load_table(table).id if table is not None else None
+    table_id = session.load_table(table).id if table is not None else None
     out: list[HistoryEntry] = []
     start: int | None = None
     page = 256
     while limit is None or len(out) < limit:
-        infos = lake.store.history(limit=page, start=start)
+        infos = ctx.store.history(limit=page, start=start)
         if not infos:
             break
         for info in infos:
@@ -89,15 +103,22 @@ class CompactionReport:
     version: int | None = None
 
 
-def compact_table(lake: Lakehouse, name: str, target_file_bytes: int, progress: bool) -> CompactionReport:
+def compact_table(
+    ctx: LakeContext, session: CatalogSession, name: str, target_file_bytes: int, progress: bool
+) -> CompactionReport:
     """Rewrite each partition's small files into files of about ``target_file_bytes``.
 
-    One commit for the whole table; it rebases over concurrent appends and
-    becomes retryable if a concurrent delete or overwrite removed an input.
+    One commit for the whole table (``name``, loaded from ``session``); it
+    rebases over concurrent appends and becomes retryable if a concurrent
+    delete or overwrite removed an input.
+
+    Raises:
+        ValueError: ``target_file_bytes`` is below 1024.
+        RetryableConflictError: a concurrent commit removed an input file.
     """
     if isinstance(target_file_bytes, bool) or not isinstance(target_file_bytes, int) or target_file_bytes < 1024:
         raise ValueError(f"target_file_bytes must be an int >= 1024, got {target_file_bytes!r}")
-    table = lake.load_table(name)
+    table = session.load_table(name)
     report = CompactionReport(table.name)
     small = [f for f in table.files() if f.size < target_file_bytes * 3 // 4]
     by_partition: dict[str, list[DataFile]] = {}
@@ -121,15 +142,15 @@ def compact_table(lake: Lakehouse, name: str, target_file_bytes: int, progress: 
     added: list[DataFile] = []
     done = 0
     for group in groups:
-        data = pa.concat_tables([read_file(lake.objects, f, table.schema, table=table.name) for f in group])
-        added.extend(write_files(lake.objects, table.location, data, table.schema, table.partition_by, target_file_bytes))
+        data = pa.concat_tables([read_file(ctx.objects, f, table.schema, table=table.name) for f in group])
+        added.extend(write_files(ctx.objects, table.location, data, table.schema, table.partition_by, target_file_bytes))
         removed.extend(group)
         done += len(group)
         _progress(progress, f"compact {table.name}", done, total)
     if not removed:
         return report
     op = Compact(table=table.name, table_id=table.id, removed=removed, added=added, observed=[f.id for f in removed])
-    report.version = lake._commit([op]).version
+    report.version = commit_ops(ctx, [op]).version
     report.files_removed, report.files_added = len(removed), len(added)
     report.bytes_removed = sum(f.size for f in removed)
     report.bytes_added = sum(f.size for f in added)
@@ -149,10 +170,10 @@ class GCReport:
     floor_version: int = 0
 
 
-def _orphan_cutoff(lake: Lakehouse, grace_s: float) -> float:
+def _orphan_cutoff(ctx: LakeContext, grace_s: float) -> float:
     """Storage timestamps at or before this are certainly more than ``grace_s`` old
     (the storage clock may lag one resolution step and stamps are truncated: two steps of margin)."""
-    store = lake.store
+    store = ctx.store
     return store.storage_now() - grace_s - 2 * store.storage_clock_resolution
 
 
@@ -160,23 +181,27 @@ def _scan_tables(reader: CatalogReader) -> Iterator[tuple[bytes, bytes]]:
     return reader.kv.scan(prefix=keys.TBL)
 
 
-def gc(lake: Lakehouse, dry_run: bool, grace_s: float | None, progress: bool) -> GCReport:
-    """Delete data files no retained version can reach; see the module docstring."""
+def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -> GCReport:
+    """Delete data files no retained version can reach; see the module docstring.
+
+    Raises:
+        ValueError: ``grace_s`` is not a non-negative number.
+    """
     if grace_s is None:
-        grace_s = float(lake.store.options.gc_grace_s)
+        grace_s = float(ctx.store.options.gc_grace_s)
     elif isinstance(grace_s, bool) or not isinstance(grace_s, (int, float)) or not grace_s >= 0:
         raise ValueError(f"grace_s must be a non-negative number, got {grace_s!r}")
     # The clock is read BEFORE the references: a commit this gc does not see
     # was checked after this instant against a file younger than half the
     # grace (catalog.freshness), so the file cannot be past the cutoff.
-    cutoff = _orphan_cutoff(lake, grace_s)
-    lake.refresh()
-    floor = lake.store.retention_floor()
+    cutoff = _orphan_cutoff(ctx, grace_s)
+    ctx.store.refresh()
+    floor = ctx.store.retention_floor()
     report = GCReport(dry_run=dry_run, floor_version=floor.version)
     live_paths: set[str] = set()
     gone: list[tuple[bytes, dict[str, Any]]] = []
-    with lake.reading() as now_view:
-        for key, value in _scan_tables(now_view):
+    with ctx.store.snapshot() as now:
+        for key, value in _scan_tables(CatalogReader(now)):
             if b"/file/" in key:
                 live_paths.add(DataFile.decode(value).path)
             elif b"/gone/" in key:
@@ -184,17 +209,16 @@ def gc(lake: Lakehouse, dry_run: bool, grace_s: float | None, progress: bool) ->
     # A removal visible at the floor happened at or before it: nothing retained reaches the file.
     deletable: list[tuple[bytes, dict[str, Any]]] = []
     if gone:
-        with lake.store.at(version=floor.version) as old:
+        with ctx.store.at(version=floor.version) as old:
             for key, record in gone:
                 if record.get("purge") or old.get(key) is not None:
                     deletable.append((key, record))
                 else:
                     report.pending += 1
     referenced = live_paths | {record["path"] for _, record in gone}
-    for hook in GC_REFERENCE_HOOKS:
-        referenced |= hook(lake)
+    referenced |= ctx.gc_referenced()
     orphans: list[tuple[str, int]] = []
-    for meta in lake.objects.list(DATA_PREFIX + "/"):
+    for meta in ctx.objects.list(DATA_PREFIX + "/"):
         if meta.path not in referenced and meta.mtime <= cutoff:
             orphans.append((meta.path, meta.size))
     total = len(deletable) + len(orphans)
@@ -203,22 +227,22 @@ def gc(lake: Lakehouse, dry_run: bool, grace_s: float | None, progress: bool) ->
         report.removed_files.append(record["path"])
         report.bytes_freed += int(record.get("size", 0))
         if not dry_run:
-            _delete_quietly(lake, record["path"])
+            _delete_quietly(ctx, record["path"])
         done += 1
         _progress(progress, "gc", done, total)
     for path, size in orphans:
         report.orphan_files.append(path)
         report.bytes_freed += size
         if not dry_run:
-            _delete_quietly(lake, path)
+            _delete_quietly(ctx, path)
         done += 1
         _progress(progress, "gc", done, total)
     if not dry_run:
-        _forget(lake, deletable)
+        _forget(ctx, deletable)
     return report
 
 
-def purge_dropped(lake: Lakehouse, table_id: str) -> GCReport:
+def purge_dropped(ctx: LakeContext, table_id: str) -> GCReport:
     """Delete at once the files of table ``table_id`` if it was dropped with ``purge``.
 
     What ``DROP TABLE ... PURGE`` in Spark promises (the data is gone when the
@@ -226,20 +250,20 @@ def purge_dropped(lake: Lakehouse, table_id: str) -> GCReport:
     purged removal records are read. Time travel to a version before the
     drop cannot read the table afterwards, as with any purge.
     """
-    report = GCReport(dry_run=False, floor_version=lake.store.retention_floor().version)
-    lake.refresh()
-    with lake.reading() as view:
-        purged = [(key, record) for key, value in view.kv.scan(prefix=keys.table_gone(table_id))
+    report = GCReport(dry_run=False, floor_version=ctx.store.retention_floor().version)
+    ctx.store.refresh()
+    with ctx.store.snapshot() as now:
+        purged = [(key, record) for key, value in now.scan(prefix=keys.table_gone(table_id))
                   if (record := json.loads(value)).get("purge")]
     for _, record in purged:
-        _delete_quietly(lake, record["path"])
+        _delete_quietly(ctx, record["path"])
         report.removed_files.append(record["path"])
         report.bytes_freed += int(record.get("size", 0))
-    _forget(lake, purged)
+    _forget(ctx, purged)
     return report
 
 
-def _forget(lake: Lakehouse, records: list[tuple[bytes, dict[str, Any]]]) -> None:
+def _forget(ctx: LakeContext, records: list[tuple[bytes, dict[str, Any]]]) -> None:
     """Delete removal records whose files are deleted (after the files: a crash in between
     leaves records whose files are missing, which the next gc skips)."""
     for i in range(0, len(records), 1000):
@@ -249,12 +273,12 @@ def _forget(lake: Lakehouse, records: list[tuple[bytes, dict[str, Any]]]) -> Non
             for key, _ in chunk:
                 txn.delete(key)
 
-        lake.store.run(forget, isolation="snapshot")
+        ctx.store.run(forget, isolation="snapshot")
 
 
-def _delete_quietly(lake: Lakehouse, path: str) -> None:
+def _delete_quietly(ctx: LakeContext, path: str) -> None:
     try:
-        lake.objects.delete(path)
+        ctx.objects.delete(path)
     except FileNotFoundError:
         return
 
@@ -271,7 +295,7 @@ class ExportReport:
     kv: Any = None
 
 
-def export(lake: Lakehouse, dest_url: str, version: int | None, progress: bool, **dest_options: Any) -> ExportReport:
+def export(ctx: LakeContext, dest_url: str, version: int | None, progress: bool, **dest_options: Any) -> ExportReport:
     """Copy the lakehouse at ``version`` (default: now) to ``dest_url``: a lakehouse that opens on its own.
 
     The catalog's store is exported at that version (every byte verified by
@@ -280,20 +304,20 @@ def export(lake: Lakehouse, dest_url: str, version: int | None, progress: bool, 
     """
     from kvstore.objstore.factory import open_store
 
-    lake.refresh()
+    ctx.store.refresh()
     if version is None:
-        version = lake.version
+        version = ctx.store.version
     if dest_options:  # destination credentials for s3:// (kvstore.Store.export passes them on)
-        kv_report = lake.store.export(dest_url, version=version, progress=progress, **dest_options)
+        kv_report = ctx.store.export(dest_url, version=version, progress=progress, **dest_options)
     else:
-        kv_report = lake.store.export(dest_url, version=version, progress=progress)
+        kv_report = ctx.store.export(dest_url, version=version, progress=progress)
     dest = open_store(dest_url, **dest_options) if isinstance(dest_url, str) else dest_url
     report = ExportReport(version=version, dest=str(getattr(dest, "url", dest_url)), kv=kv_report)
     try:
-        with lake.at(version=version) as past, past.reading() as reader:
-            entries = [DataFile.decode(v) for k, v in _scan_tables(reader) if b"/file/" in k]
+        with ctx.store.at(version=version) as past:
+            entries = [DataFile.decode(v) for k, v in _scan_tables(CatalogReader(past)) if b"/file/" in k]
         for i, entry in enumerate(entries, 1):
-            body = read_body(lake.objects, entry)  # a corrupt source is refused, never copied
+            body = read_body(ctx.objects, entry)  # a corrupt source is refused, never copied
             dest.put(entry.path, body)
             report.data_files += 1
             report.data_bytes += len(body)

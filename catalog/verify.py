@@ -24,13 +24,13 @@ import pyarrow.parquet as pq
 
 from catalog import keys
 from catalog.access import CatalogReader
+from catalog.context import LakeContext
 from catalog.datafiles import DataFile, check_body
 from catalog.errors import CorruptDataFileError
 from catalog.names import join
 from catalog.objects import TABLE
 
 if TYPE_CHECKING:
-    from catalog.lakehouse import Lakehouse
     from kvstore.verify import VerifyReport
 
 
@@ -73,20 +73,24 @@ class LakeVerifyReport:
         return self.store.ok and not self.problems
 
 
-def verify(lake: Lakehouse) -> LakeVerifyReport:
-    """See the module docstring."""
-    lake.refresh()
-    store_report = lake.store.verify()
-    floor = lake.store.retention_floor().version
-    head = lake.version
+def verify(ctx: LakeContext) -> LakeVerifyReport:
+    """Check the lakehouse of ``ctx``: see the module docstring.
+
+    Raises:
+        ObjectStoreError: the storage failed (a bad file is a problem in the report, not an error).
+    """
+    ctx.store.refresh()
+    store_report = ctx.store.verify()
+    floor = ctx.store.retention_floor().version
+    head = ctx.store.version
     report = LakeVerifyReport(store=store_report, floor_version=floor, head_version=head)
     wanted: dict[str, tuple[DataFile, str | None, bool]] = {}  # path -> (entry, table, purged)
     for version in sorted({floor, head}):
-        with lake.store.at(version=version) as snapshot:
+        with ctx.store.at(version=version) as snapshot:
             _collect(CatalogReader(snapshot), wanted)
     for path in sorted(wanted):
         entry, table, purged = wanted[path]
-        problem = _check(lake, entry, table, purged, report)
+        problem = _check(ctx, entry, table, purged, report)
         if problem is not None:
             report.problems.append(DataFileProblem(path, table, problem))
     return report
@@ -123,9 +127,9 @@ def _table_names(reader: CatalogReader) -> dict[str, str]:
     return names
 
 
-def _check(lake: Lakehouse, entry: DataFile, table: str | None, purged: bool, report: LakeVerifyReport) -> str | None:
+def _check(ctx: LakeContext, entry: DataFile, table: str | None, purged: bool, report: LakeVerifyReport) -> str | None:
     try:
-        body = lake.objects.get(entry.path)
+        body = ctx.objects.get(entry.path)
     except FileNotFoundError:
         return None if purged else "missing: a retained version references it"
     report.files_checked += 1

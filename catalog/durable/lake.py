@@ -10,15 +10,22 @@ Operations re-apply with ``rebase=True``, so an operation whose premise a
 commit from outside the lock protocol broke (a plain ``table.overwrite`` of
 a file it rewrites) fails the commit with a conflict error instead of
 applying wrongly; the transaction stays active and can be aborted.
+
+A :class:`DurableLake` is given the lakehouse's
+:class:`~catalog.context.LakeContext` (store, data files, op context), not
+the lakehouse; the lakehouse registers :func:`staged_paths` as a GC
+reference and :func:`catalog.durable.guard.check_plain_commit` as a commit
+check on that context when it is built.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from catalog.commit import bounded
 from catalog.access import CatalogWriter
+from catalog.context import LakeContext
 from catalog.durable import keys, lifecycle, locks
 from catalog.durable.implicit import removed_nodes
 from catalog.durable.manager import DurableTransaction, TransactionManager
@@ -26,28 +33,25 @@ from catalog.durable.records import ABORTED, ACTIVE, EXPIRED, LockRecord, TxnRec
 from catalog.durable.session import DurableCatalogTransaction, _delete_files
 from catalog.durable.work import Work
 from catalog.errors import RetryableConflictError, StaleObservationError
-from catalog.maintenance import GC_REFERENCE_HOOKS
 from catalog.ops import CheckRead, from_record
-
-if TYPE_CHECKING:
-    from catalog.lakehouse import Lakehouse
+from kvstore.store import Store
 
 
 class DurableLake:
     """The durable transactions and locks stored in one lakehouse."""
 
-    def __init__(self, lake: Lakehouse, **manager_options: Any) -> None:
-        self.lake = lake
-        self.manager = TransactionManager(lake.store, apply_ops=self.apply, **manager_options)
+    def __init__(self, ctx: LakeContext, **manager_options: Any) -> None:
+        self.context = ctx
+        self.manager = TransactionManager(ctx.store, apply_ops=self.apply, **manager_options)
 
     def begin(
         self, timeout: float | None = None, parent: DurableTransaction | str | None = None, title: str | None = None
     ) -> DurableCatalogTransaction:
         """See :meth:`.manager.TransactionManager.begin`; the handle also has the catalog's methods."""
-        return DurableCatalogTransaction(self, self.manager.begin(timeout, parent, title).id)
+        return DurableCatalogTransaction(self.manager, self.context, self.manager.begin(timeout, parent, title).id)
 
     def attach(self, txid: str) -> DurableCatalogTransaction:
-        return DurableCatalogTransaction(self, self.manager.attach(txid).id)
+        return DurableCatalogTransaction(self.manager, self.context, self.manager.attach(txid).id)
 
     def transactions(self, include_finished: bool = False) -> list[TxnRecord]:
         return self.manager.transactions(include_finished)
@@ -66,7 +70,7 @@ class DurableLake:
         decoded.sort(key=lambda op: not isinstance(op, CheckRead))
         for op in decoded:
             try:
-                summaries.append(op.apply(writer, self.lake._ctx, rebase=True))
+                summaries.append(op.apply(writer, self.context, rebase=True))
             except StaleObservationError as exc:
                 raise RetryableConflictError(
                     f"durable transaction {record.id}: {exc}", ours=op.kind, object=op.object_name
@@ -88,7 +92,7 @@ class DurableLake:
         paths = [path for _, records in finished for op in records for path in from_record(op).new_paths()]
         if dry_run or not finished:
             return paths
-        _delete_files(self.lake.objects, paths)
+        _delete_files(self.context.objects, paths)
 
         def forget(work: Work) -> None:
             for txid, _ in finished:
@@ -116,15 +120,14 @@ def _is_finished(work: Work, txid: str) -> bool:
     return record is None or record.state in (ABORTED, EXPIRED)
 
 
-def staged_paths(lake: Lakehouse) -> set[str]:
-    """Every data file a staged operation names: lake.gc() must keep them (a GC reference hook)."""
+def staged_paths(store: Store) -> set[str]:
+    """Every data file a staged operation in ``store`` names: lake.gc() must keep them.
+
+    The lakehouse registers this as a GC reference of its context
+    (``LakeContext.gc_references``).
+    """
     paths: set[str] = set()
-    with lake.store.snapshot(fresh=True) as snapshot:
+    with store.snapshot(fresh=True) as snapshot:
         for _, raw in snapshot.scan(prefix=keys.OP_PREFIX):
             paths.update(from_record(json.loads(raw)).new_paths())
     return paths
-
-
-# Registered when this module is imported, which Lakehouse.gc does before it runs gc.
-if staged_paths not in GC_REFERENCE_HOOKS:
-    GC_REFERENCE_HOOKS.append(staged_paths)

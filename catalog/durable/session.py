@@ -27,16 +27,17 @@ import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow.compute as pc
 
 from catalog.arguments import checked
 from catalog import names
 from catalog.access import CatalogReader, CatalogWriter
+from catalog.context import LakeContext
 from catalog.durable import keys, lifecycle, locks
 from catalog.durable.implicit import implicit_locks
-from catalog.durable.manager import DurableTransaction
+from catalog.durable.manager import DurableTransaction, TransactionManager
 from catalog.durable.records import SNAPSHOT, TxnRecord
 from catalog.durable.work import Work
 from catalog.errors import StaleDataFileError
@@ -46,20 +47,17 @@ from catalog.session import CatalogSession
 from catalog.table import Table
 from kvstore.errors import StaleOutputError
 
-if TYPE_CHECKING:
-    from catalog.durable.lake import DurableLake
-
 log = logging.getLogger(__name__)
 
 
 class DurableCatalogTransaction(DurableTransaction, CatalogSession):
     """A durable transaction with the catalog's methods (see the module docstring)."""
 
-    def __init__(self, durable: DurableLake, txid: str) -> None:
-        DurableTransaction.__init__(self, durable.manager, txid)
-        self._durable = durable
-        self.objects = durable.lake.objects
-        self.target_file_bytes = durable.lake.target_file_bytes
+    def __init__(self, manager: TransactionManager, ctx: LakeContext, txid: str) -> None:
+        DurableTransaction.__init__(self, manager, txid)
+        self._ctx = ctx  # the lakehouse's store and data files; staged ops apply with it
+        self.objects = ctx.objects
+        self.target_file_bytes = ctx.target_file_bytes
 
     # -- CatalogSession hooks ----------------------------------------------------
 
@@ -71,7 +69,7 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
         Raises TransactionStateError (or TransactionExpiredError) unless the transaction is active.
         """
         self.manager.run(lambda work: lifecycle.require_active(work, self.id))
-        txn = self._durable.lake.store.begin(isolation="snapshot", fresh=True)
+        txn = self._ctx.store.begin(isolation="snapshot", fresh=True)
         try:
             writer = CatalogWriter(txn)
             raw = txn.get(keys.txn_key(self.id))
@@ -80,7 +78,7 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
                 for _, op_raw in txn.scan(prefix=keys.op_prefix(txid)):
                     op = from_record(json.loads(op_raw))
                     if not isinstance(op, CheckRead):  # writes nothing; checked against committed data only
-                        op.apply(writer, self._durable.lake._ctx, rebase=False)
+                        op.apply(writer, self._ctx, rebase=False)
             yield writer
         finally:
             txn.rollback()
@@ -94,7 +92,7 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
     def _committed(self) -> Iterator[CatalogReader]:
         """The newest committed catalog, without this transaction's staged operations."""
         self.manager.run(lambda work: lifecycle.require_active(work, self.id))
-        txn = self._durable.lake.store.begin(isolation="snapshot", fresh=True)
+        txn = self._ctx.store.begin(isolation="snapshot", fresh=True)
         try:
             yield CatalogWriter(txn)
         finally:
@@ -112,10 +110,10 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
             # A read check is about committed data (what a query read at a lakehouse version), not
             # about what this transaction staged: it checks, and at the commit applies, before them.
             with self._committed() if isinstance(op, CheckRead) else self.reading() as view:
-                op.apply(view, self._durable.lake._ctx, rebase=False)  # type: ignore[arg-type]
+                op.apply(view, self._ctx, rebase=False)  # type: ignore[arg-type]
             requests = implicit_locks(op)
             record = op.to_record()
-            lake = self._durable.lake
+            store = self._ctx.store
             files = op.new_files()
 
             def stage(work: Work) -> None:
@@ -125,7 +123,7 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
                 lifecycle.stage_op(work, self.id, record)
                 # Staged files count as referenced (lake.gc's staged_paths), so
                 # the rule applies now, as it would to a commit (catalog.freshness).
-                deadline = publish_deadline(lake.store, lake.objects, files)
+                deadline = publish_deadline(store, self.objects, files)
                 if deadline is not None:
                     work.txn.publish_by(deadline)
 
@@ -137,7 +135,7 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
                     "published before its data files got older than half the GC grace period; write the data again"
                 ) from exc
         except BaseException:
-            _delete_files(self._durable.lake.objects, op.new_paths())
+            _delete_files(self.objects, op.new_paths())
             raise
         return None
 
@@ -188,10 +186,9 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
         if filter is not None and not isinstance(filter, pc.Expression):
             raise TypeError(f"filter must be a pyarrow.compute.Expression or None, got {type(filter).__name__}")
         ns, short = names.split_table_name(name)
-        with self._durable.lake.at(version=version) as past:
-            table = past.load_table(name)
-            files = table.files()
-            selected = prune(files, table.schema, filter)
+        table = FrozenSession(self, version).load_table(name)  # the table as the lakehouse held it at ``version``
+        files = table.files()
+        selected = prune(files, table.schema, filter)
         self.submit(CheckRead(ns, short, table.id, [f.id for f in files], [f.id for f in selected], filter))
 
     @checked
@@ -213,7 +210,7 @@ class FrozenSession(CatalogSession):
     @checked
     def reading(self) -> Iterator[CatalogReader]:
         """A catalog reader at the snapshot lock's version."""
-        with self._owner._durable.lake.store.at(version=self.version) as snapshot:
+        with self._owner._ctx.store.at(version=self.version) as snapshot:
             yield CatalogReader(snapshot)
 
     @checked

@@ -632,7 +632,7 @@ class ControlPlane:
         if purge:
             # Spark's purgeTable: the data is gone when the statement returns
             # (without PURGE the files stay for time travel until gc).
-            purge_dropped(self._lake, table_id)
+            purge_dropped(self._lake.context, table_id)
         return True
 
     def op_rename_table(self, args: Mapping[str, Any]) -> None:

@@ -116,10 +116,10 @@ def test_purge_dropped_deletes_only_that_purged_tables_files(tmp_path: Path) -> 
         before = _data_paths(lake)
         lake.drop_table("s.o", purge=True)
         lake.drop_table("s.dropped")  # no purge: its files stay for time travel
-        assert purge_dropped(lake, dropped.id).removed_files == []
-        report = purge_dropped(lake, purged.id)
+        assert purge_dropped(lake.context, dropped.id).removed_files == []
+        report = purge_dropped(lake.context, purged.id)
         assert set(report.removed_files) == purged_paths and _data_paths(lake) == before - purged_paths
-        assert purge_dropped(lake, purged.id).removed_files == []  # the records went with the files
+        assert purge_dropped(lake.context, purged.id).removed_files == []  # the records went with the files
         assert lake.gc().removed_files == [] and lake.verify().ok
     finally:
         lake.close()
