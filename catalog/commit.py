@@ -17,7 +17,6 @@ left behind once they are older than the grace period).
 from __future__ import annotations
 
 import logging
-import random
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -36,6 +35,7 @@ from catalog.errors import (
 )
 from catalog.freshness import publish_deadline
 from catalog.ops import Context, Op
+from kvstore.backoff import backoff_delay
 from kvstore.errors import ConflictError, StaleOutputError
 from kvstore.store import Store
 from kvstore.txn import Transaction
@@ -43,6 +43,10 @@ from kvstore.txn import Transaction
 log = logging.getLogger(__name__)
 
 MAX_REBASES = 20
+# Between rebases (kvstore.backoff's formula): a rebase re-applies the ops,
+# so the first wait is short and the cap is a fifth of a second.
+REBASE_BACKOFF_MIN_S = 0.002
+REBASE_BACKOFF_MAX_S = 0.2
 
 
 @dataclass
@@ -118,7 +122,6 @@ def commit_ops(
         else:
             txn, w = started
             assert summaries is not None
-        backoff = 0.002
         for attempt in range(max_rebases + 1):
             _run_commit_checks(ctx, txn, w, ops)  # refuses before anything is sent: settled
             _require_fresh_files(store, ctx, txn, ops)  # likewise
@@ -147,8 +150,7 @@ def commit_ops(
             except BaseException:
                 unsettled = txn.state == "failed"  # the commit itself failed (not a rejection)
                 raise
-            time.sleep(random.uniform(0, backoff))
-            backoff = min(0.2, backoff * 2)
+            time.sleep(backoff_delay(attempt, REBASE_BACKOFF_MIN_S, REBASE_BACKOFF_MAX_S))
             txn, w = begin(store, isolation, fresh=True)
             try:
                 if recorded and not w.reads_unchanged(recorded):

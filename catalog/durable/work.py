@@ -15,11 +15,11 @@ and then re-raises, so noticing an expiry is never wasted work.
 
 from __future__ import annotations
 
-import random
 import time
 from typing import Callable, TypeVar
 
 import kvstore
+from kvstore.backoff import backoff_delay
 from kvstore.errors import ConflictError
 
 from catalog.durable import keys
@@ -138,7 +138,6 @@ def run_versioned(
             expiry clean-ups it made, see the module docstring).
         ConflictError: still conflicting after ``MAX_ATTEMPTS`` attempts.
     """
-    backoff = _BACKOFF_MIN_S
     for attempt in range(MAX_ATTEMPTS):
         txn = store.begin(kvstore.SERIALIZABLE, fresh=True)
         deferred: Exception | None = None
@@ -157,8 +156,7 @@ def run_versioned(
         except ConflictError:
             if attempt == MAX_ATTEMPTS - 1:
                 raise
-            time.sleep(random.uniform(0, backoff))
-            backoff = min(_BACKOFF_MAX_S, backoff * 2)
+            time.sleep(backoff_delay(attempt, _BACKOFF_MIN_S, _BACKOFF_MAX_S))
             continue
         if deferred is not None:
             raise deferred
