@@ -42,7 +42,7 @@ from kvstore.reader import StoreGetter, get_row, scan_rows, visible_value
 from kvstore.retention import Checkpoint, RetentionFloor
 from kvstore.snapshot import Snapshot, scan_view, scan_view_batches
 from kvstore.state import EngineState
-from kvstore.txn import Transaction, TransactionManager
+from kvstore.txn import Transaction, OptimisticTransactions
 from kvstore.verify import VerifyReport
 from kvstore.watch import VersionSignal, Watch, check_watch_args
 from kvstore.watermark import Watermark
@@ -176,7 +176,7 @@ class Store:
         self._committer = Committer(
             self._state, options, self.writer_id, self._hint, self._oracle.validate_group, threaded=threaded
         )
-        self._txns = TransactionManager(
+        self._txns = OptimisticTransactions(
             self._oracle, self._state, self._committer, self.watermark, options, self._check_open,
             self._barrier.sync if self._linearizable else None,
         )
@@ -572,7 +572,7 @@ class Store:
             "cache": self._cache.stats(),
         }
 
-    # -- transactions (kvstore.txn.TransactionManager) ---------------------------
+    # -- transactions (kvstore.txn.OptimisticTransactions) ---------------------------
 
     def begin(self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool | None = None) -> Transaction:
         return self._txns.begin(isolation, ttl, fresh)
@@ -637,7 +637,7 @@ class Store:
 # The delegating methods above carry their part's documentation: one text,
 # where the behaviour is implemented.
 for _name, _part in (
-    *((name, TransactionManager) for name in ("begin", "transaction", "run")),
+    *((name, OptimisticTransactions) for name in ("begin", "transaction", "run")),
     *(
         (name, Maintenance)
         for name in (

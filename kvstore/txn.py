@@ -565,7 +565,7 @@ def _overlay(
                 return
 
 
-class TransactionManager:
+class OptimisticTransactions:
     """Begins the transactions of one store handle (``Store.begin``, ``transaction``, ``run``).
 
     Owns the wiring of the oracle: every version the engine state applies
