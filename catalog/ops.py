@@ -22,11 +22,8 @@ first application and never again: a rebase only re-checks and re-writes keys.
 
 from __future__ import annotations
 
-import base64
 import json
-import threading
 import time
-from collections import OrderedDict
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -36,7 +33,7 @@ import pyarrow.compute as pc
 
 from catalog import keys
 from catalog.access import CatalogWriter
-from catalog.datafiles import DataFile, decode_values, has_stats, read_file, write_files
+from catalog.datafiles import DataFile, read_file, write_files
 from catalog.errors import (
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
@@ -50,8 +47,9 @@ from catalog.errors import (
 )
 from catalog.names import Namespace, join
 from catalog.objects import TABLE, VIEW, NamespaceRecord, Pointer, TableDef, ViewRecord
-from catalog.predicates import ColumnBounds, from_expression, may_match, must_match
-from catalog.schema import SchemaChange, by_id, can_widen, field_id, schema_from_json, schema_to_json
+from catalog.opcodec import decode_value, encode_value
+from catalog.planning import matches, prune, whole_matches
+from catalog.schema import SchemaChange, by_id, can_widen, field_id
 from kvstore.objstore.base import ObjectStore
 
 
@@ -357,89 +355,6 @@ def _check_native(definition: TableDef, name: str) -> None:
         raise ValueError(f"table {name!r} has format {definition.format!r}; only native parquet tables take data here")
 
 
-class _BoundsCache:
-    """Statistics arrays of recent plans, keyed by (column, type, the exact file ids).
-
-    Building them decodes one JSON value per file and column; planning the
-    same table again (the common case: nothing or little changed) reuses them.
-    """
-
-    def __init__(self, entries: int = 64) -> None:
-        self._lock = threading.Lock()
-        self._items: OrderedDict[tuple, ColumnBounds | None] = OrderedDict()
-        self._entries = entries
-
-    def get(self, key: tuple, build: Any) -> ColumnBounds | None:
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        value = build()
-        with self._lock:
-            self._items[key] = value
-            while len(self._items) > self._entries:
-                self._items.popitem(last=False)
-        return value
-
-
-_BOUNDS = _BoundsCache()
-
-
-def bounds_for(files: list[DataFile], schema: pa.Schema) -> Any:
-    """A ``column -> ColumnBounds`` function over ``files`` for :func:`may_match`."""
-    fields = {f.name: f for f in schema}
-    ids: tuple[str, ...] | None = None
-
-    def build(f: pa.Field) -> ColumnBounds | None:
-        if not has_stats(f.type):
-            return None
-        fid = str(field_id(f))
-        stats = [e.stats.get(fid) for e in files]
-        try:
-            return ColumnBounds(
-                mins=decode_values([None if s is None else s[0] for s in stats], f.type),
-                maxs=decode_values([None if s is None else s[1] for s in stats], f.type),
-                nulls=pa.array([None if s is None else s[2] for s in stats], pa.int64()),
-                rows=pa.array([e.rows for e in files], pa.int64()),
-            )
-        except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError):
-            return None  # statistics of an older type: prune nothing on this column
-
-    def bounds(column: str) -> ColumnBounds | None:
-        nonlocal ids
-        f = fields.get(column)
-        if f is None:
-            return None
-        if ids is None:
-            ids = tuple(e.id for e in files)
-        return _BOUNDS.get((field_id(f), str(f.type), ids), lambda: build(f))
-
-    return bounds
-
-
-def prune(files: list[DataFile], schema: pa.Schema, expr: pc.Expression | None) -> list[DataFile]:
-    """The files that may hold rows matching ``expr`` (all of them for None)."""
-    if expr is None or not files:
-        return files
-    mask = may_match(from_expression(expr), len(files), bounds_for(files, schema))
-    return [f for f, keep in zip(files, mask.to_pylist()) if keep]
-
-
-def whole_matches(files: list[DataFile], schema: pa.Schema, expr: pc.Expression) -> list[bool]:
-    """Per file: True when its statistics prove every row matches ``expr`` (it can go without a read)."""
-    if not files:
-        return []
-    return must_match(from_expression(expr), len(files), bounds_for(files, schema)).to_pylist()  # type: ignore[no-any-return]
-
-
-def _matches(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
-    """True where a row matches ``expr`` (null counts as no match, as in a filter)."""
-    import pyarrow.dataset as ds
-
-    mask = ds.dataset(table).to_table(columns={"m": expr}).column("m")
-    return pc.fill_null(mask, False)
-
-
 @dataclass
 class _Rewrite(Op):
     """Shared by overwrite-with-filter and delete: copy-on-write of matching files."""
@@ -474,7 +389,7 @@ class _Rewrite(Op):
                 self.removed.append(entry)
                 continue
             data = read_file(ctx.objects, entry, definition.schema, table=self.table)
-            hit = _matches(data, self.filter)
+            hit = matches(data, self.filter)
             hits = pc.sum(hit).as_py() or 0
             if hits == 0:
                 continue
@@ -813,56 +728,8 @@ _KINDS: dict[str, type[Op]] = {
 }
 
 
-def _encode(value: Any) -> Any:
-    if isinstance(value, pa.Schema):
-        return {"$schema": schema_to_json(value)}
-    if isinstance(value, pc.Expression):
-        return {"$expr": base64.b64encode(value.__reduce__()[1][0].to_pybytes()).decode()}
-    if isinstance(value, DataFile):
-        return {"$file": value.to_json()}
-    if isinstance(value, TableDef):
-        return {"$tabledef": json.loads(value.encode())}
-    if isinstance(value, ViewRecord):
-        return {"$view": value.to_json()}
-    if isinstance(value, SchemaChange):
-        return {"$change": [[op, [_encode(a) for a in args]] for op, args in value.steps]}
-    if isinstance(value, pa.DataType):
-        return {"$type": schema_to_json(pa.schema([pa.field("t", value)]))}
-    if isinstance(value, tuple):
-        return {"$tuple": [_encode(v) for v in value]}
-    if isinstance(value, list):
-        return [_encode(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _encode(v) for k, v in value.items()}
-    return value
-
-
-def _decode(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_decode(v) for v in value]
-    if not isinstance(value, dict):
-        return value
-    if "$schema" in value:
-        return schema_from_json(value["$schema"])
-    if "$expr" in value:
-        return pc.Expression._deserialize(pa.py_buffer(base64.b64decode(value["$expr"])))
-    if "$file" in value:
-        return DataFile.from_json(value["$file"])
-    if "$tabledef" in value:
-        return TableDef.decode(json.dumps(value["$tabledef"]).encode())
-    if "$view" in value:
-        return ViewRecord.from_json(value["$view"])
-    if "$change" in value:
-        return SchemaChange([(op, tuple(_decode(a) for a in args)) for op, args in value["$change"]])
-    if "$type" in value:
-        return schema_from_json(value["$type"]).field("t").type
-    if "$tuple" in value:
-        return tuple(_decode(v) for v in value["$tuple"])
-    return {k: _decode(v) for k, v in value.items()}
-
-
 def _encode_fields(op: Op) -> dict[str, Any]:
-    return {name: _encode(getattr(op, name)) for name in op.__dataclass_fields__}
+    return {name: encode_value(getattr(op, name)) for name in op.__dataclass_fields__}
 
 
 def from_record(record: dict[str, Any]) -> Op:
@@ -870,7 +737,7 @@ def from_record(record: dict[str, Any]) -> Op:
     if not isinstance(record, dict) or record.get("kind") not in _KINDS:
         raise ValueError(f"not a catalog operation record: {str(record)[:200]}")
     cls = _KINDS[record["kind"]]
-    args = {k: _decode(v) for k, v in record.items() if k != "kind"}
+    args = {k: decode_value(v) for k, v in record.items() if k != "kind"}
     try:
         return cls(**args)
     except TypeError as exc:

@@ -20,7 +20,8 @@ from catalog.access import CatalogReader
 from catalog.datafiles import DataFile, read_file, write_files
 from catalog.names import Namespace, join
 from catalog.objects import TableDef
-from catalog.ops import Append, Delete, Op, Overwrite, UpdateProperties, UpdateSchema, _matches, prune
+from catalog.ops import Append, Delete, Op, Overwrite, UpdateProperties, UpdateSchema
+from catalog.planning import matches, prune
 from catalog.predicates import check_expression
 from catalog.schema import SchemaChange, check_column_name, conform
 from kvstore.objstore.base import ObjectStore
@@ -232,7 +233,7 @@ class Table:
         expr = self._filter(filter)
         table = self._conformed(data)
         if expr is not None and table.num_rows:
-            hit = _matches(table, expr)
+            hit = matches(table, expr)
             misses = table.num_rows - (pc.sum(hit).as_py() or 0)
             if misses:
                 raise ValueError(f"overwrite with a filter: {misses} new row(s) do not match the filter {expr}")

@@ -42,7 +42,8 @@ from catalog.durable.records import SNAPSHOT, TxnRecord
 from catalog.durable.work import Work
 from catalog.errors import StaleDataFileError
 from catalog.freshness import publish_deadline
-from catalog.ops import CheckRead, Op, from_record, prune
+from catalog.ops import CheckRead, Op, from_record
+from catalog.planning import prune
 from catalog.session import CatalogSession
 from catalog.table import Table
 from kvstore.errors import StaleOutputError

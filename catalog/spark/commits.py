@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import catalog
 from catalog.datafiles import DataFile, decode_values
 from catalog.errors import RetryableConflictError
-from catalog.ops import prune
+from catalog.planning import prune
 from catalog.schema import field_id
 from catalog.spark.conditions import exact_condition, spark_filters
 from catalog.spark.filters import pruning_expression

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from catalog.datafiles import DataFile, column_stats
-from catalog.ops import _matches, prune, whole_matches
+from catalog.planning import matches, prune, whole_matches
 from catalog.predicates import And, Compare, IsIn, IsNull, Not, NotNull, Or, StartsWith, Unknown, from_expression
 from catalog.schema import assign_field_ids
 
@@ -101,7 +101,7 @@ def test_pruning_keeps_every_file_with_a_match(rows: list, data: st.DataObject, 
     files, parts = _drawn_files(rows, data)
     kept = {f.id for f in prune(files, SCHEMA, expr)}
     for f, part in zip(files, parts):
-        if pc.sum(_matches(part, expr)).as_py():
+        if pc.sum(matches(part, expr)).as_py():
             assert f.id in kept, f"{f.id} holds a row matching {expr} but was pruned"
 
 
@@ -113,7 +113,7 @@ def test_a_file_proven_to_match_whole_has_only_matching_rows(rows: list, data: s
     files, parts = _drawn_files(rows, data)
     for whole, part in zip(whole_matches(files, SCHEMA, expr), parts):
         if whole:
-            assert pc.all(_matches(part, expr)).as_py(), f"a row of a file proven whole does not match {expr}"
+            assert pc.all(matches(part, expr)).as_py(), f"a row of a file proven whole does not match {expr}"
 
 
 def test_whole_file_matches_by_statistics() -> None:
