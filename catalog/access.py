@@ -27,7 +27,9 @@ from catalog.objects import TABLE, VIEW, NamespaceRecord, Pointer, TableDef
 
 
 class KVReader(Protocol):
-    def get(self, key: bytes) -> bytes | None: ...
+    def get(self, key: bytes) -> bytes | None:
+        """The value stored at ``key``, or None if there is none."""
+        ...
 
     def scan(
         self,
@@ -36,13 +38,23 @@ class KVReader(Protocol):
         prefix: bytes | None = None,
         reverse: bool = False,
         limit: int | None = None,
-    ) -> Iterator[tuple[bytes, bytes]]: ...
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """The ``(key, value)`` pairs in a key range or under a prefix, in key order.
+
+        ``start``/``end`` bound the range, ``prefix`` restricts it, ``reverse``
+        reverses the order and ``limit`` caps the number of pairs.
+        """
+        ...
 
 
 class KVWriter(KVReader, Protocol):
-    def put(self, key: bytes, value: bytes, ttl: float | None = None) -> None: ...
+    def put(self, key: bytes, value: bytes, ttl: float | None = None) -> None:
+        """Store ``value`` at ``key``, expiring after ``ttl`` seconds if given."""
+        ...
 
-    def delete(self, key: bytes) -> None: ...
+    def delete(self, key: bytes) -> None:
+        """Remove ``key`` (nothing happens if it is absent)."""
+        ...
 
 
 class _FileCache:
@@ -110,16 +122,23 @@ class CatalogReader:
     # -- namespaces ----------------------------------------------------------
 
     def namespace(self, ns: Namespace) -> NamespaceRecord | None:
+        """The namespace's record, or None if it does not exist."""
         raw = self._get(keys.namespace(ns))
         return None if raw is None else NamespaceRecord.decode(raw)
 
     def require_namespace(self, ns: Namespace) -> NamespaceRecord:
+        """The namespace's record.
+
+        Raises:
+            NoSuchNamespaceError: the namespace does not exist.
+        """
         record = self.namespace(ns)
         if record is None:
             raise NoSuchNamespaceError(f"namespace {join(ns)!r} does not exist")
         return record
 
     def child_namespaces(self, parent: Namespace, recursive: bool = False) -> list[Namespace]:
+        """The namespaces directly under ``parent`` (all below it if ``recursive``), in key order."""
         depth = len(parent) + 1
         out = []
         for key, _ in self._scan(keys.namespace_children(parent)):
@@ -129,20 +148,29 @@ class CatalogReader:
         return out
 
     def namespace_properties(self, ns: Namespace) -> dict[str, str]:
+        """The namespace's properties as a dict (empty if it has none)."""
         prefix = keys.namespace_properties(ns)
         return {k[len(prefix) :].decode(): v.decode() for k, v in self._scan(prefix)}
 
     # -- objects -------------------------------------------------------------
 
     def pointer(self, ns: Namespace, name: str) -> Pointer | None:
+        """The catalog entry (table or view) named ``name`` in ``ns``, or None."""
         raw = self._get(keys.obj(ns, name))
         return None if raw is None else Pointer.decode(raw)
 
     def objects(self, ns: Namespace) -> list[tuple[str, Pointer]]:
+        """Every ``(name, pointer)`` of the tables and views directly in ``ns``, by name."""
         prefix = keys.objects_in(ns)
         return [(k[len(prefix) :].decode(), Pointer.decode(v)) for k, v in self._scan(prefix)]
 
     def require_table(self, ns: Namespace, name: str) -> tuple[Pointer, TableDef]:
+        """The table's pointer and definition.
+
+        Raises:
+            NoSuchTableError: no table of that name (absent, a view, or its
+                namespace does not exist).
+        """
         pointer = self.pointer(ns, name)
         if pointer is None or pointer.kind != TABLE:
             if self.namespace(ns) is None:
@@ -154,20 +182,28 @@ class CatalogReader:
         return pointer, definition
 
     def require_view(self, ns: Namespace, name: str) -> Pointer:
+        """The view's pointer (its ``view`` holds the definition).
+
+        Raises:
+            NoSuchViewError: no view of that name (absent or a table).
+        """
         pointer = self.pointer(ns, name)
         if pointer is None or pointer.kind != VIEW or pointer.view is None:
             raise NoSuchViewError(f"view {join((*ns, name))!r} does not exist")
         return pointer
 
     def table_def(self, table_id: str) -> TableDef | None:
+        """The definition of the table with id ``table_id``, or None if there is none."""
         raw = self._get(keys.table_def(table_id))
         return None if raw is None else TableDef.decode(raw)
 
     def table_properties(self, table_id: str) -> dict[str, str]:
+        """The table's properties as a dict (empty if it has none)."""
         prefix = keys.table_properties(table_id)
         return {k[len(prefix) :].decode(): v.decode() for k, v in self._scan(prefix)}
 
     def live_files(self, table_id: str) -> list[DataFile]:
+        """The table's live data files (those a scan reads), decoded once per process and cached."""
         prefix = keys.table_files(table_id)
         batches = getattr(self.kv, "scan_batches", None)
         if self.recorded is not None or batches is None:
@@ -183,6 +219,7 @@ class CatalogReader:
         return out
 
     def gone_files(self, table_id: str) -> list[tuple[bytes, dict[str, Any]]]:
+        """The ``(key, record)`` of each of the table's removed files that GC has not yet deleted."""
         return [(k, json.loads(v)) for k, v in self.kv.scan(prefix=keys.table_gone(table_id))]
 
 
@@ -195,7 +232,9 @@ class CatalogWriter(CatalogReader):
         super().__init__(kv)
 
     def put(self, key: bytes, value: bytes) -> None:
+        """Write ``value`` at ``key`` in the transaction."""
         self.kv.put(key, value)
 
     def delete(self, key: bytes) -> None:
+        """Delete ``key`` in the transaction."""
         self.kv.delete(key)

@@ -138,7 +138,13 @@ def _describe(value: Any) -> str:
 
 
 def checked(func: F) -> F:
-    """Decorate a public method: wrong argument types raise ``TypeError`` before it runs."""
+    """Decorate a public method: wrong argument types raise ``TypeError`` before it runs.
+
+    Raises:
+        ArgumentTypeError: (a ``TypeError``, raised by the decorated method) an
+            argument does not match its parameter's annotation; the message names
+            the method, the parameter and the value.
+    """
     plan: list[tuple[str, int | None, Check, str]] | None = None
     signature = inspect.signature(func)
     qualname = func.__qualname__

@@ -28,7 +28,12 @@ _OPTIONS: dict[str, Any] = {"poll_interval_s": 0, "background_maintenance": Fals
 
 
 def add_lake_commands(commands: Any) -> None:
-    """Add ``lake URL ACTION ...`` to the ``lakekv`` parser's subcommands."""
+    """Add ``lake URL ACTION ...`` to the ``lakekv`` parser's subcommands.
+
+    Raises:
+        ModuleNotFoundError: a module that catalog.durable.cli imports is missing
+            (a missing catalog.durable package only leaves its actions out).
+    """
     lake = commands.add_parser("lake", help="the lakehouse catalog: ls, show, history, compact, gc, export, ...")
     lake.add_argument("url", metavar="URL", help="lakehouse URL: a path, file:///..., memory://name or s3://bucket/prefix")
     actions = lake.add_subparsers(dest="lake_command", required=True, metavar="ACTION")

@@ -63,7 +63,14 @@ def begin(store: Store, isolation: str, fresh: bool | None = None) -> tuple[Tran
 
 
 def apply_one(op: Op, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
-    """Apply one op; a precondition it observed that no longer holds is a retryable conflict."""
+    """Apply one op; a precondition it observed that no longer holds is a retryable conflict.
+
+    Returns the op's summary.
+
+    Raises:
+        RetryableConflictError: what the op observed has changed.
+        CatalogError (e.g. NoSuchTableError, TableAlreadyExistsError): the op does not apply.
+    """
     try:
         return op.apply(w, ctx, rebase)
     except StaleObservationError as exc:
@@ -71,6 +78,11 @@ def apply_one(op: Op, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str,
 
 
 def apply_all(ops: Sequence[Op], w: CatalogWriter, ctx: Context, rebase: bool) -> list[dict[str, Any]]:
+    """Apply ``ops`` in order with :func:`apply_one`; returns their summaries.
+
+    Raises:
+        RetryableConflictError, CatalogError: as for :func:`apply_one`.
+    """
     return [apply_one(op, w, ctx, rebase) for op in ops]
 
 
@@ -107,6 +119,15 @@ def commit_ops(
     ``summaries``), as a multi-table transaction does; ``recorded`` are the
     caller's own reads in it, repeated on every rebase. Every attempt runs
     ``ctx``'s commit checks (durable locks) before it is sent.
+
+    Raises:
+        RetryableConflictError, IncompatibleConflictError: a concurrent commit won
+            and the ops could not be rebased over it, or ``max_rebases`` ran out
+            (see :mod:`catalog.conflicts`).
+        LockConflictError: a durable transaction's lock forbids the ops.
+        StaleDataFileError: a new data file is too old to commit safely (see
+            :mod:`catalog.freshness`).
+        CatalogError: an op does not apply (e.g. NoSuchTableError).
     """
     store = ctx.store
     unsettled = False  # a commit that failed other than by conflict may have landed

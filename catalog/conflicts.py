@@ -115,7 +115,11 @@ _ROWS: Final = {
 
 
 def group(kind: str) -> str:
-    """The matrix row/column of an operation kind (``ValueError`` if unknown)."""
+    """The matrix row/column of an operation kind (``ValueError`` if unknown).
+
+    Raises:
+        ValueError: ``kind`` is not a catalog operation kind.
+    """
     try:
         return _GROUP[kind]
     except KeyError:

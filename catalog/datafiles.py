@@ -64,7 +64,11 @@ def _stat_kind(t: pa.DataType) -> str | None:
 
 
 def encode_value(value: pa.Scalar) -> Any:
-    """One Arrow scalar as a JSON-safe value that :func:`decode_values` restores exactly."""
+    """One Arrow scalar as a JSON-safe value that :func:`decode_values` restores exactly.
+
+    Raises:
+        TypeError: the scalar's type has no statistics (see :func:`has_stats`).
+    """
     if not value.is_valid:
         return None
     kind = _stat_kind(value.type)
@@ -84,7 +88,11 @@ def encode_value(value: pa.Scalar) -> Any:
 
 
 def decode_values(values: list[Any], t: pa.DataType) -> pa.Array:
-    """The Arrow array of type ``t`` for values made by :func:`encode_value` (None = null)."""
+    """The Arrow array of type ``t`` for values made by :func:`encode_value` (None = null).
+
+    Raises:
+        TypeError: ``t`` has no statistics (see :func:`has_stats`).
+    """
     kind = _stat_kind(t)
     if kind in ("num", "str"):
         return pa.array(values, type=t)
@@ -100,6 +108,7 @@ def decode_values(values: list[Any], t: pa.DataType) -> pa.Array:
 
 
 def has_stats(t: pa.DataType) -> bool:
+    """Whether columns of type ``t`` keep min/max statistics."""
     return _stat_kind(t) is not None
 
 
@@ -123,6 +132,7 @@ class DataFile:
     parquet_field_ids: bool = False
 
     def to_json(self) -> dict[str, Any]:
+        """The entry as a JSON-serialisable dict (optional fields only when set)."""
         out: dict[str, Any] = {
             "id": self.id,
             "path": self.path,
@@ -138,11 +148,18 @@ class DataFile:
         return out
 
     def encode(self) -> bytes:
+        """The entry as stored: compact JSON bytes."""
         return json.dumps(self.to_json(), separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, d: Any) -> DataFile:
-        """Rebuild from :meth:`to_json`; ``ValueError`` if ``d`` is not such a dict."""
+        """Rebuild from :meth:`to_json`; ``ValueError`` if ``d`` is not such a dict.
+
+        Raises:
+            TypeError: ``d`` is not a dict.
+            ValueError: a field is missing or malformed, the size or row count is
+                negative, or the CRC32C is out of range.
+        """
         if not isinstance(d, dict):
             raise TypeError(f"a data file entry must be a dict, not {type(d).__name__}")
         try:
@@ -166,6 +183,12 @@ class DataFile:
 
     @classmethod
     def decode(cls, raw: bytes) -> DataFile:
+        """The entry :meth:`encode` stored.
+
+        Raises:
+            ValueError: ``raw`` is not JSON, or not a valid entry (see :meth:`from_json`).
+            TypeError: the JSON is not an object.
+        """
         return cls.from_json(json.loads(raw))
 
 
@@ -189,6 +212,7 @@ def column_stats(col: pa.ChunkedArray | pa.Array) -> list[Any]:
 
 def new_file_id() -> str:
     # Time-ordered prefix so a table's file keys list in write order.
+    """A fresh, random data file id (32 hex digits)."""
     return uuid.uuid4().hex
 
 
@@ -282,6 +306,11 @@ def entry_from_footer(
     the footer's value converts exactly to the column's type (no float
     bounds: writers differ on NaN); a file holding more than one partition
     value is refused.
+
+    Raises:
+        CorruptDataFileError: the file is not Parquet or its footer is unreadable.
+        ValueError: the file holds more than one value of a partition column.
+        FileNotFoundError / ObjectStoreError: the file is missing or the read failed.
     """
     size = objects.head(path).size
     tail = objects.get_range(path, max(0, size - 8), size)
@@ -387,7 +416,11 @@ def with_parquet_field_ids(chunk: pa.Table, ids: dict[str, str]) -> pa.Table:
 
 
 def check_body(entry: DataFile, body: bytes, table: str | None = None) -> None:
-    """Raise :class:`~catalog.errors.CorruptDataFileError` unless ``body`` is the file ``entry`` describes."""
+    """Raise :class:`~catalog.errors.CorruptDataFileError` unless ``body`` is the file ``entry`` describes.
+
+    Raises:
+        CorruptDataFileError: ``body`` has another size than the entry's, or fails its CRC32C.
+    """
     if len(body) != entry.size:
         raise CorruptDataFileError(
             f"data file {entry.path}{_of(table)} has {len(body)} bytes, its entry says {entry.size}",
@@ -428,6 +461,12 @@ def read_file(
     """Read one data file as the table's current ``schema`` (matched by field id).
 
     ``table`` names the table in errors. Raises CorruptDataFileError (see :func:`read_body`).
+
+    Raises:
+        CorruptDataFileError: the bytes are not the file the entry describes, or
+            do not decode as Parquet.
+        FileNotFoundError: the file is missing.
+        ObjectStoreError: the GET failed.
     """
     body = read_body(objects, entry, table)
     try:
@@ -450,6 +489,12 @@ def read_file_batches(
     that already run one reader per core, such as Spark tasks, where the
     pool's hand-offs cost CPU that the other readers need. Raises
     CorruptDataFileError (see :func:`read_body`).
+
+    Raises:
+        CorruptDataFileError: the bytes are not the file the entry describes, or
+            do not decode as Parquet.
+        FileNotFoundError: the file is missing.
+        ObjectStoreError: the GET failed.
     """
     body = read_body(objects, entry, table)
     try:
@@ -468,6 +513,11 @@ def read_files(
     columns: list[str] | None = None,
     table: str | None = None,
 ) -> Iterator[pa.Table]:
+    """Read each entry's data file as the table's ``schema``, one Arrow table per file, lazily.
+
+    Raises:
+        CorruptDataFileError, FileNotFoundError, ObjectStoreError: as for :func:`read_file`.
+    """
     for entry in entries:
         yield read_file(objects, entry, schema, columns, table)
 

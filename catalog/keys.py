@@ -42,6 +42,7 @@ def _ns(parts: Sequence[str]) -> bytes:
 
 
 def namespace(parts: Sequence[str]) -> bytes:
+    """The key of namespace ``parts``'s record."""
     return NS + _ns(parts)
 
 
@@ -51,18 +52,22 @@ def namespace_children(parent: Sequence[str]) -> bytes:
 
 
 def namespace_from_key(key: bytes) -> tuple[str, ...]:
+    """The namespace parts a namespace key names (the inverse of :func:`namespace`)."""
     return tuple(p.decode() for p in key[len(NS) :].split(_PART))
 
 
 def namespace_property(parts: Sequence[str], name: str) -> bytes:
+    """The key of property ``name`` of namespace ``parts``."""
     return namespace_properties(parts) + name.encode()
 
 
 def namespace_properties(parts: Sequence[str]) -> bytes:
+    """Prefix of every property of namespace ``parts``."""
     return NS_PROP + _ns(parts) + _LEAF
 
 
 def obj(parts: Sequence[str], name: str) -> bytes:
+    """The key of the pointer to table or view ``name`` in namespace ``parts``."""
     return objects_in(parts) + name.encode()
 
 
@@ -72,34 +77,42 @@ def objects_in(parts: Sequence[str]) -> bytes:
 
 
 def table_def(table_id: str) -> bytes:
+    """The key of the table's definition."""
     return TBL + table_id.encode() + b"/def"
 
 
 def table_properties(table_id: str) -> bytes:
+    """Prefix of every property of the table."""
     return TBL + table_id.encode() + b"/prop/"
 
 
 def table_property(table_id: str, name: str) -> bytes:
+    """The key of the table's property ``name``."""
     return table_properties(table_id) + name.encode()
 
 
 def table_files(table_id: str) -> bytes:
+    """Prefix of the table's live data file entries."""
     return TBL + table_id.encode() + b"/file/"
 
 
 def table_file(table_id: str, file_id: str) -> bytes:
+    """The key of the table's live data file ``file_id``."""
     return table_files(table_id) + file_id.encode()
 
 
 def table_gone(table_id: str) -> bytes:
+    """Prefix of the table's removed data files that GC has not deleted yet."""
     return TBL + table_id.encode() + b"/gone/"
 
 
 def table_gone_file(table_id: str, file_id: str) -> bytes:
+    """The key of the table's removed data file ``file_id``."""
     return table_gone(table_id) + file_id.encode()
 
 
 def table_prefix(table_id: str) -> bytes:
+    """Prefix of every key of the table (definition, properties, files)."""
     return TBL + table_id.encode() + b"/"
 
 
@@ -111,7 +124,14 @@ def table_id_of(key: bytes) -> str | None:
 
 
 def check_property_name(name: object, what: str = "property") -> str:
-    """Property names: non-empty str without control characters, ≤ 1024 chars."""
+    """Property names: non-empty str without control characters, ≤ 1024 chars.
+
+    Returns the name.
+
+    Raises:
+        TypeError: ``name`` is not a str.
+        ValueError: it is empty, longer than 1024 characters or holds a control character.
+    """
     if not isinstance(name, str):
         raise TypeError(f"{what} names must be str, got {type(name).__name__}")
     if not name or len(name) > 1024 or any(ord(c) < 0x20 for c in name):
@@ -120,7 +140,14 @@ def check_property_name(name: object, what: str = "property") -> str:
 
 
 def check_properties(props: object, what: str = "properties") -> dict[str, str]:
-    """A ``dict[str, str]`` of properties (None → empty)."""
+    """A ``dict[str, str]`` of properties (None → empty).
+
+    Returns a copy.
+
+    Raises:
+        TypeError: ``props`` is not a dict, or a value is not a str.
+        ValueError: a bad property name (see :func:`check_property_name`).
+    """
     if props is None:
         return {}
     if not isinstance(props, dict):

@@ -51,6 +51,11 @@ def open(url: object, create: bool = True, background: bool = True, **options: A
             background threads (what a Spark commit worker wants).
         **options: lakekv store options (``kvstore.open``) and object-store
             options (``endpoint_url``, ``key``, ``secret``, ``region``, ...).
+
+    Raises:
+        TypeError: ``url`` is not a str or os.PathLike.
+        FileNotFoundError, StoreError, ValueError: as for :func:`kvstore.open` (no store
+            there and ``create`` is false, a bad URL or option).
     """
     import os
 
@@ -92,15 +97,21 @@ class Lakehouse(CatalogSession):
     @staticmethod
     @checked
     def open(url: object, create: bool = True, background: bool = True, **options: Any) -> Lakehouse:  # noqa: A003
-        """``catalog.Lakehouse.open(url)`` is :func:`catalog.open` (DESIGN.md's spelling)."""
+        """``catalog.Lakehouse.open(url)`` is :func:`catalog.open` (DESIGN.md's spelling).
+
+        Raises:
+            TypeError, FileNotFoundError, StoreError, ValueError: as for :func:`catalog.open`.
+        """
         return open(url, create=create, background=background, **options)
 
     @property
     def url(self) -> str:
+        """The lakehouse's URL, as its object store names it."""
         return str(self.objects.url)
 
     @property
     def version(self) -> int:
+        """The newest lakehouse version this handle knows."""
         return self.store.version
 
     @checked
@@ -110,6 +121,7 @@ class Lakehouse(CatalogSession):
 
     @checked
     def close(self) -> None:
+        """Close the store and the object store it opened."""
         self.store.close()  # closes the object store it opened
 
     def __enter__(self) -> Lakehouse:
@@ -159,6 +171,12 @@ class Lakehouse(CatalogSession):
         Commits on a clean exit (conflicts are rebased or raised as in
         :mod:`catalog.conflicts`), rolls back on an exception. Reads inside
         see the transaction's own changes.
+
+        Raises:
+            TypeError: ``isolation`` is not a str.
+            RetryableConflictError, IncompatibleConflictError: the commit lost to a concurrent
+                commit and could not be rebased (see :mod:`catalog.conflicts`).
+            Any exception raised inside the block, after rolling back.
         """
         tx = LakeTransaction(self, isolation)
         try:
@@ -175,6 +193,10 @@ class Lakehouse(CatalogSession):
         TrinityLake's ``FOR SYSTEM_VERSION AS OF`` / ``FOR SYSTEM_TIME AS OF``:
         ``timestamp`` is seconds since the epoch, compared with the storage's
         own time of each commit. Raises ``SnapshotTooOldError`` past retention.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            SnapshotTooOldError: the version or time is past retention.
         """
         snap = self.store.at(version=version, timestamp=timestamp)
         return PastLakehouse(self, snap)
@@ -185,6 +207,11 @@ class Lakehouse(CatalogSession):
 
         ``table`` keeps only versions that touched that table (by its current
         id, so history survives renames); ``limit`` counts returned entries.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: ``limit`` is negative, or a malformed table name.
+            NoSuchTableError: ``table`` does not exist.
         """
         return maintenance.history(self.context, self, limit, table)
 
@@ -192,10 +219,30 @@ class Lakehouse(CatalogSession):
 
     @checked
     def compact_table(self, name: str, target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, progress: bool = False) -> Any:
+        """Rewrite the table's small files into files of about ``target_file_bytes``, in one commit.
+
+        Returns a :class:`catalog.maintenance.CompactionReport`; see
+        :func:`catalog.maintenance.compact_table`.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: ``target_file_bytes`` is below 1024, or a malformed name.
+            NoSuchTableError: no such table.
+            RetryableConflictError: a concurrent commit removed an input file.
+        """
         return maintenance.compact_table(self.context, self, name, target_file_bytes, progress)
 
     @checked
     def gc(self, dry_run: bool = False, grace_s: float | None = None, progress: bool = False) -> Any:
+        """Delete data files no retained version can reach, and the staged files of dead durable transactions.
+
+        Returns a :class:`catalog.maintenance.GCReport` (``dry_run`` only reports);
+        see :func:`catalog.maintenance.gc`.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: ``grace_s`` is not a non-negative number.
+        """
         staged = self.durable.collect(dry_run)  # files of aborted/expired durable transactions
         report = maintenance.gc(self.context, dry_run, grace_s, progress)
         report.orphan_files.extend(staged)
@@ -203,6 +250,14 @@ class Lakehouse(CatalogSession):
 
     @checked
     def export(self, dest_url: str, version: int | None = None, progress: bool = False, **dest_options: Any) -> Any:
+        """Copy the lakehouse as of ``version`` (default the newest) to ``dest_url``.
+
+        Returns the export report; see :func:`catalog.maintenance.export`.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            CorruptDataFileError: a data file's size or CRC32C is not its catalog entry's.
+        """
         return maintenance.export(self.context, dest_url, version, progress, **dest_options)
 
     @checked
@@ -230,22 +285,43 @@ class Lakehouse(CatalogSession):
 
     @checked
     def begin(self, timeout: float | None = None, parent: Any = None, title: str | None = None) -> Any:
-        """Start a durable transaction (long-running, pinged, nestable, with locks); see catalog.durable."""
+        """Start a durable transaction (long-running, pinged, nestable, with locks); see catalog.durable.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a bad ``timeout`` or parent id.
+            TransactionStateError / TransactionExpiredError: the parent is not active.
+        """
         return self.durable.begin(timeout=timeout, parent=parent, title=title)
 
     @checked
     def attach(self, txid: str) -> Any:
-        """The durable transaction ``txid``, begun by any process."""
+        """The durable transaction ``txid``, begun by any process.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: ``txid`` is not 32 lowercase hex digits.
+            TransactionStateError: no such transaction in this store.
+        """
         return self.durable.attach(txid)
 
     @checked
     def transactions(self, include_finished: bool = False) -> list[Any]:
-        """Durable transaction records (like YTsaurus ``//sys/transactions``)."""
+        """Durable transaction records (like YTsaurus ``//sys/transactions``).
+
+        Raises:
+            TypeError: an argument of the wrong type.
+        """
         return self.durable.transactions(include_finished)
 
     @checked
     def locks(self, node: str) -> list[Any]:
-        """The locks on a node, in queue order (like YTsaurus ``//sys/locks``)."""
+        """The locks on a node, in queue order (like YTsaurus ``//sys/locks``).
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed node name.
+        """
         return self.durable.locks(node)
 
 
@@ -260,6 +336,7 @@ class PastLakehouse(CatalogSession):
 
     @property
     def version(self) -> int:
+        """The lakehouse version this view shows."""
         return int(self._snap.version)
 
     def __repr__(self) -> str:
@@ -273,16 +350,26 @@ class PastLakehouse(CatalogSession):
 
     @checked
     def submit(self, op: Op) -> Any:
-        """Raises ReadOnlyError: a past version takes no writes."""
+        """Refuse ``op``: a past version takes no writes.
+
+        Raises:
+            TypeError: ``op`` is not an op.
+            ReadOnlyError: always.
+        """
         raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a past version)")
 
     @checked
     def check_writable(self) -> None:
-        """Raises ReadOnlyError: a past version takes no writes."""
+        """Refuse writes: a past version takes none.
+
+        Raises:
+            ReadOnlyError: always.
+        """
         raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a past version)")
 
     @checked
     def close(self) -> None:
+        """Release the snapshot this view reads."""
         self._snap.close()
 
     def __enter__(self) -> PastLakehouse:
@@ -362,11 +449,18 @@ class LakeTransaction(CatalogSession):
 
     @property
     def operations(self) -> list[Op]:
+        """The operations applied so far, in order (a copy)."""
         return list(self._ops)
 
     @checked
     def commit(self) -> int:
-        """Commit every change as one lakehouse version; returns it."""
+        """Commit every change as one lakehouse version; returns it.
+
+        Raises:
+            TransactionClosedError: the transaction already ended.
+            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
+                commit (see :mod:`catalog.conflicts`). The transaction is then aborted.
+        """
         self._check_active()
         self.state = "committing"
         try:

@@ -41,7 +41,13 @@ def _check_part(what: str, name: str, index: int, part: str) -> None:
 
 
 def parse(name: object, what: str = "name") -> Namespace:
-    """Split and validate a dotted name (or a sequence of parts) into parts."""
+    """Split and validate a dotted name (or a sequence of parts) into parts.
+
+    Raises:
+        TypeError: ``name`` is not a str or a list/tuple of str.
+        ValueError: more than :data:`MAX_DEPTH` parts, or a bad part (empty, ``.``
+            or ``..``, too long, or holding a forbidden character).
+    """
     if isinstance(name, str):
         parts: Sequence[object] = name.split(".")
     elif isinstance(name, (tuple, list)):
@@ -64,7 +70,11 @@ def parse_namespace(name: object) -> Namespace:
 
 
 def split_table_name(name: object, what: str = "table") -> tuple[Namespace, str]:
-    """``"a.b.t"`` → ``(("a", "b"), "t")``; an object needs a namespace."""
+    """``"a.b.t"`` → ``(("a", "b"), "t")``; an object needs a namespace.
+
+    Raises:
+        TypeError / ValueError: a malformed name (see :func:`parse`), or one without a namespace.
+    """
     parts = parse(name, what)
     if len(parts) < 2:
         raise ValueError(f"{what} name {join(parts)!r} needs a namespace: write '<namespace>.{join(parts)}'")

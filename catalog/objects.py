@@ -39,10 +39,16 @@ class NamespaceRecord:
     created_ms: int
 
     def encode(self) -> bytes:
+        """The record as stored: JSON bytes."""
         return _dump({"created_ms": self.created_ms})
 
     @classmethod
     def decode(cls, raw: bytes) -> NamespaceRecord:
+        """The record :meth:`encode` stored.
+
+        Raises:
+            CatalogError: ``raw`` is not a JSON object (a corrupt record).
+        """
         return cls(created_ms=int(_load(raw, "namespace").get("created_ms", 0)))
 
 
@@ -55,6 +61,7 @@ class Pointer:
     view: ViewRecord | None = None
 
     def encode(self) -> bytes:
+        """The pointer as stored: JSON bytes, the view's definition included."""
         d: dict[str, Any] = {"kind": self.kind, "id": self.id}
         if self.view is not None:
             d["view"] = self.view.to_json()
@@ -62,6 +69,12 @@ class Pointer:
 
     @classmethod
     def decode(cls, raw: bytes) -> Pointer:
+        """The pointer :meth:`encode` stored.
+
+        Raises:
+            CatalogError: ``raw`` is not a JSON object (a corrupt record).
+            KeyError: the record lacks ``kind`` or ``id``.
+        """
         d = _load(raw, "object")
         view = ViewRecord.from_json(d["view"]) if d.get("view") is not None else None
         return cls(kind=d["kind"], id=d["id"], view=view)
@@ -83,12 +96,14 @@ class TableDef:
 
     @property
     def partition_by(self) -> list[str]:
+        """The names of the partition columns in the current schema (none for an iceberg table)."""
         if self.schema is None:
             return []
         fields = by_id(self.schema)
         return [fields[i].name for i in self.partition_ids if i in fields]
 
     def encode(self) -> bytes:
+        """The definition as stored: JSON bytes, the schema as base64 Arrow IPC."""
         return _dump(
             {
                 "id": self.id,
@@ -105,6 +120,12 @@ class TableDef:
 
     @classmethod
     def decode(cls, raw: bytes) -> TableDef:
+        """The definition :meth:`encode` stored.
+
+        Raises:
+            CatalogError: ``raw`` is not a JSON object (a corrupt record).
+            KeyError: a required field is missing.
+        """
         d = _load(raw, "table definition")
         return cls(
             id=d["id"],
@@ -130,6 +151,7 @@ class ViewRecord:
     version: int = 1
 
     def to_json(self) -> dict[str, Any]:
+        """The view as a JSON-serialisable dict (the schema as base64 Arrow IPC)."""
         return {
             "sql": self.sql,
             "dialect": self.dialect,
@@ -142,6 +164,7 @@ class ViewRecord:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ViewRecord:
+        """The view :meth:`to_json` produced."""
         return cls(
             sql=d["sql"],
             dialect=d["dialect"],

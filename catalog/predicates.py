@@ -145,7 +145,12 @@ def _metadata_pairs(schema: pa.Schema) -> list[tuple[str, str]]:
 
 
 def from_expression(expr: object) -> Pred:
-    """The predicate tree of a ``pc.Expression`` (``TypeError`` for anything else)."""
+    """The predicate tree of a ``pc.Expression`` (``TypeError`` for anything else).
+
+    Raises:
+        TypeError: ``expr`` is not a pyarrow.compute.Expression. (A form it
+            cannot read is not an error: it becomes ``Unknown``, which prunes nothing.)
+    """
     if not isinstance(expr, pc.Expression):
         raise TypeError(f"filter must be a pyarrow.compute.Expression, not {type(expr).__name__}")
     try:
@@ -252,6 +257,10 @@ def check_expression(expr: pc.Expression, schema: pa.Schema, what: str = "filter
     column is a ``ValueError`` and a comparison of a column with a value of
     another type a ``TypeError``, each naming the column, instead of
     pyarrow's errors from deep inside a scan (or none at all when pruning).
+
+    Raises:
+        ValueError: the expression names a column that is not in ``schema``.
+        TypeError: it compares a column with a value of another type.
     """
     try:
         schema.empty_table().filter(expr)
@@ -452,4 +461,5 @@ def _leaf(pred: Pred, b: ColumnBounds) -> pa.Array:
 
 
 def conjunction(preds: Sequence[Pred]) -> Pred:
+    """The AND of ``preds`` (the predicate itself when there is only one)."""
     return preds[0] if len(preds) == 1 else And(tuple(preds))

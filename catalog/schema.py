@@ -36,6 +36,7 @@ def field_id(f: pa.Field) -> int:
 
 
 def with_field_id(f: pa.Field, fid: int) -> pa.Field:
+    """A copy of ``f`` with field id ``fid`` in its metadata."""
     meta = dict(f.metadata or {})
     meta[FIELD_ID] = str(fid).encode()
     return f.with_metadata(meta)
@@ -48,7 +49,12 @@ def _check_type(name: str, t: pa.DataType) -> None:
 
 def check_column_name(name: object, what: str = "column name") -> str:
     """The one rule for column names (create_table, add_column, rename_column):
-    a non-empty str of at most 255 characters, no control characters."""
+    a non-empty str of at most 255 characters, no control characters.
+
+    Raises:
+        TypeError: ``name`` is not a str.
+        ValueError: it is empty, longer than 255 characters or holds a control character.
+    """
     if not isinstance(name, str):
         raise TypeError(f"{what}: a column name must be a str, not {type(name).__name__}")
     if not name or len(name) > 255 or any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in name):
@@ -57,7 +63,13 @@ def check_column_name(name: object, what: str = "column name") -> str:
 
 
 def assign_field_ids(schema: object) -> tuple[pa.Schema, int]:
-    """A new table's schema with ids 1..n; returns it and the last id used."""
+    """A new table's schema with ids 1..n; returns it and the last id used.
+
+    Raises:
+        TypeError: ``schema`` is not a pyarrow.Schema.
+        ValueError: it has no column, a column name twice, a bad column name or an
+            unsupported type (dictionary, null, union).
+    """
     if not isinstance(schema, pa.Schema):
         raise TypeError(f"schema must be a pyarrow.Schema, not {type(schema).__name__}")
     if len(schema) == 0:
@@ -78,10 +90,12 @@ def schema_to_json(schema: pa.Schema) -> str:
 
 
 def schema_from_json(text: str) -> pa.Schema:
+    """The schema :func:`schema_to_json` encoded, field ids included."""
     return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
 
 
 def by_id(schema: pa.Schema) -> dict[int, pa.Field]:
+    """The schema's fields by field id."""
     return {field_id(f): f for f in schema}
 
 
@@ -116,6 +130,9 @@ def conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     filled with nulls; an extra column, a missing required one, a type that
     cannot be cast without loss, or nulls in a non-nullable column raise
     :class:`SchemaMismatchError` naming the column and both types.
+
+    Raises:
+        SchemaMismatchError: as above, or a column name appears twice in ``data``.
     """
     present = set(data.column_names)
     if len(present) != data.num_columns:
@@ -204,7 +221,13 @@ class SchemaChange:
     steps: list[tuple[str, tuple]] = field(default_factory=list)
 
     def apply(self, schema: pa.Schema, last_id: int, partition_ids: Iterable[int]) -> tuple[pa.Schema, int]:
-        """Apply every step in order; ``ValueError`` names the first impossible one."""
+        """Apply every step in order; ``ValueError`` names the first impossible one.
+
+        Raises:
+            ValueError: a step that cannot apply (a column that exists or is missing,
+                a new column that is not nullable, dropping a partition or the last
+                column, a lossy widening), naming the step and the column.
+        """
         fields = list(schema)
         partitioned = set(partition_ids)
         for op, args in self.steps:

@@ -81,7 +81,11 @@ class CatalogSession(ABC):
     def submit(self, op: Op) -> Any:
         """Commit ``op`` now, or apply it to the open transaction.
 
-        Raises what the commit raises (conflicts, ``ReadOnlyError`` on a past version).
+        Raises:
+            TypeError: an argument of the wrong type.
+            ReadOnlyError: the session is a past version (``lake.at(...)``).
+            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
+                commit (see :mod:`catalog.conflicts`).
         """
 
     @abstractmethod
@@ -108,14 +112,30 @@ class CatalogSession(ABC):
 
     @checked
     def create_namespace(self, namespace: str, properties: dict[str, str] | None = None, parents: bool = False) -> Any:
-        """Create a namespace (its parents must exist unless ``parents=True``)."""
+        """Create a namespace (its parents must exist unless ``parents=True``).
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed namespace name or property.
+            NamespaceAlreadyExistsError: the namespace exists.
+            NoSuchNamespaceError: its parent does not exist and ``parents`` is false.
+            ReadOnlyError: the session is a past version (``lake.at(...)``).
+            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
+                commit (see :mod:`catalog.conflicts`).
+        """
         ns = names.parse_namespace(namespace)
         props = keys.check_properties(properties)
         return self._submit_checked(CreateNamespace(ns=ns, properties=props, parents=bool(parents)))
 
     @checked
     def list_namespaces(self, parent: str | None = None, recursive: bool = False) -> list[str]:
-        """Namespaces directly under ``parent`` (top level for None), sorted."""
+        """Namespaces directly under ``parent`` (top level for None), sorted.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed ``parent``.
+            NoSuchNamespaceError: ``parent`` does not exist.
+        """
         ns = names.parse_namespace(parent) if parent is not None else ()
         with self.reading() as r:
             if ns:
@@ -124,12 +144,25 @@ class CatalogSession(ABC):
 
     @checked
     def namespace_exists(self, namespace: str) -> bool:
+        """Whether the namespace exists at this session's view.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed namespace name.
+        """
         ns = names.parse_namespace(namespace)
         with self.reading() as r:
             return r.namespace(ns) is not None
 
     @checked
     def namespace_properties(self, namespace: str) -> dict[str, str]:
+        """The namespace's properties as a dict.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed namespace name.
+            NoSuchNamespaceError: the namespace does not exist.
+        """
         ns = names.parse_namespace(namespace)
         with self.reading() as r:
             r.require_namespace(ns)
@@ -145,6 +178,15 @@ class CatalogSession(ABC):
         the removals that existed and those that did not, as the commit found
         them (after any rebase), and the new lakehouse version (None inside a
         transaction).
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed namespace or property name, or a property both
+                updated and removed.
+            NoSuchNamespaceError: the namespace does not exist.
+            ReadOnlyError: the session is a past version (``lake.at(...)``).
+            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
+                commit (see :mod:`catalog.conflicts`).
         """
         ns = names.parse_namespace(namespace)
         ups = keys.check_properties(updates, "updates")
@@ -155,7 +197,17 @@ class CatalogSession(ABC):
 
     @checked
     def drop_namespace(self, namespace: str, cascade: bool = False) -> Any:
-        """Drop a namespace; ``NamespaceNotEmptyError`` if it holds anything, unless ``cascade``."""
+        """Drop a namespace; ``NamespaceNotEmptyError`` if it holds anything, unless ``cascade``.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed namespace name.
+            NoSuchNamespaceError: the namespace does not exist.
+            NamespaceNotEmptyError: it holds namespaces, tables or views and ``cascade`` is false.
+            ReadOnlyError: the session is a past version (``lake.at(...)``).
+            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
+                commit (see :mod:`catalog.conflicts`).
+        """
         ns = names.parse_namespace(namespace)
         return self._submit_checked(DropNamespace(ns=ns, cascade=bool(cascade)))
 
@@ -177,6 +229,16 @@ class CatalogSession(ABC):
         Native tables (``format="parquet"``) need an Arrow ``schema``; field
         ids are assigned here. Iceberg tables (``format="iceberg"``) keep only
         a ``metadata_location`` pointer and a ``location``.
+
+        Raises:
+            TypeError: an argument of the wrong type (``metadata_location`` not a str).
+            ValueError: a malformed name or property, an unknown ``format``, a bad schema or
+                ``partition_by``, or ``location``/``metadata_location`` that do not fit the format.
+            NoSuchNamespaceError: the namespace does not exist.
+            TableAlreadyExistsError: a table or view of that name exists.
+            ReadOnlyError: the session is a past version (``lake.at(...)``).
+            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
+                commit (see :mod:`catalog.conflicts`).
         """
         ns, short = names.split_table_name(name)
         props = keys.check_properties(properties)
@@ -230,7 +292,13 @@ class CatalogSession(ABC):
 
     @checked
     def load_table(self, name: str) -> Table:
-        """The table as of this session's view (``NoSuchTableError`` if absent)."""
+        """The table as of this session's view (``NoSuchTableError`` if absent).
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed name.
+            NoSuchTableError: no such table at this session's view.
+        """
         ns, short = names.split_table_name(name)
         with self._resolving() as r:
             pointer, definition = r.require_table(ns, short)
@@ -239,6 +307,12 @@ class CatalogSession(ABC):
 
     @checked
     def table_exists(self, name: str) -> bool:
+        """Whether a table of that name exists at this session's view.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed name.
+        """
         try:
             self.load_table(name)
         except NoSuchTableError:
@@ -247,7 +321,13 @@ class CatalogSession(ABC):
 
     @checked
     def list_tables(self, namespace: str) -> list[str]:
-        """Full names of the tables directly in ``namespace``, sorted."""
+        """Full names of the tables directly in ``namespace``, sorted.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed namespace name.
+            NoSuchNamespaceError: the namespace does not exist.
+        """
         return self._list_objects(namespace, TABLE)
 
     def _list_objects(self, namespace: str, kind: str) -> list[str]:
@@ -258,7 +338,18 @@ class CatalogSession(ABC):
 
     @checked
     def rename_table(self, old: str, new: str) -> Any:
-        """Rename (or move to another existing namespace) a table; its data stays where it is."""
+        """Rename (or move to another existing namespace) a table; its data stays where it is.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed name.
+            NoSuchTableError: no table ``old``.
+            NoSuchNamespaceError: the namespace of ``new`` does not exist.
+            TableAlreadyExistsError: a table or view named ``new`` exists.
+            ReadOnlyError: the session is a past version (``lake.at(...)``).
+            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
+                commit (see :mod:`catalog.conflicts`).
+        """
         ns, short = names.split_table_name(old)
         new_ns, new_short = names.split_table_name(new)
         return self._submit_checked(RenameTable(ns=ns, name=short, new_ns=new_ns, new_name=new_short))
@@ -266,13 +357,32 @@ class CatalogSession(ABC):
     @checked
     def drop_table(self, name: str, purge: bool = False) -> Any:
         """Drop a table. Its files stay readable by time travel until retention passes,
-        then ``gc()`` deletes them; ``purge=True`` lets ``gc()`` delete them at once."""
+        then ``gc()`` deletes them; ``purge=True`` lets ``gc()`` delete them at once.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed name.
+            NoSuchTableError: no such table.
+            ReadOnlyError: the session is a past version (``lake.at(...)``).
+            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
+                commit (see :mod:`catalog.conflicts`).
+        """
         ns, short = names.split_table_name(name)
         return self._submit_checked(DropTable(ns=ns, name=short, purge=bool(purge)))
 
     @checked
     def commit_metadata_location(self, name: str, new_location: str, expected_location: str | None) -> Any:
-        """Compare-and-set an Iceberg table's metadata pointer (``RetryableConflictError`` if it moved)."""
+        """Compare-and-set an Iceberg table's metadata pointer (``RetryableConflictError`` if it moved).
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed name, an empty ``new_location``, or not an iceberg table.
+            NoSuchTableError: no such table.
+            RetryableConflictError: the pointer is no longer ``expected_location``, or
+                another conflict (see :mod:`catalog.conflicts`).
+            IncompatibleConflictError: the table was dropped meanwhile.
+            ReadOnlyError: the session is a past version (``lake.at(...)``).
+        """
         if not isinstance(new_location, str) or not new_location:
             raise ValueError("new_location must be a non-empty str")
         table = self.load_table(name)
@@ -292,6 +402,21 @@ class CatalogSession(ABC):
         schema: pa.Schema | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> Any:
+        """Create a view named ``name`` holding ``sql`` in ``dialect``.
+
+        Returns the new lakehouse version (None inside a transaction).
+
+        Raises:
+            TypeError: an argument of the wrong type (``schema`` not a pyarrow.Schema,
+                ``metadata`` not a dict).
+            ValueError: a malformed name, property or schema column, an empty ``sql`` or
+                ``dialect``, or ``metadata`` that is not JSON-serialisable.
+            NoSuchNamespaceError: the namespace does not exist.
+            ViewAlreadyExistsError: a view or table of that name exists.
+            ReadOnlyError: the session is a past version (``lake.at(...)``).
+            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
+                commit (see :mod:`catalog.conflicts`).
+        """
         ns, short = names.split_table_name(name, "view")
         record = _view_record(sql, dialect, properties, schema, metadata)
         return self._submit_checked(CreateView(ns=ns, name=short, view=record, view_id=uuid.uuid4().hex))
@@ -306,7 +431,17 @@ class CatalogSession(ABC):
         schema: pa.Schema | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> Any:
-        """Change a view's definition; arguments left None keep their value."""
+        """Change a view's definition; arguments left None keep their value.
+
+        Raises:
+            TypeError: an argument of the wrong type (as for :meth:`create_view`).
+            ValueError: a bad argument (as for :meth:`create_view`).
+            NoSuchNamespaceError: the namespace does not exist.
+            NoSuchViewError: no such view.
+            ReadOnlyError: the session is a past version (``lake.at(...)``).
+            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
+                commit (see :mod:`catalog.conflicts`).
+        """
         ns, short = names.split_table_name(name, "view")
         record = ViewRecord(
             sql=_check_str(sql, "sql") if sql is not None else None,  # type: ignore[arg-type]
@@ -321,6 +456,13 @@ class CatalogSession(ABC):
 
     @checked
     def load_view(self, name: str) -> View:
+        """The view as of this session's view of the lakehouse.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed name.
+            NoSuchViewError: no such view.
+        """
         ns, short = names.split_table_name(name, "view")
         with self.reading() as r:
             pointer = r.require_view(ns, short)
@@ -329,6 +471,12 @@ class CatalogSession(ABC):
 
     @checked
     def view_exists(self, name: str) -> bool:
+        """Whether a view of that name exists at this session's view.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed name.
+        """
         try:
             self.load_view(name)
         except NoSuchViewError:
@@ -337,10 +485,27 @@ class CatalogSession(ABC):
 
     @checked
     def list_views(self, namespace: str) -> list[str]:
+        """Full names of the views directly in ``namespace``, sorted.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed namespace name.
+            NoSuchNamespaceError: the namespace does not exist.
+        """
         return self._list_objects(namespace, VIEW)
 
     @checked
     def drop_view(self, name: str) -> Any:
+        """Drop a view; returns the new lakehouse version (None inside a transaction).
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed name.
+            NoSuchViewError: no such view.
+            ReadOnlyError: the session is a past version (``lake.at(...)``).
+            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
+                commit (see :mod:`catalog.conflicts`).
+        """
         ns, short = names.split_table_name(name, "view")
         return self._submit_checked(DropView(ns=ns, name=short))
 

@@ -50,7 +50,11 @@ class TableHost(Protocol):
 
 
 def to_table(data: object) -> pa.Table:
-    """Accept a Table, RecordBatch, RecordBatchReader or list of batches."""
+    """Accept a Table, RecordBatch, RecordBatchReader or list of batches.
+
+    Raises:
+        TypeError: ``data`` is none of those.
+    """
     if isinstance(data, pa.Table):
         return data
     if isinstance(data, pa.RecordBatch):
@@ -91,40 +95,53 @@ class Table:
 
     @property
     def name(self) -> str:
+        """The table's full dotted name (``namespace.table``)."""
         return join((*self.namespace, self.short_name))
 
     @property
     def id(self) -> str:
+        """The table's id, which stays the same across renames."""
         return self._def.id
 
     @property
     def format(self) -> str:
+        """The table's format: ``"parquet"`` (native) or ``"iceberg"``."""
         return self._def.format
 
     @property
     def location(self) -> str:
+        """Where the table's data lives: ``data/<id>`` in the lakehouse for a native table, the given location for an iceberg one."""
         return self._def.location
 
     @property
     def schema(self) -> pa.Schema:
+        """The table's Arrow schema, each column carrying its field id.
+
+        Raises:
+            ValueError: the table is an iceberg table (its schema is in its Iceberg metadata).
+        """
         if self._def.schema is None:
             raise ValueError(f"table {self.name!r} has format iceberg: its schema is in its Iceberg metadata")
         return self._def.schema
 
     @property
     def partition_by(self) -> list[str]:
+        """The names of the table's partition columns, in order."""
         return self._def.partition_by
 
     @property
     def properties(self) -> dict[str, str]:
+        """The table's properties as of when it was loaded (a copy)."""
         return dict(self._properties)
 
     @property
     def metadata_location(self) -> str | None:
+        """An iceberg table's metadata pointer (None for a native table)."""
         return self._def.metadata_location
 
     @property
     def schema_version(self) -> int:
+        """The version of the table's schema, counting its committed schema changes."""
         return self._def.schema_version
 
     # -- writes ------------------------------------------------------------------
@@ -186,6 +203,17 @@ class Table:
         append, overwrite or compaction committed in between, that may hold
         rows matching ``filter``), it raises ``RetryableConflictError``
         instead of silently replacing rows the new data never saw.
+
+        Raises:
+            TypeError: an argument of the wrong type (``added``, ``read_files`` or
+                ``replaced`` not a list of DataFile, a filter not an expression).
+            ValueError: the table is not a native parquet table, an unknown
+                ``mode``, a ``filter``/``read_files``/``replaced`` that does not go with it, or a
+                filter naming an unknown column.
+            ReadOnlyError: the table was loaded from a past version.
+            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
+                commit (see :mod:`catalog.conflicts`). Also when ``read_files`` or ``replaced`` no longer
+                describe the live files.
         """
         self._session.check_writable()
         self._require_native()
@@ -229,6 +257,15 @@ class Table:
         With a filter, every new row must match it (``ValueError`` otherwise),
         so the table afterwards holds exactly the old rows not matching plus
         ``data``.
+
+        Raises:
+            TypeError: ``data`` is not Arrow data, or ``filter`` not an expression.
+            ValueError: the table is not a native parquet table, a new row does not
+                match ``filter``, or the filter names an unknown column.
+            SchemaMismatchError: ``data`` does not fit the table's schema.
+            ReadOnlyError: the table was loaded from a past version.
+            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
+                commit (see :mod:`catalog.conflicts`).
         """
         expr = self._filter(filter)
         table = self._conformed(data)
@@ -244,7 +281,16 @@ class Table:
 
     @checked
     def delete(self, filter: object) -> int | None:  # noqa: A002
-        """Delete the rows matching ``filter``: files holding any are rewritten without them."""
+        """Delete the rows matching ``filter``: files holding any are rewritten without them.
+
+        Raises:
+            TypeError: ``filter`` is not an expression.
+            ValueError: the table is not a native parquet table, ``filter`` is None, or it
+                names an unknown column.
+            ReadOnlyError: the table was loaded from a past version.
+            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
+                commit (see :mod:`catalog.conflicts`).
+        """
         self._session.check_writable()
         self._require_native()
         expr = self._filter(filter)
@@ -254,6 +300,15 @@ class Table:
 
     @checked
     def update_properties(self, updates: dict[str, str] | None = None, removals: list[str] | None = None) -> int | None:
+        """Set and remove table properties in one commit; returns the new lakehouse version (None inside a transaction).
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed property name, or a property both updated and removed.
+            ReadOnlyError: the table was loaded from a past version.
+            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
+                commit (see :mod:`catalog.conflicts`).
+        """
         from catalog.keys import check_properties, check_property_name
 
         ups = check_properties(updates, "updates")
@@ -288,7 +343,13 @@ class Table:
 
     @checked
     def scan(self, filter: object = None, columns: list[str] | None = None, limit: int | None = None) -> Scan:  # noqa: A002
-        """A scan of this table's rows as of the session's version."""
+        """A scan of this table's rows as of the session's version.
+
+        Raises:
+            TypeError: ``filter`` is not an expression, or ``columns`` not a list of str.
+            ValueError: the table is not a native parquet table, ``columns`` names an
+                unknown column, ``limit`` is negative, or the filter names an unknown column.
+        """
         self._require_native()
         expr = self._filter(filter)
         if columns is not None:
@@ -314,12 +375,14 @@ class Scan:
 
     @checked
     def files(self) -> list[DataFile]:
+        """The data files the scan reads: its plan, made on the first call and kept."""
         if self._files is None:
             self._files = self.table.files(self.filter)
         return self._files
 
     @checked
     def to_batches(self) -> Iterator[pa.RecordBatch]:
+        """The matching rows as record batches, file by file, holding only the selected columns and at most ``limit`` rows."""
         schema = self.table.schema
         out_schema = pa.schema([schema.field(c) for c in self.columns]) if self.columns is not None else schema
         remaining = self.limit
@@ -341,12 +404,14 @@ class Scan:
 
     @checked
     def to_arrow(self) -> pa.Table:
+        """The matching rows as one Arrow table (see :meth:`to_batches`)."""
         schema = self.table.schema
         out_schema = pa.schema([schema.field(c) for c in self.columns]) if self.columns is not None else schema
         return pa.Table.from_batches(list(self.to_batches()), schema=out_schema)
 
     @checked
     def count(self) -> int:
+        """The number of matching rows (it reads them)."""
         return sum(b.num_rows for b in self.to_batches())
 
 
@@ -359,6 +424,13 @@ class UpdateSchemaBuilder:
 
     @checked
     def add_column(self, name: str, type: pa.DataType, nullable: bool = True) -> UpdateSchemaBuilder:  # noqa: A002
+        """Add a column ``name`` of ``type`` at the end of the schema; returns the builder.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a bad column name. (A column that exists or is not nullable
+                fails at :meth:`commit`.)
+        """
         check_column_name(name, "add_column")
         if not isinstance(type, pa.DataType):
             raise TypeError(f"add_column: type must be a pyarrow.DataType, not {type!r}")
@@ -367,17 +439,34 @@ class UpdateSchemaBuilder:
 
     @checked
     def rename_column(self, old: str, new: str) -> UpdateSchemaBuilder:
+        """Rename column ``old`` to ``new``; returns the builder.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a bad new name. (A missing ``old`` or an existing ``new``
+                fails at :meth:`commit`.)
+        """
         check_column_name(new, "rename_column")
         self._change.steps.append(("rename", (old, new)))
         return self
 
     @checked
     def drop_column(self, name: str) -> UpdateSchemaBuilder:
+        """Drop column ``name``; returns the builder (a missing, partition or last column fails at :meth:`commit`).
+
+        Raises:
+            TypeError: an argument of the wrong type.
+        """
         self._change.steps.append(("drop", (name,)))
         return self
 
     @checked
     def widen(self, name: str, type: pa.DataType) -> UpdateSchemaBuilder:  # noqa: A002
+        """Change column ``name`` to the wider ``type``; returns the builder (a lossy change fails at :meth:`commit`).
+
+        Raises:
+            TypeError: an argument of the wrong type.
+        """
         if not isinstance(type, pa.DataType):
             raise TypeError(f"widen: type must be a pyarrow.DataType, not {type!r}")
         self._change.steps.append(("widen", (name, type)))
@@ -385,12 +474,25 @@ class UpdateSchemaBuilder:
 
     @checked
     def set_comment(self, name: str, comment: str | None) -> UpdateSchemaBuilder:
-        """Set column ``name``'s comment (``None`` removes it); Spark shows it in ``DESCRIBE``."""
+        """Set column ``name``'s comment (``None`` removes it); Spark shows it in ``DESCRIBE``.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+        """
         self._change.steps.append(("comment", (name, comment)))
         return self
 
     @checked
     def commit(self) -> int | None:
+        """Apply the collected changes in one commit; returns the new lakehouse version (None inside a transaction).
+
+        Raises:
+            ValueError: a change that cannot apply to the current schema (see
+                :meth:`catalog.schema.SchemaChange.apply`).
+            ReadOnlyError: the table was loaded from a past version.
+            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
+                commit (see :mod:`catalog.conflicts`).
+        """
         t = self._table
         # Fail early, with the caller's stack, on a change that cannot apply.
         self._change.apply(t.schema, t._def.last_field_id, t._def.partition_ids)

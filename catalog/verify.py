@@ -70,6 +70,7 @@ class LakeVerifyReport:
 
     @property
     def ok(self) -> bool:
+        """Whether the store checked out and no data file has a problem."""
         return self.store.ok and not self.problems
 
 

@@ -27,7 +27,7 @@ def check_key(key: object, name: str = "key") -> bytes:
         raise ValueError(f"{name} must not be empty")
     if len(key) > MAX_KEY_BYTES:
         raise ValueError(f"{name} is {len(key)} bytes; the limit is {MAX_KEY_BYTES}")
-    return key  # type: ignore[return-value]
+    return key
 
 
 def check_value(value: object) -> bytes:
@@ -36,16 +36,16 @@ def check_value(value: object) -> bytes:
             value = bytes(value)
         else:
             raise TypeError(f"value must be bytes, not {type(value).__name__}")
-    if len(value) > MAX_VALUE_BYTES:  # type: ignore[arg-type]
-        raise ValueError(f"value is {len(value)} bytes; the limit is {MAX_VALUE_BYTES}")  # type: ignore[arg-type]
-    return value  # type: ignore[return-value]
+    if len(value) > MAX_VALUE_BYTES:
+        raise ValueError(f"value is {len(value)} bytes; the limit is {MAX_VALUE_BYTES}")
+    return value
 
 
 def check_limit(limit: object) -> int | None:
     """Return ``limit`` if it is None or a non-negative int, else raise ValueError."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
-    return limit  # type: ignore[return-value]
+    return limit
 
 
 # Longest accepted TTL: a century. The expiry is stored as int64 ms, and a

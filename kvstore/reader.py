@@ -90,7 +90,7 @@ class StoreGetterPy:
         if type(key) is not bytes or not key or len(key) > self._max_key_bytes:
             key = self._check_key(key)
         seq = self._state.head[1]  # head first: layers read after it hold every row up to seq (Store._view)
-        return get_value_py(self._state.layers, key, seq)  # type: ignore[arg-type]
+        return get_value_py(self._state.layers, key, seq)
 
 
 # One place picks the point-get implementation (see kvstore.format.block_view).

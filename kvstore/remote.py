@@ -134,7 +134,7 @@ class _Http:
             else:
                 conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
             self._local.conn = conn
-        return conn  # type: ignore[no-any-return]
+        return conn
 
     def _drop(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -58,7 +58,7 @@ class Snapshot:
     def get(self, key: bytes) -> bytes | None:
         """The value of ``key`` at this snapshot, or None."""
         self._check_open()
-        return get_value(self._layers, check_key(key), self.seq)  # type: ignore[no-any-return]
+        return get_value(self._layers, check_key(key), self.seq)
 
     def get_row(self, key: bytes) -> Row | None:
         """The raw newest row of ``key`` at this snapshot (DELETEs and expired rows included)."""

@@ -398,7 +398,7 @@ class Store:
                 self._barrier.sync()
         elif consistency != "serializable":
             self._sync(consistency)
-        return self._getter.get(key)  # type: ignore[no-any-return]
+        return self._getter.get(key)
 
     def reads_without_waiting(self) -> bool:
         """True when a linearizable read now would need no storage request and no lock:

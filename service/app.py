@@ -135,6 +135,6 @@ def create_app(config: ServerConfig) -> Starlette:
         ApiError: _handle_error, StoreError: _handle_error, ValueError: _handle_error, TypeError: _handle_error,
         Exception: _internal_error,
     }
-    app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers, lifespan=lifespan)  # type: ignore[arg-type]
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers, lifespan=lifespan)
     app.state.metrics = metrics
     return app

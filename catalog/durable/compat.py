@@ -44,15 +44,29 @@ from catalog.durable.records import EXCLUSIVE, PENDING, SHARED, SNAPSHOT
 
 class LockLike(Protocol):
     @property
-    def txn(self) -> str: ...
+    def txn(self) -> str:
+        """The id of the transaction the lock belongs to."""
+        ...
+
     @property
-    def mode(self) -> str: ...
+    def mode(self) -> str:
+        """The lock's mode: ``"snapshot"``, ``"shared"`` or ``"exclusive"``."""
+        ...
+
     @property
-    def state(self) -> str: ...
+    def state(self) -> str:
+        """The lock's state (acquired or pending)."""
+        ...
+
     @property
-    def child_key(self) -> str | None: ...
+    def child_key(self) -> str | None:
+        """The child key the lock is limited to, if any."""
+        ...
+
     @property
-    def attribute_key(self) -> str | None: ...
+    def attribute_key(self) -> str | None:
+        """The attribute key the lock is limited to, if any."""
+        ...
 
 
 L = TypeVar("L", bound=LockLike)
@@ -72,6 +86,7 @@ def conflicts(
 
 
 def locks_conflict(a: LockLike, b: LockLike) -> bool:
+    """Whether locks ``a`` and ``b`` of unrelated transactions conflict (see :func:`conflicts`)."""
     return conflicts(a.mode, a.child_key, a.attribute_key, b.mode, b.child_key, b.attribute_key)
 
 

@@ -30,7 +30,11 @@ from catalog.ops import Op
 
 
 def check_plain_commit(writer: CatalogWriter, ops: Sequence[Op]) -> None:
-    """Raise LockConflictError if a live durable lock forbids ``ops``; read through ``writer``'s transaction."""
+    """Raise LockConflictError if a live durable lock forbids ``ops``; read through ``writer``'s transaction.
+
+    Raises:
+        LockConflictError: a live lock of a durable transaction forbids one of ``ops``.
+    """
     txn = writer.kv
     now = wall_clock_ms()
     alive: dict[str, bool] = {}

@@ -50,7 +50,11 @@ def _entry(ns: Namespace, name: str) -> list[LockRequest]:
 
 
 def implicit_locks(op: ops.Op) -> list[LockRequest]:
-    """The locks ``op`` needs, in a fixed order (so two transactions request them alike)."""
+    """The locks ``op`` needs, in a fixed order (so two transactions request them alike).
+
+    Raises:
+        TypeError: there is no implicit-lock rule for the op's kind.
+    """
     if isinstance(op, (ops.CreateNamespace, ops.DropNamespace)):
         parent, key = _container(op.ns)
         requests = [LockRequest(join(op.ns), "exclusive"), LockRequest(parent, "shared", child_key=key)]

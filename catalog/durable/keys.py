@@ -65,7 +65,12 @@ def check_name(value: object, what: str) -> str:
 
 
 def check_txid(value: object) -> str:
-    """Validate a transaction id (32 lowercase hex digits); return it."""
+    """Validate a transaction id (32 lowercase hex digits); return it.
+
+    Raises:
+        TypeError: ``value`` is not a str.
+        ValueError: it is not 32 lowercase hex digits.
+    """
     if not isinstance(value, str):
         raise TypeError(f"transaction id must be a str, got {type(value).__name__}")
     if not _TXID.fullmatch(value):
@@ -74,18 +79,22 @@ def check_txid(value: object) -> str:
 
 
 def txn_key(txid: str) -> bytes:
+    """The key of transaction ``txid``'s record."""
     return TXN_PREFIX + txid.encode()
 
 
 def child_prefix(parent: str) -> bytes:
+    """Prefix of the keys listing the children of transaction ``parent``."""
     return CHILD_PREFIX + parent.encode() + b"/"
 
 
 def child_key(parent: str, child: str) -> bytes:
+    """The key recording ``child`` as a child of transaction ``parent``."""
     return child_prefix(parent) + child.encode()
 
 
 def node_lock_prefix(node: str) -> bytes:
+    """Prefix of every lock on ``node``, in queue order."""
     return LOCK_PREFIX + node.encode() + b"\x00"
 
 
@@ -94,6 +103,7 @@ def _seq(seq: int) -> bytes:
 
 
 def lock_key(node: str, seq: int) -> bytes:
+    """The key of the lock with sequence number ``seq`` on ``node``."""
     return node_lock_prefix(node) + _seq(seq)
 
 
@@ -105,16 +115,20 @@ def parse_lock_key(key: bytes) -> tuple[str, int]:
 
 
 def held_prefix(txid: str) -> bytes:
+    """Prefix of the keys listing the locks transaction ``txid`` holds."""
     return HELD_PREFIX + txid.encode() + b"/"
 
 
 def held_key(txid: str, node: str, seq: int) -> bytes:
+    """The key recording that transaction ``txid`` holds lock ``seq`` on ``node``."""
     return held_prefix(txid) + node.encode() + b"\x00" + _seq(seq)
 
 
 def op_prefix(txid: str) -> bytes:
+    """Prefix of transaction ``txid``'s staged operation records, in order."""
     return OP_PREFIX + txid.encode() + b"/"
 
 
 def op_key(txid: str, seq: int) -> bytes:
+    """The key of transaction ``txid``'s staged operation number ``seq``."""
     return op_prefix(txid) + _seq(seq)

@@ -51,18 +51,36 @@ class DurableLake:
         return DurableCatalogTransaction(self.manager, self.context, self.manager.begin(timeout, parent, title).id)
 
     def attach(self, txid: str) -> DurableCatalogTransaction:
+        """A handle (with the catalog's methods) on the existing transaction ``txid``.
+
+        Raises:
+            TypeError / ValueError: ``txid`` is not 32 lowercase hex digits.
+            TransactionStateError: no such transaction in this store.
+        """
         return DurableCatalogTransaction(self.manager, self.context, self.manager.attach(txid).id)
 
     def transactions(self, include_finished: bool = False) -> list[TxnRecord]:
+        """The transaction records, oldest first (finished ones too with ``include_finished``); see :meth:`.manager.TransactionManager.transactions`."""
         return self.manager.transactions(include_finished)
 
     def locks(self, node: str) -> list[LockRecord]:
+        """The locks on ``node`` in queue order; see :meth:`.manager.TransactionManager.locks`.
+
+        Raises:
+            TypeError / ValueError: a bad node name.
+        """
         return self.manager.locks(node)
 
     # -- the topmost commit ----------------------------------------------------------
 
     def apply(self, work: Work, record: TxnRecord, ops: list[dict[str, Any]]) -> None:
-        """Apply ``record``'s staged operations to the catalog inside ``work`` (one lakekv version)."""
+        """Apply ``record``'s staged operations to the catalog inside ``work`` (one lakekv version).
+
+        Raises:
+            RetryableConflictError: what an operation observed has changed.
+            CatalogError (e.g. NoSuchTableError, IncompatibleConflictError): an
+                operation no longer applies to the catalog.
+        """
         writer = CatalogWriter(work.txn)
         summaries = []
         # Read checks first: they are about what others committed, not about this transaction's ops.

@@ -53,6 +53,7 @@ def require_active(work: Work, txid: str) -> TxnRecord:
 
 
 def children(work: Work, txid: str) -> list[str]:
+    """The ids of ``txid``'s child transactions."""
     prefix = keys.child_prefix(txid)
     return [key[len(prefix) :].decode() for key, _ in work.txn.scan(prefix=prefix)]
 
@@ -61,6 +62,14 @@ def children(work: Work, txid: str) -> list[str]:
 
 
 def begin(work: Work, parent: str | None, timeout_s: float | None, title: str | None) -> TxnRecord:
+    """Record a new active transaction (a child of ``parent`` if given) and return its record.
+
+    ``timeout_s`` (default the store-wide default) is capped by the store-wide maximum.
+
+    Raises:
+        TransactionExpiredError / TransactionStateError: ``parent`` is not active
+            (see :func:`require_active`).
+    """
     config = work.config
     requested_ms = config.default_timeout_ms if timeout_s is None else max(1, int(timeout_s * 1000))
     timeout_ms = min(requested_ms, config.max_timeout_ms)  # the cap applies to the default too
@@ -204,12 +213,27 @@ def lock(
     waitable: bool,
     implicit: bool = False,
 ) -> LockRecord:
+    """Take (or queue) a lock on ``node`` for ``txid`` and return the lock that covers the request.
+
+    Raises:
+        TransactionExpiredError / TransactionStateError: ``txid`` is not active
+            (see :func:`require_active`).
+        TypeError / ValueError: a bad mode or key.
+        LockConflictError, TransactionStateError: as for :func:`catalog.durable.locks.acquire`.
+    """
     require_active(work, txid)
     settle(work, {node})
     return locks.acquire(work, txid, node, mode, child_key, attribute_key, waitable, implicit)
 
 
 def unlock(work: Work, txid: str, node: str) -> None:
+    """Remove ``txid``'s explicit locks on ``node`` and settle the node's queue.
+
+    Raises:
+        TransactionExpiredError / TransactionStateError: ``txid`` is not active
+            (see :func:`require_active`).
+        TransactionStateError: ``txid`` has a staged change on ``node``.
+    """
     require_active(work, txid)
     if locks.unlock(work, txid, node):
         settle(work, {node})
@@ -234,6 +258,7 @@ def lock_status(work: Work, node: str, seq: int, lock_id: str) -> LockRecord | N
 
 
 def staged_ops(work: Work, txid: str) -> list[dict[str, Any]]:
+    """``txid``'s staged operation records (JSON dicts), in the order they were staged."""
     return [json.loads(raw) for _, raw in work.txn.scan(prefix=keys.op_prefix(txid))]
 
 

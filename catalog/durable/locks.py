@@ -30,7 +30,13 @@ from catalog.durable.work import Work
 
 
 def check_request(mode: object, child_key: object, attribute_key: object) -> None:
-    """Validate a lock request's arguments (TypeError / ValueError naming the bad one)."""
+    """Validate a lock request's arguments (TypeError / ValueError naming the bad one).
+
+    Raises:
+        TypeError: a key is not a str.
+        ValueError: an unknown mode, a bad key, a key with a mode other than
+            shared, or both keys.
+    """
     if mode not in LOCK_MODES:
         raise ValueError(f"mode must be one of {LOCK_MODES}, got {mode!r}")
     if child_key is not None:
@@ -49,7 +55,11 @@ def node_locks(work: Work, node: str) -> list[LockRecord]:
 
 
 def txn_locks(work: Work, txid: str) -> list[LockRecord]:
-    """All locks of ``txid`` (acquired and pending), by node then queue order."""
+    """All locks of ``txid`` (acquired and pending), by node then queue order.
+
+    Raises:
+        AssertionError: the held index names a lock that is missing (a broken invariant).
+    """
     found = []
     for key, _ in work.txn.scan(prefix=keys.held_prefix(txid)):
         node, seq = keys.parse_lock_key(key[len(keys.held_prefix(txid)) :])

@@ -74,12 +74,26 @@ class TransactionManager:
 
     @checked
     def run(self, operation: Callable[[Work], Any], keep_cleanup: bool = True) -> Any:
-        """Run ``operation`` in one serializable lakekv transaction (see :func:`.work.run`)."""
+        """Run ``operation`` in one serializable lakekv transaction (see :func:`.work.run`).
+
+        Raises:
+            TypeError: ``operation`` is not callable (or ``keep_cleanup`` not a bool).
+            LockConflictError / TransactionStateError / TransactionExpiredError: what
+                ``operation`` raised.
+            ConflictError: still conflicting after every attempt.
+        """
         return run(self.store, operation, self.clock, keep_cleanup=keep_cleanup)
 
     @checked
     def run_versioned(self, operation: Callable[[Work], Any]) -> tuple[Any, int]:
-        """:meth:`run`, also returning the store version the commit made."""
+        """:meth:`run`, also returning the store version the commit made.
+
+        Raises:
+            TypeError: ``operation`` is not callable.
+            LockConflictError / TransactionStateError / TransactionExpiredError: what
+                ``operation`` raised.
+            ConflictError: still conflicting after every attempt.
+        """
         return run_versioned(self.store, operation, self.clock)
 
     # -- configuration -------------------------------------------------------------
@@ -97,7 +111,13 @@ class TransactionManager:
         default_timeout_s: float | None = None,
         max_locks_per_txn: int | None = None,
     ) -> DurableConfig:
-        """Change the store-wide limits (for every process); return the new ones."""
+        """Change the store-wide limits (for every process); return the new ones.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a timeout that is not a positive number of seconds, or
+                ``max_locks_per_txn`` not a positive int.
+        """
         changes: dict[str, int] = {}
         if max_timeout_s is not None:
             changes["max_timeout_ms"] = int(_check_seconds(max_timeout_s, "max_timeout_s") * 1000)
@@ -160,12 +180,21 @@ class TransactionManager:
 
     @checked
     def abort(self, txid: str) -> None:
-        """Abort a transaction by id (and its descendants); see :meth:`DurableTransaction.abort`."""
+        """Abort a transaction by id (and its descendants); see :meth:`DurableTransaction.abort`.
+
+        Raises:
+            TypeError / ValueError: ``txid`` is not 32 lowercase hex digits.
+            TransactionStateError: no such transaction, or it is already committed.
+        """
         self.run(lambda work: lifecycle.abort(work, keys.check_txid(txid)))
 
     @checked
     def transactions(self, include_finished: bool = False) -> list[TxnRecord]:
-        """Transaction records (like ``//sys/transactions``), oldest first; ``state`` already reflects expiry."""
+        """Transaction records (like ``//sys/transactions``), oldest first; ``state`` already reflects expiry.
+
+        Raises:
+            TypeError: ``include_finished`` is not a bool.
+        """
 
         def read(work: Work) -> list[TxnRecord]:
             found = []
@@ -183,7 +212,11 @@ class TransactionManager:
 
     @checked
     def locks(self, node: str) -> list[LockRecord]:
-        """The locks on ``node`` in queue order (like ``//sys/locks``), after clearing expired holders."""
+        """The locks on ``node`` in queue order (like ``//sys/locks``), after clearing expired holders.
+
+        Raises:
+            TypeError / ValueError: a bad node name.
+        """
         keys.check_name(node, "node")
 
         def read(work: Work) -> list[LockRecord]:
@@ -220,6 +253,11 @@ class DurableTransaction:
 
     @property
     def parent(self) -> str | None:
+        """The id of the parent transaction, or None for a topmost one.
+
+        Raises:
+            TransactionStateError: the transaction is no longer in this store.
+        """
         return self.record().parent
 
     @checked

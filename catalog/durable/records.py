@@ -52,10 +52,12 @@ class DurableConfig:
     max_locks_per_txn: int = 10_000
 
     def encode(self) -> bytes:
+        """The limits as stored: JSON bytes."""
         return _dumps(asdict(self))
 
     @classmethod
     def decode(cls, raw: bytes | None) -> DurableConfig:
+        """The limits :meth:`encode` stored, or the defaults when none are stored (``raw`` is None)."""
         return cls() if raw is None else cls(**json.loads(raw))
 
 
@@ -85,18 +87,22 @@ class TxnRecord:
         return self.state
 
     def with_state(self, state: str, now_ms: int) -> TxnRecord:
+        """A copy in ``state``, finished at ``now_ms``."""
         return replace(self, state=state, finish_ms=now_ms)
 
     def pinged(self, now_ms: int) -> TxnRecord:
+        """A copy last pinged at ``now_ms``."""
         return replace(self, last_ping_ms=now_ms)
 
     def encode(self) -> bytes:
+        """The record as stored: JSON bytes."""
         value = asdict(self)
         value["ancestors"] = list(self.ancestors)
         return _dumps(value)
 
     @classmethod
     def decode(cls, raw: bytes) -> TxnRecord:
+        """The record :meth:`encode` stored."""
         value = json.loads(raw)
         value["ancestors"] = tuple(value["ancestors"])
         return cls(**value)
@@ -135,6 +141,7 @@ class LockRecord:
         return (self.child_key, self.attribute_key)
 
     def describe(self) -> str:
+        """The lock's mode with its key, for messages: ``shared(child_key='x')``."""
         if self.child_key is not None:
             return f"{self.mode}(child_key={self.child_key!r})"
         if self.attribute_key is not None:
@@ -142,8 +149,10 @@ class LockRecord:
         return self.mode
 
     def encode(self) -> bytes:
+        """The record as stored: JSON bytes."""
         return _dumps(asdict(self))
 
     @classmethod
     def decode(cls, raw: bytes) -> LockRecord:
+        """The record :meth:`encode` stored."""
         return cls(**json.loads(raw))

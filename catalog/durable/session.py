@@ -144,7 +144,13 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
 
     @checked
     def load_table(self, name: str) -> Table:
-        """The table as this transaction sees it (frozen at its snapshot lock's version, if it holds one)."""
+        """The table as this transaction sees it (frozen at its snapshot lock's version, if it holds one).
+
+        Raises:
+            TypeError: ``name`` is not a str.
+            ValueError: a malformed name.
+            NoSuchTableError: no such table at the transaction's view.
+        """
         version = self._snapshot_version(name)
         if version is None:
             return CatalogSession.load_table(self, name)
@@ -194,7 +200,14 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
 
     @checked
     def update_properties(self, name: str, updates: dict[str, str] | None = None, removals: list[str] | None = None) -> None:
-        """Set and remove properties of table ``name`` in this transaction."""
+        """Set and remove properties of table ``name`` in this transaction.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a malformed name or property, or a property both updated and removed.
+            NoSuchTableError: no such table.
+            LockConflictError: an implicit lock is refused.
+        """
         self.load_table(name).update_properties(updates, removals)
 
 
@@ -221,7 +234,12 @@ class FrozenSession(CatalogSession):
 
     @checked
     def submit(self, op: Op) -> Any:
-        """Stage ``op`` in the owning transaction, whose lock rules refuse writes to a frozen table."""
+        """Stage ``op`` in the owning transaction, whose lock rules refuse writes to a frozen table.
+
+        Raises:
+            TypeError: ``op`` is not an op.
+            LockConflictError, StaleDataFileError: as for :meth:`DurableCatalogTransaction.submit`.
+        """
         return self._owner.submit(op)
 
 

@@ -50,18 +50,24 @@ class Work:
 
     @property
     def config(self) -> DurableConfig:
+        """The store-wide limits (the defaults if none are stored), read once per Work."""
         if self._config is None:
             self._config = DurableConfig.decode(self.txn.get(keys.CONFIG_KEY))
         return self._config
 
     def record(self, txid: str) -> TxnRecord | None:
+        """The record of ``txid``, or None if there is none (read once per Work, then cached)."""
         if txid not in self._records:
             raw = self.txn.get(keys.txn_key(txid))
             self._records[txid] = None if raw is None else TxnRecord.decode(raw)
         return self._records[txid]
 
     def require(self, txid: str) -> TxnRecord:
-        """The record of ``txid``; TransactionStateError if there is none."""
+        """The record of ``txid``; TransactionStateError if there is none.
+
+        Raises:
+            TransactionStateError: no transaction ``txid`` in this store.
+        """
         record = self.record(txid)
         if record is None:
             raise TransactionStateError(f"no transaction {txid} in this store")
@@ -76,6 +82,7 @@ class Work:
         return list(self._records)
 
     def put_record(self, record: TxnRecord) -> None:
+        """Write ``record`` in this Work's transaction (later reads in the Work see it)."""
         self._records[record.id] = record
         self.txn.put(keys.txn_key(record.id), record.encode())
 
@@ -109,6 +116,11 @@ class Work:
         return record.state == ACTIVE and self.effective(txid)[0] != ACTIVE
 
     def expired_now(self, txid: str) -> bool:
+        """Whether ``txid`` counts as expired now (it or an ancestor passed its deadline; see :meth:`effective`).
+
+        Raises:
+            TransactionStateError: no transaction ``txid`` (or an ancestor) in this store.
+        """
         return self.effective(txid)[0] == EXPIRED
 
 

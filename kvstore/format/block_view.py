@@ -94,7 +94,7 @@ class PyBlockView:
 
     def row(self, i: int) -> Row:
         self._check_index(i)
-        return tuple(self.batch.column(c)[i].as_py() for c in range(5))  # type: ignore[return-value]
+        return tuple(self.batch.column(c)[i].as_py() for c in range(5))
 
     def rows(self, lo: int, hi: int, snapshot_seq: int | None = None) -> list[Row]:
         if lo < 0 or hi > self.num_rows or lo > hi:

@@ -266,7 +266,7 @@ def register_table(
 ) -> Current:
     """Adopt an existing metadata file (inside the warehouse) as table ``name``."""
     name = table_name(namespace, body.get("name"))
-    location = warehouse.check(body.get("metadata-location"), "metadata-location")  # type: ignore[arg-type]
+    location = warehouse.check(body.get("metadata-location"), "metadata-location")
     try:
         metadata = warehouse.read_metadata(location)
     except (OSError, ValueError) as exc:
