@@ -146,7 +146,7 @@ def put_mutation(value: object, ttl: float | None = None) -> Mutation:
 DELETE_MUTATION: Final[Mutation] = (DELETE, None, None)
 
 
-def put_pairs_py(mutations: dict, pairs: Iterator[Any], put: int, max_key: int, max_value: int) -> Any:
+def put_pairs_py(mutations: dict[bytes, Mutation], pairs: Iterator[Any], put: int, max_key: int, max_value: int) -> Any:
     """Store the plain ``(key, value)`` pairs of ``pairs`` as ``put`` (PUT) mutations.
 
     Stops at the first item that is not a 2-tuple of ``bytes`` with
@@ -164,7 +164,7 @@ def put_pairs_py(mutations: dict, pairs: Iterator[Any], put: int, max_key: int, 
     return None
 
 
-_put_pairs: Callable[[dict, Iterator[Any], int, int, int], Any]
+_put_pairs: Callable[[dict[bytes, Mutation], Iterator[Any], int, int, int], Any]
 try:
     from cython_ext._writebatch import put_pairs as _put_pairs  # type: ignore[no-redef]
 except ImportError as exc:  # a broken build

@@ -167,7 +167,7 @@ IMPLEMENTATION: Final[str] = "python" if _LruCore is PyLruCore else "cython"
 """Which LRU core :class:`BlockCache` is built on: ``"cython"`` or ``"python"``."""
 
 
-class BlockCache(_LruCore):
+class BlockCache(_LruCore):  # type: ignore[misc]  # a compiled class: Any to the type checker
     """Least-recently-used cache whose entries are charged a caller-given size.
 
     Thread-safe. ``get`` (the hot path: one call per point read) and ``put``

@@ -172,7 +172,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(benchmarks))
     from harness.run import main as run_bench
 
-    return run_bench((["--quick"] if args.quick else []) + ([f"--out={args.out}"] if args.out else []))
+    return int(run_bench((["--quick"] if args.quick else []) + ([f"--out={args.out}"] if args.out else [])))
 
 
 # -- maintenance commands (kvstore.maintenance) ---------------------------------
@@ -341,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_catalog_commands(commands: argparse._SubParsersAction) -> None:
+def _add_catalog_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``lakekv lake ...`` lives in the catalog package; the engine works without it."""
     try:
         from catalog.cli import add_lake_commands

@@ -27,7 +27,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final, Iterable
 
-from kvstore.compaction.edit import EditConflictError, TreeEdit
+from kvstore.compaction.edit import TreeEdit
+from kvstore.errors import EditConflictError
 from kvstore.compaction.install import install_edit
 from kvstore.format.rows import Row
 from kvstore.format.sst import SSTInfo, write_sst

@@ -155,7 +155,7 @@ class RootIndex:
                 self._mtimes.pop(version, None)
                 self._infos.pop(version, None)
 
-    def _remember(self, cache: OrderedDict, version: int, value: object, limit: int = _CACHE_ENTRIES) -> None:
+    def _remember(self, cache: OrderedDict[int, Any], version: int, value: object, limit: int = _CACHE_ENTRIES) -> None:
         with self._lock:
             cache[version] = value
             if len(cache) > limit:

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kvstore.clock import StorageClock
-from kvstore.compaction.edit import EditConflictError, TreeEdit
+from kvstore.compaction.edit import TreeEdit
 from kvstore.compaction.install import install_edit
 from kvstore.compaction.planner import CompactionPolicy, CompactionTask, plan, plan_full
-from kvstore.compaction.runner import CompactionAbortedError, run_compaction
-from kvstore.errors import StoreError
+from kvstore.compaction.runner import run_compaction
+from kvstore.errors import CompactionAbortedError, EditConflictError, StoreError
 from kvstore.flush import FlushResult, flush_all, flush_once, needs_flush
 from kvstore.gc import GarbageCollector, GCReport
 from kvstore.history import RootIndex

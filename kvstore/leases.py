@@ -130,7 +130,7 @@ def _attached(txn: Any, lease_id: str) -> list[bytes]:
 def _still_attached(txn: Any, lease_id: str, key: bytes) -> bool:
     """The key was last put with this lease and still carries its expiry (no later plain put)."""
     expire = _record(txn, lease_id)["expire_ms"]
-    return txn.get(_OWNER + key) == lease_id.encode() and txn.expires_at(key) == expire
+    return bool(txn.get(_OWNER + key) == lease_id.encode() and txn.expires_at(key) == expire)
 
 
 def keepalive(run: Run, lease_id: str) -> float:

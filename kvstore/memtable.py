@@ -68,7 +68,7 @@ _ROW_OVERHEAD: Final = 120
 _MAX_SCAN_RUNS: Final = 8
 
 
-def apply_rows_py(data: dict, rows: list, row_overhead: int) -> tuple[list[bytes], int, int, bool]:
+def apply_rows_py(data: dict[bytes, tuple[Row, ...]], rows: list[Row], row_overhead: int) -> tuple[list[bytes], int, int, bool]:
     """Insert ``rows`` into ``data`` (``key -> rows newest first``).
 
     Returns ``(new_keys, nbytes, max_seq, ordered)``: the keys that were not
@@ -132,7 +132,7 @@ def merge_runs_py(runs: list[list[bytes]]) -> list[bytes]:
     return merged
 
 
-apply_rows: Callable[[dict, list, int], tuple[list[bytes], int, int, bool]]
+apply_rows: Callable[[dict[bytes, tuple[Row, ...]], list[Row], int], tuple[list[bytes], int, int, bool]]
 merge_runs: Callable[[list[list[bytes]]], list[bytes]]
 try:
     from cython_ext._memtable import apply_rows, merge_runs  # type: ignore[no-redef]

@@ -232,7 +232,7 @@ class Oracle:
 
     # -- validation ----------------------------------------------------------
 
-    def validate_group(self, group: Iterable) -> list:
+    def validate_group(self, group: Iterable[Any]) -> list[Any]:
         """Validate queued commits in order; set ``error`` on the rejected ones.
 
         Blind writes (``validation is None``) always pass. Each transaction is

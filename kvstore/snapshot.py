@@ -6,7 +6,7 @@ Thread-safety: a snapshot may be read from many threads at once.
 from __future__ import annotations
 
 import weakref
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
@@ -44,7 +44,7 @@ class Snapshot:
         self._store_check_open = check_open
         self._closed = False
         self._watermark = watermark
-        self._release: weakref.finalize | None = None
+        self._release: weakref.finalize[Any, Any] | None = None
         if watermark is not None:
             watermark.pin(seq)
             # Dropped without close(): release the pin when garbage-collected.

@@ -26,7 +26,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from kvstore.cache import BlockCache
 from kvstore.chain import VersionChain
@@ -104,7 +104,7 @@ class EngineState:
         self.tree = TreeManifest()
         self.layers = Layers(Memtable())
         # Checkpoint map of the latest version: carried into every new root.
-        self.checkpoints: dict[str, dict] = {}
+        self.checkpoints: dict[str, dict[str, Any]] = {}
         self.listeners: list[VersionListener] = []
         # Called with the new head seq when the state had to be rebuilt from
         # the latest version (see catch_up): the oracle then refuses older txns.
@@ -189,7 +189,7 @@ class EngineState:
         runs = tuple(SortedRun(tuple(self._reader(info) for info in run)) for run in tree.runs)
         return Layers(memtable, l0, runs)
 
-    def _reader(self, info: dict) -> SSTReader:
+    def _reader(self, info: dict[str, Any]) -> SSTReader:
         sst = SSTInfo.from_dict(info)
         return SSTReader.open(self.store, sst.path, cache=self.cache, size=sst.size, tail_size=sst.tail_size)
 

@@ -17,13 +17,14 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import pyarrow as pa
 
-from kvstore.batch import DELETE_MUTATION, WriteBatch, check_key, check_lease_id, check_summary, put_mutation
+from kvstore.batch import DELETE_MUTATION, Mutation, WriteBatch, check_key, check_lease_id, check_summary, put_mutation
 from kvstore.cache import BlockCache
 from kvstore.chain import HintWriter, VersionChain
 from kvstore.clock import StorageClock
 from kvstore.committer import Committer, PendingCommit
 from kvstore.errors import StoreClosedError
 from kvstore.follower import Follower
+from kvstore.format.rows import Row
 from kvstore.freshness import LINEARIZABLE, HeadBeacon, ReadBarrier, check_consistency
 from kvstore.export import ExportReport
 from kvstore.flush import FlushResult
@@ -371,7 +372,7 @@ class Store:
         pending = PendingCommit(dict(batch.mutations), {"op": "write", "keys": len(batch)}, on_finished=settle)
         return future if self._committer.submit_nowait(pending) else None
 
-    def _commit(self, mutations: dict, descriptor: dict | None = None) -> int:
+    def _commit(self, mutations: dict[bytes, Mutation], descriptor: dict[str, Any] | None = None) -> int:
         self._check_open()
         pending = PendingCommit(mutations, descriptor or {"op": "write", "keys": len(mutations)})
         return self._committer.submit(pending).seq
@@ -456,7 +457,7 @@ class Store:
         check_watch_args(prefix, start, end)
         if isinstance(poll_interval_s, bool) or not isinstance(poll_interval_s, (int, float)) or not poll_interval_s > 0:
             raise ValueError(f"poll_interval_s must be a positive number of seconds, not {poll_interval_s!r}")
-        live: list = []
+        live: list[Row] = []
         if start is None:
             head = self.refresh()
             start = head + 1

@@ -29,6 +29,7 @@ Thread-safety: one transaction is used by one thread at a time.
 
 from __future__ import annotations
 
+import operator
 import time
 import weakref
 from bisect import bisect_left
@@ -533,7 +534,7 @@ def _overlay(
     if limit == 0:
         return
     emitted = 0
-    before = (lambda a, b: a > b) if reverse else (lambda a, b: a < b)
+    before = operator.gt if reverse else operator.lt
     i = 0
     for row in base:
         key = row[0]

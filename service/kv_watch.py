@@ -50,7 +50,7 @@ KEEPALIVE_S: Final = 15.0
 
 
 def _start(request: Request) -> int | None:
-    start = query_number(request, "start", int)
+    start: int | None = query_number(request, "start", int)
     last_id = request.headers.get("last-event-id")
     if last_id is not None:
         if start is not None:

@@ -8,11 +8,11 @@
 
 from typing import TYPE_CHECKING
 
-from kvstore.compaction.edit import EditConflictError, TreeEdit, apply_edit
+from kvstore.compaction.edit import TreeEdit, apply_edit
 from kvstore.compaction.install import install_edit
 from kvstore.compaction.planner import CompactionPolicy, CompactionTask, plan, plan_full
-from kvstore.compaction.runner import CompactionAbortedError, CompactionOutput, run_compaction
-from kvstore.errors import deprecated_name
+from kvstore.compaction.runner import CompactionOutput, run_compaction
+from kvstore.errors import CompactionAbortedError, EditConflictError, deprecated_name
 
 __all__ = [
     "CompactionAbortedError",

@@ -23,7 +23,8 @@ import time
 from typing import Any, Final
 
 from kvstore.committer import PendingCommit, TreeChange
-from kvstore.compaction.edit import EditConflictError, TreeEdit, apply_edit
+from kvstore.compaction.edit import TreeEdit, apply_edit
+from kvstore.errors import EditConflictError
 from kvstore.compaction.runner import delete_quietly
 from kvstore.errors import StaleOutputError, TreeChangedError
 from kvstore.format.names import new_tree_path

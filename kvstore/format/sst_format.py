@@ -318,7 +318,7 @@ def footer_length(trailer: bytes, size: int, path: str) -> int:
     """
     if len(trailer) != TRAILER_SIZE or trailer[4:] != ARROW_MAGIC:
         raise CorruptionError(f"{path}: no Arrow file magic at the end (truncated or not an SST)")
-    (length,) = struct.unpack("<i", trailer[:4])
+    length: int = struct.unpack("<i", trailer[:4])[0]
     if length <= 0 or length > size - TRAILER_SIZE - len(HEAD_MAGIC):
         raise CorruptionError(f"{path}: Arrow footer length {length} does not fit a {size}-byte file")
     return length

@@ -256,7 +256,7 @@ def _pair_lists(
         yield pairs
 
 
-def _run_segments(ssts: list, start: bytes | None, end: bytes | None, snapshot_seq: int) -> Iterator[Segment]:
+def _run_segments(ssts: list[Any], start: bytes | None, end: bytes | None, snapshot_seq: int) -> Iterator[Segment]:
     # SSTs of a run are disjoint and in key order: their segments concatenate in order.
     for sst in ssts:
         yield from sst.iter_segments(start, end, snapshot_seq)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvstore.errors import deprecated_name
+from kvstore.errors import CrashedError, InjectedFaultError, deprecated_name
 from kvstore.objstore.base import ObjectMeta, ObjectStore
 from kvstore.objstore.counting import CountingStore
 from kvstore.objstore.factory import open_store
-from kvstore.objstore.faulty import CrashedError, FaultRecord, FaultyStore, InjectedFaultError
+from kvstore.objstore.faulty import FaultRecord, FaultyStore
 from kvstore.objstore.fsspec_store import FsspecStore
 from kvstore.objstore.lmdb_commit import LmdbCommitStore
 from kvstore.objstore.local import LocalStore
