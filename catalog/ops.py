@@ -197,7 +197,9 @@ class UpdateNamespaceProperties(Op):
         return {key: list(outcome.get(key, [])) for key in ("updated", "removed", "missing")}
 
 
-def _update_props(w: CatalogWriter, kind: str, obj: str, key_of: Any, updates: dict, removals: list) -> dict[str, Any]:
+def _update_props(
+    w: CatalogWriter, kind: str, obj: str, key_of: Any, updates: dict[str, str], removals: list[str]
+) -> dict[str, Any]:
     overlap = set(updates) & set(removals)
     if overlap:
         raise ValueError(f"property {sorted(overlap)[0]!r} is both updated and removed")
@@ -416,7 +418,7 @@ class _Rewrite(Op):
             )
         observed = set(self.observed or ())
         new = [f for i, f in live.items() if i not in observed]
-        if new and (self.filter is None or prune(new, definition.schema, self.filter)):  # type: ignore[arg-type]
+        if new and (self.filter is None or prune(new, definition.schema, self.filter)):
             raise StaleObservationError(
                 f"{self.kind} of {self.table!r}: {len(new)} data file(s) were added meanwhile that may hold affected rows"
             )
@@ -516,7 +518,7 @@ class Overwrite(_Rewrite):
             return
         read = set(self.read_files)
         new = [f for f in w.live_files(self.table_id) if f.id not in read]
-        if new and (self.filter is None or prune(new, definition.schema, self.filter)):  # type: ignore[arg-type]
+        if new and (self.filter is None or prune(new, definition.schema, self.filter)):
             raise StaleObservationError(
                 f"overwrite of {self.table!r}: {len(new)} data file(s) were committed after its input was "
                 "read and may hold rows it never saw; read the table again and redo the overwrite"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,10 +32,10 @@ class _BoundsCache:
 
     def __init__(self, entries: int = 64) -> None:
         self._lock = threading.Lock()
-        self._items: OrderedDict[tuple, ColumnBounds | None] = OrderedDict()
+        self._items: OrderedDict[tuple[Any, ...], ColumnBounds | None] = OrderedDict()
         self._entries = entries
 
-    def get(self, key: tuple, build: Any) -> ColumnBounds | None:
+    def get(self, key: tuple[Any, ...], build: Callable[[], ColumnBounds | None]) -> ColumnBounds | None:
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)

@@ -23,7 +23,7 @@ import ctypes
 import re
 import struct
 from dataclasses import dataclass
-from typing import Any, Callable, Final, Sequence
+from typing import Any, Callable, Final, Sequence, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -192,7 +192,7 @@ def from_expression(expr: object) -> Pred:
     except (IndexError, ValueError, KeyError):
         return Unknown()
     if kind == "pred":
-        return value
+        return cast(Pred, value)
     if kind == "lit" and pa.types.is_boolean(value.type):
         return Const(value.as_py())
     if kind == "field":

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from typing import Final, Iterable
+from typing import Any, Final, Iterable
 
 import pyarrow as pa
 
@@ -109,13 +109,13 @@ def can_widen(old: pa.DataType, new: pa.DataType) -> bool:
     if old in _UINT_ORDER[:3] and new in _INT_ORDER:  # uintN fits in int(2N)
         return _INT_ORDER.index(new) > _UINT_ORDER.index(old)
     if pa.types.is_floating(old) and pa.types.is_floating(new):
-        return old.bit_width <= new.bit_width
+        return bool(old.bit_width <= new.bit_width)
     if pa.types.is_integer(old) and old.bit_width <= 16 and new in (pa.float32(), pa.float64()):
         return True
     if pa.types.is_int32(old) and new == pa.float64():
         return True
     if pa.types.is_decimal(old) and pa.types.is_decimal(new):
-        return new.scale == old.scale and new.precision >= old.precision
+        return bool(new.scale == old.scale and new.precision >= old.precision)
     if (pa.types.is_string(old) and pa.types.is_large_string(new)) or (
         pa.types.is_binary(old) and pa.types.is_large_binary(new)
     ):
@@ -218,7 +218,7 @@ def project(data: pa.Table, schema: pa.Schema, columns: list[str] | None = None)
 class SchemaChange:
     """Pending schema evolution: built by ``Table.update_schema()``, applied at ``commit()``."""
 
-    steps: list[tuple[str, tuple]] = field(default_factory=list)
+    steps: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
 
     def apply(self, schema: pa.Schema, last_id: int, partition_ids: Iterable[int]) -> tuple[pa.Schema, int]:
         """Apply every step in order; ``ValueError`` names the first impossible one.

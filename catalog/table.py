@@ -42,7 +42,7 @@ class TableHost(Protocol):
     def reading(self) -> AbstractContextManager[CatalogReader]:
         """A catalog reader at the host's view."""
 
-    def submit(self, op: Op) -> Any:
+    def submit(self, op: Op) -> int | None:
         """Commit ``op`` now (returns the version) or stage it in the open transaction (returns None)."""
 
     def check_writable(self) -> None:

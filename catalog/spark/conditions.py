@@ -187,7 +187,7 @@ def _node(item: object, schema: pa.Schema) -> pc.Expression:
         # Never null: false where the column is null.
         return pc.if_else(column.is_null(), False, column == _scalar(value, arrow_type, name))
     if kind in _COMPARISONS:
-        return _COMPARISONS[kind](column, _scalar(value, arrow_type, name))  # type: ignore[no-untyped-call]
+        return _COMPARISONS[kind](column, _scalar(value, arrow_type, name))
     raise ValueError(f"filter {kind} has no exact translation for a delete")
 
 

@@ -54,7 +54,8 @@ from catalog.spark.errors import ProtocolError, annotated_conflicts
 from catalog.spark.filters import pruning_expression
 from catalog.spark.options import store_options
 from kvstore.backoff import backoff_delay
-from catalog.spark.types import COMMENT_KEY, spark_arrow_schema, spark_schema
+from catalog.schema import COMMENT as COMMENT_KEY
+from catalog.spark.types import spark_arrow_schema, spark_schema
 
 __all__ = ["ControlPlane", "ProtocolError", "serve_stdio", "PROTOCOL_VERSION"]
 
@@ -195,7 +196,7 @@ def _jvm_readable(schema: pa.Schema) -> bool:
 
     def ok(t: pa.DataType) -> bool:
         if pa.types.is_timestamp(t):
-            return t.unit != "ns"
+            return bool(t.unit != "ns")
         if pa.types.is_struct(t):
             return all(ok(t.field(i).type) for i in range(t.num_fields))
         if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):

@@ -101,7 +101,7 @@ def exact_scalar(value: Any, arrow_type: pa.DataType) -> pa.Scalar | None:
 
 
 def _is_orderable(arrow_type: pa.DataType) -> bool:
-    return (
+    return bool(
         pa.types.is_integer(arrow_type)
         or pa.types.is_decimal(arrow_type)
         or pa.types.is_string(arrow_type)

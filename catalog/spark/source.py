@@ -102,7 +102,7 @@ def writing_session(lake: catalog.Lakehouse, options: SourceOptions) -> Any:
 
 
 def _native_table(session: Any, name: str) -> catalog.Table:
-    table = session.load_table(name)
+    table: catalog.Table = session.load_table(name)
     if table.format != "parquet":
         raise ValueError(
             f"table {name!r} has format {table.format!r}: the Spark source reads and writes native "
@@ -195,7 +195,7 @@ class LakehouseReader(DataSourceReader):
         self._filters = list(filters)
         yield from filters
 
-    def partitions(self) -> list[InputPartition]:  # type: ignore[override]
+    def partitions(self) -> list[InputPartition]:
         options = self._options
         with reading_session(options) as session:
             table = _native_table(session, options.table)
@@ -298,7 +298,7 @@ class LakehouseWriter(DataSourceArrowWriter):
                 raise
         return WrittenFiles([entry.to_json() for entry in written])
 
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         files = [DataFile.from_json(entry) for message in messages if isinstance(message, WrittenFiles) for entry in message.files]
         mode = "overwrite" if self._overwrite else "append"
         if not files and (mode == "append" or self._options.dynamic_overwrite):
@@ -317,7 +317,7 @@ class LakehouseWriter(DataSourceArrowWriter):
                 replaced = replaced_rows(table, files, condition, self._options.dynamic_overwrite) if self._overwrite else None
                 table.commit_files(files, mode=mode, filter=replaced, read_files=read_files)
 
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         paths = [entry["path"] for message in messages if isinstance(message, WrittenFiles) for entry in message.files]
         if not paths:
             return
