@@ -54,6 +54,7 @@ from kvstore.objstore.base import ObjectStore
 
 
 def now_ms() -> int:
+    """The current time in milliseconds since the Unix epoch."""
     return int(time.time() * 1000)
 
 
@@ -66,6 +67,7 @@ class Context:
 
 
 def summary(kind: str, obj: str, **counts: Any) -> dict[str, Any]:
+    """A history summary: ``{"kind": kind, "object": obj}`` plus the given counts."""
     out: dict[str, Any] = {"kind": kind, "object": obj}
     out.update(counts)
     return out
@@ -96,6 +98,7 @@ class Op(ABC):
         return [f.path for f in self.new_files()]
 
     def to_record(self) -> dict[str, Any]:
+        """This op as a JSON-ready dict: its ``kind`` and its encoded fields (read back by :func:`from_record`)."""
         return {"kind": self.kind, **_encode_fields(self)}
 
 
@@ -111,9 +114,18 @@ class CreateNamespace(Op):
 
     @property
     def object_name(self) -> str:
+        """The namespace's dotted name."""
         return join(self.ns)
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        """Create the namespace, its properties and (with ``parents``) its missing parents; return its summary.
+
+        The summary counts the namespaces created (``namespaces_created``).
+
+        Raises:
+            NamespaceAlreadyExistsError: the namespace already exists.
+            NoSuchNamespaceError: a parent namespace does not exist and ``parents`` is False.
+        """
         if w.namespace(self.ns) is not None:
             raise NamespaceAlreadyExistsError(f"namespace {join(self.ns)!r} already exists")
         created = 1
@@ -140,9 +152,20 @@ class DropNamespace(Op):
 
     @property
     def object_name(self) -> str:
+        """The namespace's dotted name."""
         return join(self.ns)
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        """Drop the namespace (with ``cascade``, all it holds, however deep); return its history summary.
+
+        The tables' files are recorded as removed, not purged. The summary counts
+        the namespaces and tables dropped and the files and rows removed.
+
+        Raises:
+            NoSuchNamespaceError: the namespace does not exist.
+            NamespaceNotEmptyError: the namespace holds a namespace, table or view
+                and ``cascade`` is False.
+        """
         w.require_namespace(self.ns)
         children = w.child_namespaces(self.ns, recursive=True)
         objects = w.objects(self.ns)
@@ -181,9 +204,19 @@ class UpdateNamespaceProperties(Op):
 
     @property
     def object_name(self) -> str:
+        """The namespace's dotted name."""
         return join(self.ns)
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        """Set ``updates`` and remove ``removals`` in the namespace's properties; return its history summary.
+
+        The summary lists the properties ``updated``, ``removed`` and ``missing``
+        (to remove but not set); :meth:`last_outcome` returns the same lists.
+
+        Raises:
+            NoSuchNamespaceError: the namespace does not exist.
+            ValueError: a property is both in ``updates`` and in ``removals``.
+        """
         w.require_namespace(self.ns)
         result = _update_props(
             w, self.kind, join(self.ns), lambda k: keys.namespace_property(self.ns, k), self.updates, self.removals
@@ -228,6 +261,7 @@ class _NamedOp(Op):
 
     @property
     def object_name(self) -> str:
+        """The object's dotted name, ``<ns>.<name>``."""
         return join((*self.ns, self.name))
 
 
@@ -238,6 +272,12 @@ class CreateTable(_NamedOp):
     properties: dict[str, str] = field(default_factory=dict)
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        """Create the table: its name, definition and properties; return its history summary (with its id and format).
+
+        Raises:
+            NoSuchNamespaceError: the namespace does not exist.
+            TableAlreadyExistsError: a table or view of that name already exists.
+        """
         w.require_namespace(self.ns)
         existing = w.pointer(self.ns, self.name)
         if existing is not None:
@@ -274,6 +314,15 @@ class DropTable(_NamedOp):
     purge: bool = False
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        """Drop the table: its name, definition, properties and files; return its history summary.
+
+        Each live file is recorded as removed, with the ``purge`` flag (see
+        :func:`catalog.maintenance.purge_dropped`); the summary counts the files
+        and rows removed.
+
+        Raises:
+            NoSuchTableError: no table of that name exists.
+        """
         pointer, _ = w.require_table(self.ns, self.name)
         files, rows = _drop_table_keys(w, pointer.id, self.purge)
         w.delete(keys.obj(self.ns, self.name))
@@ -287,6 +336,13 @@ class RenameTable(_NamedOp):
     new_name: str
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        """Move the table's name to ``new_name`` in ``new_ns``; return its history summary (with the new name).
+
+        Raises:
+            NoSuchTableError: no table of the old name exists.
+            NoSuchNamespaceError: ``new_ns`` does not exist.
+            TableAlreadyExistsError: a table or view of the new name already exists.
+        """
         pointer, _ = w.require_table(self.ns, self.name)
         w.require_namespace(self.new_ns)
         target = join((*self.new_ns, self.new_name))
@@ -330,12 +386,22 @@ class Append(Op):
 
     @property
     def object_name(self) -> str:
+        """The table's name."""
         return self.table
 
     def new_files(self) -> list[DataFile]:
+        """The data files this append adds (a copy of ``files``)."""
         return list(self.files)
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        """Add ``files`` to the table's live files; return its history summary (files and rows added).
+
+        Raises:
+            NoSuchTableError: the table was dropped.
+            ValueError: the table is not a native parquet table.
+            SchemaMismatchError: the table's current schema cannot read the files
+                (a required column they lack, or a type they hold that does not widen to it).
+        """
         definition = _require_def(w, self.table_id, self.table)
         _check_native(definition, self.table)
         _check_files_fit(self.schema, definition, self.table)
@@ -371,9 +437,11 @@ class _Rewrite(Op):
 
     @property
     def object_name(self) -> str:
+        """The table's name."""
         return self.table
 
     def new_files(self) -> list[DataFile]:
+        """The data files this rewrite wrote (the kept rows of the files it rewrites)."""
         return list(self.added)
 
     def plan(self, w: CatalogWriter, ctx: Context, definition: TableDef) -> None:
@@ -410,6 +478,13 @@ class _Rewrite(Op):
                 )
 
     def check_rebase(self, w: CatalogWriter, definition: TableDef) -> None:
+        """On a rebase, check that what the first application observed still holds.
+
+        Raises:
+            StaleObservationError: a file this rewrite removes was rewritten or
+                removed meanwhile, or a file added meanwhile may hold rows matching
+                ``filter`` (with no filter, any added file).
+        """
         live = {f.id: f for f in w.live_files(self.table_id)}
         gone = [f.id for f in self.removed if f.id not in live]
         if gone:
@@ -424,6 +499,10 @@ class _Rewrite(Op):
             )
 
     def write(self, w: CatalogWriter, extra_added: list[DataFile]) -> dict[str, Any]:
+        """Write the rewrite's keys: record the ``removed`` files as removed and add ``added`` and ``extra_added``.
+
+        Returns the history summary, counting the files and rows added and removed.
+        """
         for f in self.removed:
             w.delete(keys.table_file(self.table_id, f.id))
             w.put(keys.table_gone_file(self.table_id, f.id), _gone(f))
@@ -446,6 +525,18 @@ class Delete(_Rewrite):
     kind: ClassVar[str] = "delete"
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        """Delete the rows matching ``filter``; return its history summary (with the rows removed).
+
+        The first application chooses the files to rewrite and writes their
+        remaining rows; a rebase only re-checks that choice.
+
+        Raises:
+            NoSuchTableError: the table was dropped.
+            ValueError: the table is not a native parquet table, or ``filter`` is None
+                (on the first application).
+            StaleObservationError: on a rebase, what the first application observed
+                changed (see :meth:`check_rebase`).
+        """
         definition = _require_def(w, self.table_id, self.table)
         _check_native(definition, self.table)
         if self.observed is None:
@@ -485,9 +576,21 @@ class Overwrite(_Rewrite):
     replaced: list[str] | None = None
 
     def new_files(self) -> list[DataFile]:
+        """The data files this overwrite adds: the kept rows of the files it rewrites, then ``files``."""
         return self.added + self.files
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        """Replace the live files (or the matching rows, or the ``replaced`` files) by ``files``; return its summary.
+
+        Raises:
+            NoSuchTableError: the table was dropped.
+            ValueError: the table is not a native parquet table.
+            SchemaMismatchError: ``files_schema`` is set and the table's current
+                schema cannot read the new files.
+            StaleObservationError: on the first application, a file committed since
+                ``read_files`` were read may hold affected rows or a ``replaced`` file
+                is gone; on a rebase, what the first application observed changed.
+        """
         definition = _require_def(w, self.table_id, self.table)
         _check_native(definition, self.table)
         if self.files_schema is not None:
@@ -503,6 +606,11 @@ class Overwrite(_Rewrite):
         return self.write(w, self.files)
 
     def take_replaced(self, w: CatalogWriter, definition: TableDef) -> None:
+        """For a copy-on-write rewrite: note the live files as observed and the ``replaced`` ones as removed.
+
+        Raises:
+            StaleObservationError: a ``replaced`` file was rewritten or removed after it was read.
+        """
         live = {f.id: f for f in w.live_files(self.table_id)}
         self.observed = list(live)
         self.schema = definition.schema
@@ -514,6 +622,14 @@ class Overwrite(_Rewrite):
         self.removed = [live[i] for i in self.replaced or ()]
 
     def check_read_files(self, w: CatalogWriter, definition: TableDef) -> None:
+        """Check that no file committed since ``read_files`` were read may hold affected rows.
+
+        Nothing is checked when ``read_files`` is None (a blind overwrite).
+
+        Raises:
+            StaleObservationError: a live file not in ``read_files`` may hold rows
+                matching ``filter`` (with no filter, any such file).
+        """
         if self.read_files is None:
             return
         read = set(self.read_files)
@@ -532,6 +648,12 @@ class Compact(_Rewrite):
     kind: ClassVar[str] = "compact"
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        """Replace the ``removed`` files by the ``added`` ones (same rows); return its history summary.
+
+        Raises:
+            NoSuchTableError: the table was dropped.
+            StaleObservationError: on a rebase, an input file was removed meanwhile.
+        """
         _require_def(w, self.table_id, self.table)
         if rebase:
             live = {f.id for f in w.live_files(self.table_id)}
@@ -553,9 +675,18 @@ class UpdateSchema(Op):
 
     @property
     def object_name(self) -> str:
+        """The table's name."""
         return self.table
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        """Apply ``change`` to the table's schema, bumping its version; return its summary (with the new version).
+
+        Raises:
+            NoSuchTableError: the table was dropped.
+            ValueError: the table is not a native parquet table, or a step of
+                ``change`` cannot apply to its schema.
+            StaleObservationError: the table's schema version is no longer ``base_version``.
+        """
         definition = _require_def(w, self.table_id, self.table)
         _check_native(definition, self.table)
         if definition.schema_version != self.base_version:
@@ -581,9 +712,19 @@ class UpdateProperties(Op):
 
     @property
     def object_name(self) -> str:
+        """The table's name."""
         return self.table
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        """Set ``updates`` and remove ``removals`` in the table's properties; return its history summary.
+
+        The summary lists the properties ``updated``, ``removed`` and ``missing``
+        (to remove but not set).
+
+        Raises:
+            NoSuchTableError: the table was dropped.
+            ValueError: a property is both in ``updates`` and in ``removals``.
+        """
         _require_def(w, self.table_id, self.table)
         out = _update_props(
             w, self.kind, self.table, lambda k: keys.table_property(self.table_id, k), self.updates, self.removals
@@ -604,9 +745,17 @@ class CommitMetadata(Op):
 
     @property
     def object_name(self) -> str:
+        """The table's name."""
         return self.table
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        """Set the table's metadata location to ``new_location`` if it is still ``expected``; return its history summary.
+
+        Raises:
+            NoSuchTableError: the table was dropped.
+            ValueError: the table is not an iceberg table.
+            StaleObservationError: the metadata location is no longer ``expected``.
+        """
         definition = _require_def(w, self.table_id, self.table)
         if definition.format != "iceberg":
             raise ValueError(f"table {self.table!r} has format {definition.format!r}, not iceberg")
@@ -630,6 +779,16 @@ class CreateView(_NamedOp):
     replace: bool = False
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        """Create the view, or with ``replace`` replace it; return its history summary (with the view's version).
+
+        A replacement keeps the view's id and creation time, takes the fields of
+        ``view`` that are not None over the current ones and bumps its version.
+
+        Raises:
+            NoSuchNamespaceError: the namespace does not exist.
+            NoSuchViewError: ``replace`` is True and no view of that name exists.
+            ViewAlreadyExistsError: ``replace`` is False and a table or view of that name already exists.
+        """
         w.require_namespace(self.ns)
         existing = w.pointer(self.ns, self.name)
         view = self.view
@@ -654,6 +813,11 @@ class DropView(_NamedOp):
     kind: ClassVar[str] = "drop_view"
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        """Remove the view's name from the catalog; return its history summary.
+
+        Raises:
+            NoSuchViewError: no view of that name exists.
+        """
         w.require_view(self.ns, self.name)
         w.delete(keys.obj(self.ns, self.name))
         return summary(self.kind, self.object_name)
@@ -682,6 +846,14 @@ class CheckRead(_NamedOp):
     filter: pc.Expression | None = None
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+        """Check that the rows the read selected are unchanged; write nothing and return its history summary.
+
+        Raises:
+            RetryableConflictError: the table was dropped or replaced since it was
+                read, a selected file is gone, or a file added since may hold
+                selected rows.
+            NoSuchTableError: the name still points to the table but its definition is gone.
+        """
         pointer = w.pointer(self.ns, self.name)
         if pointer is None or pointer.kind != TABLE or pointer.id != self.table_id:
             raise RetryableConflictError(
@@ -735,7 +907,12 @@ def _encode_fields(op: Op) -> dict[str, Any]:
 
 
 def from_record(record: dict[str, Any]) -> Op:
-    """The op a :meth:`Op.to_record` dict describes (``ValueError`` if malformed)."""
+    """The op a :meth:`Op.to_record` dict describes.
+
+    Raises:
+        ValueError: ``record`` is not a dict, its ``kind`` names no operation,
+            or its fields do not fit that operation.
+    """
     if not isinstance(record, dict) or record.get("kind") not in _KINDS:
         raise ValueError(f"not a catalog operation record: {str(record)[:200]}")
     cls = _KINDS[record["kind"]]
