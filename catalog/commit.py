@@ -24,6 +24,7 @@ from typing import Any, Sequence
 from catalog.access import CatalogWriter
 from catalog.conflicts import FAIL, RETRY, classify
 from catalog.context import LakeContext
+from catalog.datafiles import discard_files
 from catalog.errors import (
     CatalogConflictError,
     CatalogError,
@@ -294,11 +295,5 @@ def _name_winner(error: CatalogConflictError, ops: Sequence[Op], lost: ConflictE
 
 
 def _cleanup(ctx: Context, ops: Sequence[Op]) -> None:
-    for op in ops:
-        for path in op.new_paths():
-            try:
-                ctx.objects.delete(path)
-            except FileNotFoundError:
-                continue
-            except Exception as exc:  # noqa: BLE001 - best effort: gc() removes what is left
-                log.warning("could not delete %s after a failed commit (gc will): %s", path, exc)
+    """Delete the files ``ops`` wrote for a commit that will not happen."""
+    discard_files(ctx.objects, [path for op in ops for path in op.new_paths()], "its commit failed")

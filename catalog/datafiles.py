@@ -14,6 +14,7 @@ import base64
 import decimal
 import io
 import json
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Final, Iterable, Iterator
@@ -26,6 +27,8 @@ from catalog.errors import CorruptDataFileError
 from catalog.schema import PARQUET_FIELD_ID, field_id, project
 from kvstore.format.checksum import crc32c
 from kvstore.objstore.base import ObjectStore
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TARGET_FILE_BYTES: Final = 128 << 20
 # How data files are written. zstd: the smallest files at about snappy's
@@ -244,6 +247,23 @@ def partition_groups(data: pa.Table, partition_names: list[str]) -> Iterator[tup
         part = sorted_data.slice(start, end - start)
         values = {name: part.column(name)[0] for name in partition_names}
         yield values, part
+
+
+def discard_files(objects: ObjectStore, paths: Iterable[str], why: str) -> None:
+    """Delete data files that no commit will reference, as far as storage lets us now.
+
+    For clean-up after a failure (a refused or failed commit, an aborted
+    write, a rolled-back staged operation): the caller is already handling an
+    error, so a delete that fails is logged (with ``why``) rather than raised
+    over it; ``gc()`` removes any file left, since nothing references it. A
+    file already gone is not an error (``ObjectStore.delete``). Deletions that
+    must succeed or say why (GC, purge) call ``objects.delete`` themselves.
+    """
+    for path in paths:
+        try:
+            objects.delete(path)
+        except Exception as exc:  # noqa: BLE001 - best effort, see the docstring: gc() removes it later
+            log.warning("could not delete %s (%s); gc will: %s", path, why, exc)
 
 
 def write_files(

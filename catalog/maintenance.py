@@ -227,14 +227,14 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
         report.removed_files.append(record["path"])
         report.bytes_freed += int(record.get("size", 0))
         if not dry_run:
-            _delete_quietly(ctx, record["path"])
+            ctx.objects.delete(record["path"])  # a failure is GC's to report (missing is fine)
         done += 1
         _progress(progress, "gc", done, total)
     for path, size in orphans:
         report.orphan_files.append(path)
         report.bytes_freed += size
         if not dry_run:
-            _delete_quietly(ctx, path)
+            ctx.objects.delete(path)
         done += 1
         _progress(progress, "gc", done, total)
     if not dry_run:
@@ -256,7 +256,7 @@ def purge_dropped(ctx: LakeContext, table_id: str) -> GCReport:
         purged = [(key, record) for key, value in now.scan(prefix=keys.table_gone(table_id))
                   if (record := json.loads(value)).get("purge")]
     for _, record in purged:
-        _delete_quietly(ctx, record["path"])
+        ctx.objects.delete(record["path"])  # a failure is the purge's to report (missing is fine)
         report.removed_files.append(record["path"])
         report.bytes_freed += int(record.get("size", 0))
     _forget(ctx, purged)
@@ -274,13 +274,6 @@ def _forget(ctx: LakeContext, records: list[tuple[bytes, dict[str, Any]]]) -> No
                 txn.delete(key)
 
         ctx.store.run(forget, isolation="snapshot")
-
-
-def _delete_quietly(ctx: LakeContext, path: str) -> None:
-    try:
-        ctx.objects.delete(path)
-    except FileNotFoundError:
-        return
 
 
 # -- export ----------------------------------------------------------------------------

@@ -26,11 +26,12 @@ from typing import Any
 from catalog.commit import bounded
 from catalog.access import CatalogWriter
 from catalog.context import LakeContext
+from catalog.datafiles import discard_files
 from catalog.durable import keys, lifecycle, locks
 from catalog.durable.implicit import removed_nodes
 from catalog.durable.manager import DurableTransaction, TransactionManager
 from catalog.durable.records import ABORTED, ACTIVE, EXPIRED, LockRecord, TxnRecord
-from catalog.durable.session import DurableCatalogTransaction, _delete_files
+from catalog.durable.session import DurableCatalogTransaction
 from catalog.durable.work import Work
 from catalog.errors import RetryableConflictError, StaleObservationError
 from catalog.ops import CheckRead, from_record
@@ -110,7 +111,7 @@ class DurableLake:
         paths = [path for _, records in finished for op in records for path in from_record(op).new_paths()]
         if dry_run or not finished:
             return paths
-        _delete_files(self.context.objects, paths)
+        discard_files(self.context.objects, paths, "its transaction ended without committing them")
 
         def forget(work: Work) -> None:
             for txid, _ in finished:

@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from catalog.arguments import checked
 from catalog import names
 from catalog.access import CatalogReader, CatalogWriter
+from catalog.datafiles import discard_files
 from catalog.context import LakeContext
 from catalog.durable import keys, lifecycle, locks
 from catalog.durable.implicit import implicit_locks
@@ -136,7 +137,7 @@ class DurableCatalogTransaction(DurableTransaction, CatalogSession):
                     "published before its data files got older than half the GC grace period; write the data again"
                 ) from exc
         except BaseException:
-            _delete_files(self.objects, op.new_paths())
+            discard_files(self.objects, op.new_paths(), "its staging failed")
             raise
         return None
 
@@ -241,13 +242,3 @@ class FrozenSession(CatalogSession):
             LockConflictError, StaleDataFileError: as for :meth:`DurableCatalogTransaction.submit`.
         """
         return self._owner.submit(op)
-
-
-def _delete_files(objects: Any, paths: list[str]) -> None:
-    for path in paths:
-        try:
-            objects.delete(path)
-        except FileNotFoundError:
-            continue
-        except Exception as exc:  # noqa: BLE001 - best effort: lake.gc() removes unreferenced files later
-            log.warning("could not delete staged file %s (gc will): %s", path, exc)

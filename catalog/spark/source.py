@@ -43,7 +43,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 import catalog
-from catalog.datafiles import DataFile, read_file_batches
+from catalog.datafiles import DataFile, discard_files, read_file_batches
 from catalog.errors import NoSuchTableError
 from catalog.spark.commits import files_read_at, reads_checked, replaced_rows
 from catalog.spark.conditions import exact_condition
@@ -294,7 +294,7 @@ class LakehouseWriter(DataSourceArrowWriter):
             except BaseException:
                 # This task's files can never be committed: remove the ones we
                 # know of (gc catches any a half-finished write_files left).
-                _delete_files(lake.objects, [entry.path for entry in written])
+                discard_files(lake.objects, [entry.path for entry in written], "its Spark task failed")
                 raise
         return WrittenFiles([entry.to_json() for entry in written])
 
@@ -323,7 +323,7 @@ class LakehouseWriter(DataSourceArrowWriter):
             return
         objects = open_store(self._options.lakehouse, **self._options.storage_options)
         try:
-            _delete_files(objects, paths)
+            discard_files(objects, paths, "the Spark write was aborted")
         finally:
             objects.close()
 
@@ -333,11 +333,6 @@ def _json_or_none(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return None
-
-
-def _delete_files(objects: Any, paths: list[str]) -> None:
-    for path in paths:
-        objects.delete(path)  # a file already gone is not an error (ObjectStore.delete)
 
 
 def _prepare_write(options: SourceOptions, schema: StructType, overwrite: bool) -> LakehouseWriter:

@@ -12,6 +12,7 @@ from catalog.datafiles import (
     DataFile,
     column_stats,
     decode_values,
+    discard_files,
     encode_value,
     partition_groups,
     read_file,
@@ -190,3 +191,19 @@ def test_an_entry_from_the_footer_refuses_a_file_of_two_partitions_or_no_parquet
     store.put(path, b"not parquet at all")
     with pytest.raises(CorruptDataFileError, match="not a Parquet file"):
         entry_from_footer(store, path, checksum, schema, ["region"])
+
+
+def test_discard_files_deletes_what_it_can_and_logs_the_rest(caplog: pytest.LogCaptureFixture) -> None:
+    class OneStuckFile(MemoryStore):
+        def delete(self, path: str) -> None:
+            if path == "data/t/stuck.parquet":
+                raise OSError("permission denied")
+            super().delete(path)
+
+    objects = OneStuckFile()
+    for name in ("a", "stuck", "b"):
+        objects.put(f"data/t/{name}.parquet", b"x")
+    with caplog.at_level("WARNING", logger="catalog.datafiles"):
+        discard_files(objects, ["data/t/a.parquet", "data/t/stuck.parquet", "data/t/b.parquet", "data/t/gone.parquet"], "a test")
+    assert [meta.path for meta in objects.list("data/")] == ["data/t/stuck.parquet"]  # the others went, missing is fine
+    assert "data/t/stuck.parquet (a test)" in caplog.text and "permission denied" in caplog.text
