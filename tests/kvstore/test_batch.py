@@ -114,7 +114,7 @@ _plain_or_not = st.one_of(
 @given(st.lists(_plain_or_not, max_size=25))
 def test_compiled_put_pairs_and_its_twin_stop_at_the_same_item(items) -> None:
     outcomes = []
-    for impl in (batch_module._put_pairs, put_pairs_py):
+    for impl in (batch_module._put_pairs, put_pairs_py):  # internals: the compiled loop put_many uses, and its twin
         mutations: dict = {}
         pairs = iter(items)
         stops = []
@@ -122,7 +122,7 @@ def test_compiled_put_pairs_and_its_twin_stop_at_the_same_item(items) -> None:
             stops.append(item)
         outcomes.append((mutations, stops))
     assert outcomes[0] == outcomes[1]
-    assert batch_module._put_pairs is not put_pairs_py, "cython_ext._writebatch did not build (run make install)"
+    assert batch_module._put_pairs is not put_pairs_py, "cython_ext._writebatch did not build (run make install)"  # internals: built
 
 
 def test_the_compiled_module_imports_first_without_a_cycle() -> None:

@@ -1,4 +1,8 @@
-"""Row tuples to Arrow for SST writing: the compiled converter and its pure-Python twin agree."""
+"""Row tuples to Arrow for SST writing: the compiled converter and its pure-Python twin agree.
+
+A test of :mod:`kvstore.format.sst_writer`'s internals: its private converters
+(``_rows_to_arrays``, ``_rows_to_batch``, ``_rows_to_batch_py``) are what it compares.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from kvstore.format.rows import DELETE, PUT, ROW_SCHEMA
 from kvstore.format.sst import SSTReader, encode_sst
 from kvstore.objstore.memory import MemoryStore
 
-rows_to_arrays = sst_writer._rows_to_arrays
+rows_to_arrays = sst_writer._rows_to_arrays  # internals: the compiled converter (None if not built)
 
 _row = st.tuples(
     st.binary(min_size=1, max_size=12),
@@ -34,7 +38,7 @@ def test_compiled_and_python_build_the_same_batch(rows) -> None:
     assert arrays is not None
     batch = pa.RecordBatch.from_arrays(list(arrays), schema=ROW_SCHEMA)
     batch.validate(full=True)
-    expected = sst_writer._rows_to_batch_py(rows, 0)
+    expected = sst_writer._rows_to_batch_py(rows, 0)  # internals: the pure-Python twin
     assert batch.equals(expected)
     assert batch.to_pylist() == expected.to_pylist()
     assert [(r["value"] is None, r["expire_at_ms"] is None) for r in batch.to_pylist()] == [
@@ -67,9 +71,9 @@ def test_rows_the_compiled_path_does_not_take_raise_the_twins_error(bad) -> None
     rows = [(b"a", 5, PUT, b"ok", None), bad]
     assert rows_to_arrays(rows) is None
     with pytest.raises((TypeError, ValueError)) as compiled_error:
-        sst_writer._rows_to_batch(rows, 10)
+        sst_writer._rows_to_batch(rows, 10)  # internals: the converter that falls back to the twin
     with pytest.raises((TypeError, ValueError)) as python_error:
-        sst_writer._rows_to_batch_py(rows, 10)
+        sst_writer._rows_to_batch_py(rows, 10)  # internals: the pure-Python twin
     assert type(compiled_error.value) is type(python_error.value)
     assert str(compiled_error.value) == str(python_error.value)
 
@@ -79,7 +83,7 @@ def test_an_sst_written_through_the_compiled_converter_reads_back(monkeypatch: p
             for i in range(3000)]
     rows.sort(key=lambda row: (row[0], -row[1]))
     compiled, info = encode_sst("sst/a.sst", rows, block_size=4096)
-    monkeypatch.setattr(sst_writer, "_rows_to_arrays", None)
+    monkeypatch.setattr(sst_writer, "_rows_to_arrays", None)  # internals: write without the compiled converter
     python, _ = encode_sst("sst/a.sst", rows, block_size=4096)
     assert compiled == python
     store = MemoryStore()

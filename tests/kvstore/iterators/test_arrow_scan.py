@@ -1,6 +1,9 @@
 """scan_kv_batches / scan_kv_pairs (the compiled window merge over cached
 blocks) against the row path (scan_rows), the pure-Python twin of the merge
-and a model, on random layered stores."""
+and a model, on random layered stores.
+
+Partly a test of the module's internals: the twin is fed the windows of the
+private ``_windows``, as the compiled merge is."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from hypothesis import strategies as st
 from layered_store import ABSENT, KEY_POOL, NOW_MS, build_layers, model_row, rows_of, versions
 
 from kvstore.format.rows import MAX_SEQ
-from kvstore.iterators.arrow_scan import (
+from kvstore.iterators.arrow_scan import (  # internals: _windows, the windows the Python twin is fed
     IMPLEMENTATION,
     KV_SCHEMA,
     _windows,

@@ -4,6 +4,7 @@ Every test runs against both implementations, the compiled ``cython_ext._merge``
 and the pure-Python reference ``kvstore.iterators.merge_ref``. The property
 tests compare each with :func:`model`, a brute-force dict-based statement of
 the contract, on random sources; the example tests pin down one rule each.
+A test of the merge's internals too: it imports the private compiled module.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cython_ext
-import cython_ext._merge as compiled
+import cython_ext._merge as compiled  # internals: the compiled extension itself, beside its Python reference
 from kvstore.format import rows as row_format
 from kvstore.format.rows import DELETE, MAX_SEQ, PUT, Row
 from kvstore.iterators import merge as public_merge
@@ -370,7 +371,7 @@ def test_missing_extension_falls_back_to_the_reference_with_a_warning(monkeypatc
     try:
         with monkeypatch.context() as patch:
             patch.setitem(sys.modules, "cython_ext._merge", None)  # makes importing it fail
-            patch.delattr(cython_ext, "_merge")
+            patch.delattr(cython_ext, "_merge")  # internals: hide the built extension, to reach the fallback
             with pytest.warns(UserWarning, match="pure-Python reference"):
                 fallback = importlib.reload(public_merge)
             assert fallback.IMPLEMENTATION == "python"

@@ -56,8 +56,8 @@ def test_claim_lost_after_staging_removes_the_stage(tmp_path: Path, monkeypatch:
     second = LmdbCommitStore(backing, tmp_path / "lmdb")
     assert first.put_if_absent("_v1", b"first")
     # Make the second writer skip its early checks, as if it raced past them.
-    monkeypatch.setattr(second, "_claim_state", lambda key: None)
-    monkeypatch.setattr(second, "_inner_has", lambda path: False)
+    monkeypatch.setattr(second, "_claim_state", lambda key: None)  # internals: skip the early claim check
+    monkeypatch.setattr(second, "_inner_has", lambda path: False)  # internals: skip the early existence check
     assert second.put_if_absent("_v1", b"second") is False
     assert backing.get("_v1") == b"first"
     assert list(backing.list(STAGING_PREFIX)) == []
