@@ -107,7 +107,7 @@ def test_same_group_conflict_has_the_winner_descriptor(db) -> None:
     for n, txn in enumerate(txns):
         check = TxnValidation(txn.id, txn.start_seq, txn.isolation, float("inf"), frozenset({b"k"}))
         group.append(PendingCommit({b"k": (1, b"v", None)}, {"op": "txn", "n": n}, validation=check))
-    accepted = db._oracle.validate_group(group)
+    accepted = db._oracle.validate_group(group)  # internals: two transactions validated in one commit group
     assert accepted == [group[0]]
     error = group[1].error
     assert isinstance(error, ConflictError) and error.key == b"k" and error.version is None
@@ -185,6 +185,8 @@ def test_history_limit_and_start(db) -> None:
 
 
 def test_history_stops_at_versions_gc_removed() -> None:
+    from kvstore.chain import VersionChain
+
     store = MemoryStore(f"memory://{uuid.uuid4().hex}")
     with kvstore.open(
         store, poll_interval_s=0, retention_window_s=0, gc_grace_s=0, gc_min_roots=2, background_maintenance=False
@@ -196,7 +198,7 @@ def test_history_stops_at_versions_gc_removed() -> None:
         # GC counts an age only beyond the clock's resolution and probe round trip.
         wait_for(lambda: bool(db.gc().deleted_roots))
         versions = [i.version for i in db.history(limit=None)]
-        remaining = db._chain.list_versions()
+        remaining = VersionChain(store).list_versions()  # the root files left in storage
         assert versions == sorted(remaining, reverse=True)[: len(versions)]
         assert versions[0] == db.version and 0 not in versions
 
