@@ -33,19 +33,19 @@ def _put(key: bytes, expire: object = None) -> PendingCommit:
 
 def test_a_member_that_cannot_be_encoded_fails_alone(db) -> None:
     group = [_put(b"a"), _put(b"bad", expire=2**70), _put(b"c"), _put(b"d", expire="soon")]
-    db._committer._commit_group(group)
+    db._committer._commit_group(group)  # internals: commit one hand-made group
     assert [p.error is None for p in group] == [True, False, True, False]
     assert all(p.finished for p in group)
     assert isinstance(group[1].error, CommitError) and "could not be encoded" in str(group[1].error)
     assert (db.get(b"a"), db.get(b"c"), db.get(b"bad"), db.get(b"d")) == (b"v", b"v", None, None)
     assert group[0].version == group[2].version == db.version
-    assert db._state.layers.memtable.row_count == 2
+    assert db.stats()["memtable_rows"] == 2
 
 
 def test_group_of_only_bad_members_writes_nothing(db) -> None:
     head = db.version
     group = [_put(b"bad", expire=2**70)]
-    db._committer._commit_group(group)
+    db._committer._commit_group(group)  # internals: commit one hand-made group
     assert isinstance(group[0].error, CommitError) and db.version == head
 
 
@@ -85,14 +85,14 @@ def test_bad_ttls_raise_value_error_naming_ttl(db, ttl) -> None:
 def test_group_commit_shares_one_root(db) -> None:
     group = [_put(b"k%d" % n) for n in range(10)]
     head = db.version
-    db._committer._commit_group(group)
+    db._committer._commit_group(group)  # internals: commit one hand-made group
     assert db.version == head + 1 and [p.seq for p in group] == list(range(group[0].seq, group[0].seq + 10))
 
 
 def test_submit_after_close_raises(db) -> None:
     db.close()
     with pytest.raises(kvstore.StoreClosedError):
-        db._committer.submit(_put(b"k"))
+        db._committer.submit(_put(b"k"))  # internals: the committer refuses work once closed
 
 
 # -- an idle committer lets the caller commit on its own thread (issue 15) -------------
@@ -107,7 +107,7 @@ def threaded_db():
 
 def _block_first_publish(db) -> tuple[threading.Event, threading.Event]:
     """Make the next publish wait until released; return (entered, release)."""
-    chain = db._committer._chain
+    chain = db._committer._chain  # internals: the chain the committer publishes through
     publish = chain.publish
     entered, release = threading.Event(), threading.Event()
 
@@ -122,9 +122,9 @@ def _block_first_publish(db) -> tuple[threading.Event, threading.Event]:
 
 
 def test_an_idle_committer_commits_on_the_callers_thread(threaded_db) -> None:
-    committer = threaded_db._committer
+    committer = threaded_db._committer  # internals: its count of inline commits
     applied_in: list[str] = []
-    threaded_db._state.listeners.append(lambda root, rows: applied_in.append(threading.current_thread().name))
+    threaded_db.subscribe(lambda version: applied_in.append(threading.current_thread().name))  # runs where applied
     before = committer.inline_commits
     threaded_db.put(b"k", b"v")
     assert committer.inline_commits == before + 1
@@ -133,7 +133,7 @@ def test_an_idle_committer_commits_on_the_callers_thread(threaded_db) -> None:
 
 
 def test_callers_arriving_during_an_inline_commit_share_one_group(threaded_db) -> None:
-    committer = threaded_db._committer
+    committer = threaded_db._committer  # internals: submit to it and watch its queue
     entered, release = _block_first_publish(threaded_db)
     first = _put(b"first")
     inline = threading.Thread(target=committer.submit, args=(first,))
@@ -144,11 +144,11 @@ def test_callers_arriving_during_an_inline_commit_share_one_group(threaded_db) -
     for caller in callers:
         caller.start()
     for _ in range(60_000):
-        with committer._cond:
-            if len(committer._queue) == len(queued):
+        with committer._cond:  # internals: the queue's lock
+            if len(committer._queue) == len(queued):  # internals: every caller queued
                 break
         threading.Event().wait(0.001)
-    assert len(committer._queue) == len(queued)  # nobody committed beside the inline commit
+    assert len(committer._queue) == len(queued)  # internals: nobody committed beside the inline commit
     release.set()
     for thread in [inline, *callers]:
         thread.join(60)
@@ -160,7 +160,7 @@ def test_callers_arriving_during_an_inline_commit_share_one_group(threaded_db) -
 
 
 def test_close_waits_for_an_inline_commit_and_commits_the_queue(threaded_db) -> None:
-    committer = threaded_db._committer
+    committer = threaded_db._committer  # internals: submit to it and watch its queue
     entered, release = _block_first_publish(threaded_db)
     first, second = _put(b"a"), _put(b"b")
     inline = threading.Thread(target=committer.submit, args=(first,))
@@ -169,8 +169,8 @@ def test_close_waits_for_an_inline_commit_and_commits_the_queue(threaded_db) -> 
     queued = threading.Thread(target=committer.submit, args=(second,))
     queued.start()
     for _ in range(60_000):
-        with committer._cond:
-            if committer._queue:
+        with committer._cond:  # internals: the queue's lock
+            if committer._queue:  # internals: the second caller queued
                 break
         threading.Event().wait(0.001)
     closer = threading.Thread(target=committer.close)
