@@ -10,7 +10,7 @@ import kvstore
 from kvstore import flush
 from kvstore.format.rows import PUT
 from kvstore.format.sst import SSTReader
-from kvstore.format.tree import TreeManifest
+from kvstore.format.tree import decode_tree
 from kvstore.memtable import Memtable
 from kvstore.objstore.counting import CountingStore
 from kvstore.objstore.memory import MemoryStore
@@ -84,11 +84,13 @@ def test_another_handle_drops_flushed_rows_when_it_applies_the_flush() -> None:
         for i in range(10):
             a.put(b"k%d" % i, b"v")
         b.refresh()
-        assert len(b._state.layers.memtable) == 10
+        assert b.stats()["memtable_keys"] == 10
         a.flush()
         a.put(b"after", b"1")
         b.refresh()
-        assert [row[0] for row in b._state.layers.memtable.iter_rows()] == [b"after"]
+        stats, (_, revision) = b.stats(), b.get_with_revision(b"after")
+        # One row left unflushed, and it is b"after"'s: the memtable holds exactly the rows above flushed_seq.
+        assert stats["memtable_rows"] == 1 and revision > stats["flushed_seq"]
         assert b.get(b"k4") == b"v" and b.get(b"after") == b"1"
 
 
@@ -143,14 +145,14 @@ def test_both_flush_sources_write_the_same_rows(rows_per_batch: int, window: flo
                     batch.put(key, b"v%d-%d" % (batch_no, i))
             db.write(batch)
         memtable = db._state.layers.memtable  # internals: the flush's row sources depend on the memtable's shape
-        assert (memtable.row_count >= flush._ROWS_PER_VERSION_SOURCE * memtable.version_count) == (rows_per_batch == 200)
+        assert (memtable.row_count >= flush._ROWS_PER_VERSION_SOURCE * memtable.version_count) == (rows_per_batch == 200)  # internals: which source the flush picks
         expected_live = dict(db.scan())
         all_rows = list(memtable.iter_rows())
         _wait_for_window_to_pass_head(db, window)  # see the test above
         result = db.flush()
         assert result is not None and result.sst is not None
         info = result.sst
-        written = list(SSTReader.open(db._state.store, info.path, cache=None, size=info.size, tail_size=info.tail_size).iter())
+        written = list(SSTReader.open(db.objects, info.path, cache=None, size=info.size, tail_size=info.tail_size).iter())
         if floor_drops:
             newest = {}
             for row in all_rows:
@@ -173,7 +175,7 @@ def test_racing_flushers_one_wins_and_the_loser_deletes_its_sst() -> None:
         # race on the tree, and must clean up.
         assert b.flush() is None
         assert sst_paths(inner) == {won.sst.path}
-        assert b._state.tree_path == a._state.tree_path
+        assert b.stats()["tree"] == a.stats()["tree"]
         assert b.verify().ok
 
 
@@ -190,7 +192,7 @@ def test_flush_rebases_over_a_concurrent_compaction() -> None:
         assert len(compacted) == 1
         result = b.flush()  # b has not seen the compaction: rebased onto it
         assert result is not None and result.sst is not None
-        tree: TreeManifest = b._state.tree
+        tree = decode_tree(b.objects.get(b.stats()["tree"]), b.stats()["tree"])  # the tree b's head points at
         assert [info["path"] for info in tree.l0] == [result.sst.path]
         assert len(tree.runs) == 1
         assert b.get(b"r1") == b"v" and b.get(b"from-b") == b"1"
