@@ -142,7 +142,7 @@ def _corrupt_one_sst(store: MemoryStore, where: str) -> str:
         offset = 10  # inside magic + schema
     else:
         reader = SSTReader.open(store, path)
-        offset = reader._meta.offsets[0] + reader._meta.lengths[0] // 2  # middle of block 0
+        offset = reader.meta.offsets[0] + reader.meta.lengths[0] // 2  # middle of block 0
     data[offset] ^= 0x40
     store.put(path, bytes(data))
     return path

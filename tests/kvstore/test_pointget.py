@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -124,13 +125,19 @@ def test_store_getter_checks_keys_and_closed(implementation: str) -> None:
         quiet.get(b"a")
 
 
+def _first_block(store: MemoryStore, path: str, size: int) -> Any:
+    """Block 0 of the SST at ``path``, as its reader loads it (the block of its first segment)."""
+    block, lo, _ = next(SSTReader.open(store, path, size=size).iter_segments())
+    assert lo == 0
+    return block
+
+
 def test_block_views_agree_row_by_row() -> None:
     store = MemoryStore()
     rows = storage_order([(b"k%03d" % (i // 3), 200 - i, PUT if i % 4 else DELETE,
                             None if not i % 4 else b"v" * (i % 7), None if i % 5 else i) for i in range(120)])
     info = write_sst(store, "sst/x.sst", rows, block_size=10_000_000)
-    reader = SSTReader.open(store, "sst/x.sst", size=info.size)
-    batch = reader._load_block(0).batch
+    batch = _first_block(store, "sst/x.sst", info.size).batch
     fast, slow = compiled.BlockView(batch, 1), PyBlockView(batch, 1)
     assert fast.rows(0, fast.num_rows) == slow.rows(0, slow.num_rows) == rows
     for i in range(len(rows)):
@@ -175,7 +182,7 @@ def test_lower_bound_on_key_heads_is_bisect_left(
     rows = [(key, seq, PUT, b"v", None) for key, count in zip(keys, versions_of) for seq in range(count, 0, -1)]
     store = MemoryStore()
     info = write_sst(store, "sst/h.sst", rows, block_size=10_000_000)
-    batch = SSTReader.open(store, "sst/h.sst", size=info.size)._load_block(0).batch
+    batch = _first_block(store, "sst/h.sst", info.size).batch
     fast = compiled.BlockView(batch, 1)
     column = [row[0] for row in rows]
     for probe in [*probes, *(prefix + p for p in probes), prefix[:1], prefix + b"\xff", *keys]:
@@ -194,7 +201,7 @@ def test_sliced_batch_is_read_at_its_offset() -> None:
     store = MemoryStore()
     rows = [(b"k%02d" % i, 1, PUT, b"v%d" % i, None if i % 2 else 7) for i in range(20)]
     info = write_sst(store, "sst/y.sst", rows)
-    batch = SSTReader.open(store, "sst/y.sst", size=info.size)._load_block(0).batch.slice(5, 10)
+    batch = _first_block(store, "sst/y.sst", info.size).batch.slice(5, 10)
     fast, slow = compiled.BlockView(batch, 1), PyBlockView(batch, 1)
     assert fast.rows(0, 10) == slow.rows(0, 10) == rows[5:15]
     assert fast.find(b"k07", 1) == slow.find(b"k07", 1) == 2
