@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 import kvstore
+from kvstore.chain import VersionChain
 from kvstore.errors import SnapshotTooOldError
 from kvstore.history import RootIndex
 from kvstore.search import last_true
@@ -206,7 +207,7 @@ def test_root_index_searches() -> None:
         db.put(b"a", b"1")
         db.checkpoint("x")  # a version without a seq
         db.put(b"b", b"2")
-        index = RootIndex(db._state.chain)  # a test of the root index's internals
+        index = RootIndex(VersionChain(db.objects))  # a fresh index over the store's root files
         assert [index.summary(v).last_seq for v in range(4)] == [0, 1, 1, 2]
         assert index.oldest_reaching_seq(1, db.version) == 1
         assert index.oldest_reaching_seq(2, db.version) == 3
