@@ -77,10 +77,10 @@ def _busy_committer(store: GatedStore, db, key: bytes = b"z", value: bytes = b"z
 
 def _queue_commit(db, txn) -> tuple[threading.Thread, dict]:
     """Commit ``txn`` in a thread and return once its lock is handed over (it is queued)."""
-    keys = set(txn._lock_keys)  # internals of early lock release: when the lock is handed over
+    keys = set(txn._lock_keys)  # internals: the keys it locked, to see early lock release hand them over
     thread, box = _in_thread(txn.commit)
     for _ in range(2000):
-        if not (db._txns.locks.held_by(txn.id) & keys) or box:
+        if not (db._txns.locks.held_by(txn.id) & keys) or box:  # internals: the key locks it still holds
             break
         threading.Event().wait(0.005)
     return thread, box
@@ -150,7 +150,7 @@ def test_a_reader_in_the_same_group_as_an_unencodable_commit_does_not_land(gated
     bad.get_for_update(b"k")
     # put() refuses such a TTL; the committer still must not trust that every
     # member encodes (see test_committer), so the row is planted directly.
-    bad._writes[b"k"] = (PUT, b"1", 2**70)
+    bad._writes[b"k"] = (PUT, b"1", 2**70)  # internals: a row put() would refuse, planted in the write set
     bad_thread, bad_box = _queue_commit(db, bad)
     reader = db.begin()
     assert reader.get_for_update(b"k") == b"1"

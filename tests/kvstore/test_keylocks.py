@@ -109,7 +109,7 @@ def test_longer_cycles_are_detected() -> None:
 def test_release_later_under_the_mutex_is_applied_by_the_next_call() -> None:
     locks = KeyLocks()
     locks.acquire(1, b"k", 0)
-    with locks._mutex:  # a finalizer running in a thread that holds the mutex
+    with locks._mutex:  # internals: a finalizer running in a thread that holds the mutex
         locks.release_later(1)
     assert locks.held_by(1) == frozenset()
     assert locks.acquire(2, b"k", 0) is False
@@ -122,7 +122,7 @@ def test_release_later_wakes_a_waiter_through_its_poll() -> None:
     waiter = threading.Thread(target=lambda: got.append(locks.acquire(2, b"k", 30)))
     waiter.start()
     _wait_until_waiting(locks, 2)
-    with locks._mutex:
+    with locks._mutex:  # internals: as a finalizer would, under the mutex
         locks.release_later(1)  # queued: nobody wakes the waiter directly
     waiter.join(30)
     assert got == [True] and locks.held_by(2) == {b"k"}
@@ -160,8 +160,8 @@ def _acquire_recording(locks: KeyLocks, owner: int, key: bytes, errors: list[Bas
 def _wait_until_waiting(locks: KeyLocks, owner: int) -> None:
     """Block until ``owner`` is queued for a key (no sleeps-as-assertions)."""
     for _ in range(30_000):
-        with locks._mutex:
-            if owner in locks._waiting_for:
+        with locks._mutex:  # internals: the wait-for graph's lock
+            if owner in locks._waiting_for:  # internals: no public query says who is waiting
                 return
         threading.Event().wait(0.001)
     raise AssertionError(f"owner {owner} never started waiting")

@@ -1,5 +1,7 @@
 """The memtable's compiled insert against its pure-Python twin, and the
-run-based key order against a sorted model (many runs, snapshots, reverse)."""
+run-based key order against a sorted model (many runs, snapshots, reverse).
+
+Partly a test of the memtable's internals: its scan chunk size and its runs."""
 
 from __future__ import annotations
 
@@ -100,8 +102,8 @@ def _expected_scan(model, lo, hi, reverse):
 @settings(max_examples=80, deadline=None)
 @given(_versions(), st.none() | _keys, st.none() | _keys, st.booleans(), st.integers(0, 400), st.integers(1, 64))
 def test_memtable_matches_a_model_with_many_runs(versions, lo, hi, reverse, snapshot, chunk) -> None:
-    old_chunk = memtable_module._SCAN_CHUNK
-    memtable_module._SCAN_CHUNK = chunk  # small chunks: exercise the multi-run merge steps
+    old_chunk = memtable_module._SCAN_CHUNK  # internals: the scan's chunk size
+    memtable_module._SCAN_CHUNK = chunk  # internals: small chunks exercise the multi-run merge steps
     try:
         for impl, merge in ((apply_rows, merge_runs), (apply_rows_py, merge_runs_py)):
             table = Memtable(impl, merge)
@@ -119,7 +121,7 @@ def test_memtable_matches_a_model_with_many_runs(versions, lo, hi, reverse, snap
                 assert table.get(key, snapshot) == (visible[0] if visible else None)
             table.check_invariants()  # a scan may have merged and published runs
     finally:
-        memtable_module._SCAN_CHUNK = old_chunk
+        memtable_module._SCAN_CHUNK = old_chunk  # internals: restored
 
 
 @settings(max_examples=80, deadline=None)
@@ -156,10 +158,10 @@ def test_a_scan_keeps_the_runs_it_started_with() -> None:
 
 def test_scans_merge_runs_once_and_publish_them() -> None:
     table = Memtable()
-    for i in range(memtable_module._MAX_SCAN_RUNS * 3):
+    for i in range(memtable_module._MAX_SCAN_RUNS * 3):  # internals: more runs than a scan merges on the fly
         table.apply([(b"%04d" % (i * 7 % 100), i + 1, PUT, b"v", None)])
-    assert len(table._runs) > memtable_module._MAX_SCAN_RUNS
+    assert len(table._runs) > memtable_module._MAX_SCAN_RUNS  # internals: the runs before a scan
     keys = [row[0] for row in table.iter_rows()]
     assert keys == sorted(set(keys))
-    assert len(table._runs) == 1
+    assert len(table._runs) == 1  # internals: the scan published its merge
     table.check_invariants()
