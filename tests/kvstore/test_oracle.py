@@ -99,5 +99,5 @@ def test_store_oracle_is_empty_when_no_transaction_runs() -> None:
         for thread in threads:
             thread.join()
         assert db.stats()["running_transactions"] == 0
-        assert db._oracle.committed_count() == 0  # the oracle's internals: its committed history was pruned
+        assert db._oracle.committed_count() == 0  # internals: the oracle's committed history was pruned
         assert len(db.watermark) == 0

@@ -23,7 +23,7 @@ def _strand(objects: MemoryStore, sleeper: kvstore.Store, writer: kvstore.Store,
     for version in range(first_missing, writer.version - 2):
         objects.delete(root_path(version))
     objects.put(HINT_PATH, str(writer.version).encode())
-    sleeper._state.last_sync -= 3600  # it has been asleep for an hour
+    sleeper._state.last_sync -= 3600  # internals: it has been asleep for an hour, without waiting one
     return first_missing
 
 

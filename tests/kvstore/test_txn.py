@@ -270,13 +270,13 @@ def test_group_commit_validates_against_earlier_members_of_the_group(db) -> None
     t1, t2 = db.begin("snapshot"), db.begin("snapshot")
     t1.put(b"k", b"1")
     t2.put(b"k", b"2")
-    group = []  # a test of the oracle's internals: two members of one commit group, validated directly
+    group = []  # two members of one commit group, validated directly
     for txn in (t1, t2):
         from kvstore.oracle import TxnValidation
 
-        group.append(PendingCommit(dict(txn._writes), {}, validation=TxnValidation(
+        group.append(PendingCommit(dict(txn._writes), {}, validation=TxnValidation(  # internals: its commit, hand-made
             txn.id, txn.start_seq, txn.isolation, txn._deadline, frozenset(txn._writes))))
-    accepted = db._oracle.validate_group(group)
+    accepted = db._oracle.validate_group(group)  # internals: the oracle validates one group directly
     assert accepted == [group[0]]
     assert isinstance(group[1].error, ConflictError) and "same group" in str(group[1].error)
     t1.rollback()
@@ -550,13 +550,13 @@ def test_a_lock_granted_after_expiry_is_released(db) -> None:
 
     thread = threading.Thread(target=wait_for_key)
     thread.start()
-    locks = db._txns.locks  # a test of the key locks' internals: wait until the waiter is queued
+    locks = db._txns.locks  # internals: the key locks, to wait until the waiter is queued
     for _ in range(30_000):
-        with locks._mutex:
-            if waiter.id in locks._waiting_for:
+        with locks._mutex:  # internals: the wait-for graph's lock
+            if waiter.id in locks._waiting_for:  # internals: no public query says who is waiting
                 break
         time.sleep(0.001)
-    waiter._expired_by_oracle()  # what the oracle's expiry sweep calls
+    waiter._expired_by_oracle()  # internals: what the oracle's expiry sweep calls
     holder.rollback()  # hands the key to the expired waiter
     thread.join(60)
     assert len(raised) == 1 and isinstance(raised[0], TransactionExpiredError)

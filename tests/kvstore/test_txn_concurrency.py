@@ -356,7 +356,7 @@ def test_get_for_update_in_the_same_group_counts_as_a_write(tmp_path) -> None:
             PendingCommit({b"j": (1, b"v", None)}, {"op": "txn"}, validation=lock_check),
             PendingCommit({b"k": (1, b"v", None)}, {"op": "txn"}, validation=write_check),
         ]
-        assert db._oracle.validate_group(group) == [group[0]]  # the oracle's internals: one group validated directly
+        assert db._oracle.validate_group(group) == [group[0]]  # internals: the oracle validates one group directly
         assert isinstance(group[1].error, ConflictError) and group[1].error.key == b"k"
         locker.rollback()
         writer.rollback()
