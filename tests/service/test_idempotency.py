@@ -123,7 +123,7 @@ def test_duplicates_queued_on_the_record_lock_replay_the_first(tmp_path) -> None
 
     with kvstore.open(MemoryStore(f"memory://{uuid.uuid4().hex}"), poll_interval_s=0) as store:
         gate = store.begin()
-        gate.get_for_update(idempotency._record_key("dup"))  # hold the record's lock
+        gate.get_for_update(idempotency.RECORD_PREFIX + b"dup")  # hold the record's lock (its key: prefix + idempotency key)
         results: list[tuple[int, bool]] = []
         batch = kvstore.WriteBatch().put(b"a", b"1")
         racers = [
@@ -132,10 +132,10 @@ def test_duplicates_queued_on_the_record_lock_replay_the_first(tmp_path) -> None
         ]
         for racer in racers:
             racer.start()
-        locks = store._txns.locks  # internals of the key locks: wait until every racer is queued
+        locks = store._txns.locks  # internals: the key locks, to wait until every racer is queued
         for _ in range(30_000):  # every racer checked the record and queued for its lock
-            with locks._mutex:
-                if len(locks._waiting_for) == len(racers):
+            with locks._mutex:  # internals: the wait-for graph's lock
+                if len(locks._waiting_for) == len(racers):  # internals: no public query says who is waiting
                     break
             time.sleep(0.001)
         version = store.version

@@ -157,11 +157,14 @@ def test_an_internal_error_is_a_500_with_a_request_id_in_the_body_and_the_log(ca
 
     from starlette.requests import Request
 
-    from service.app import _internal_error
+    from service.app import create_app
+    from service.config import ServerConfig
 
+    # The app's handler of last resort (creating the app opens nothing: the store opens at startup).
+    internal_error = create_app(ServerConfig(url="memory://unused")).exception_handlers[Exception]
     scope = {"type": "http", "method": "POST", "path": "/v1/namespaces/x/properties", "headers": [], "query_string": b""}
     with caplog.at_level("ERROR", logger="lakekv.serve"):
-        response = asyncio.run(_internal_error(Request(scope), TypeError("'int' object is not subscriptable")))
+        response = asyncio.run(internal_error(Request(scope), TypeError("'int' object is not subscriptable")))
     body = json.loads(bytes(response.body))
     request_id = body["error"]["request_id"]
     assert response.status_code == 500 and body["error"]["type"] == "InternalServerError"
