@@ -33,7 +33,7 @@ def rows_and_scanned(spark, sql: str) -> tuple[list[list[object]], int]:  # type
     """The query's rows, and how many rows its scan produced (Spark filters them again after the scan)."""
     df = spark.sql(sql)
     answer = [plain(row) for row in df.collect()]
-    scan = df._jdf.queryExecution().executedPlan().collectLeaves().apply(0)
+    scan = df._jdf.queryExecution().executedPlan().collectLeaves().apply(0)  # internals: PySpark has no public handle on a plan's metrics
     return answer, int(scan.metrics().apply("numOutputRows").value())
 
 
@@ -43,7 +43,7 @@ def main() -> int:
     spark = local_spark(settings["master"], app_name="lakekv-cluster-test", catalogs={"lake": url}, **storage)
     # Both workers' executors are up before any job, so tasks land on both.
     deadline = time.monotonic() + EXECUTOR_TIMEOUT_S
-    while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 3:  # the driver + 2 executors
+    while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 3:  # internals: PySpark has no public handle on the executors (the driver + 2)
         if time.monotonic() > deadline:
             raise RuntimeError("the cluster's two executors did not register")
         time.sleep(0.2)
@@ -67,7 +67,7 @@ def main() -> int:
     out["explain"] = spark.sql(f"EXPLAIN EXTENDED {pruned}").collect()[0][0]
     out["describe"] = rows(spark, "DESCRIBE TABLE EXTENDED lake.dist.orders")
     out["namespace"] = rows(spark, "DESCRIBE NAMESPACE EXTENDED lake.dist")
-    out["executors"] = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
+    out["executors"] = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # internals: PySpark has no public handle on the executors
     spark.sql("DROP TABLE lake.dist.orders PURGE")
     out["tables_after_drop"] = rows(spark, "SHOW TABLES IN lake.dist")
     spark.stop()
