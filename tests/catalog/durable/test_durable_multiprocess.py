@@ -109,7 +109,7 @@ def _forge(store_url: str, build: object) -> None:
         a, b = manager.begin(), manager.begin()
         for i, (txn, mode, state) in enumerate(build(a.id, b.id)):  # type: ignore[operator]
             record = LockRecord(id=f"forged{i}", node=N, seq=i + 1, txn=txn, mode=mode, state=state)
-            manager.run(lambda work, record=record: lock_table._write(work, record))
+            manager.run(lambda work, record=record: lock_table._write(work, record))  # internals: forge a record past the lock rules
 
 
 def test_checker_catches_incompatible_acquired_locks(store_url: str) -> None:
