@@ -101,12 +101,12 @@ def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
 
 def _checks_an_argument(func: Callable[..., Any]) -> bool:
     """Whether :func:`catalog.arguments.checked` checks any parameter of ``func`` (its own rule)."""
-    hints = arguments._hints(func)
+    hints = arguments._hints(func)  # internals: @checked's own rule, which has no public query
     for name, parameter in inspect.signature(func).parameters.items():
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             continue
-        check, _ = arguments._check_for(hints.get(name, Any))
-        if check is not arguments._anything:
+        check, _ = arguments._check_for(hints.get(name, Any))  # internals: @checked's own rule
+        if check is not arguments._anything:  # internals: the check that accepts anything
             return True
     return False
 
