@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import random
 import time
@@ -23,16 +24,29 @@ IN_FLIGHT = "sst/" + "1" * 32 + ".sst"
 class _StorageClock:
     """A storage clock the test runs ahead: what was written before :meth:`later` is
     certainly outside a zero retention window, even if the machine stalls between a
-    commit and GC's clock probe (which would make a version written a moment ago young)."""
+    commit and GC's clock probe (which would make a version written a moment ago young).
 
-    def __init__(self) -> None:
+    With ``whole_seconds`` it stamps like S3 and SeaweedFS (LastModified truncated to
+    the second): it runs with the local clock, ``skew`` seconds off, so a handle's
+    :class:`~kvstore.clock.StorageClock` measures it as it would a real one."""
+
+    def __init__(self, whole_seconds: bool = False) -> None:
         self.skew = 0.0
+        self.whole_seconds = whole_seconds
+
+    def exact(self) -> float:
+        return time.time() + self.skew
 
     def __call__(self) -> float:
-        return time.time() + self.skew
+        return float(math.floor(self.exact())) if self.whole_seconds else self.exact()
 
     def later(self, seconds: float = 3600.0) -> None:
         self.skew += seconds
+
+    def at_fraction(self, fraction: float) -> None:
+        """Set the skew in (-1, 0] so that the storage is ``fraction`` into its current second."""
+        self.skew = 0.0
+        self.skew = -((self.exact() - fraction) % 1.0)
 
 
 def _churn(db: kvstore.Store, rounds: int = 4) -> dict[bytes, bytes]:
@@ -235,24 +249,25 @@ def test_gc_with_concurrent_writer_and_reader_processes(tmp_path: Path) -> None:
 # -- defect 1: ages on the storage's clock ------------------------------------------
 
 
-def _wait_for_fraction(low: float) -> None:
-    # Land in the late part of a second, where a truncated stamp looks oldest.
-    while time.time() % 1.0 < low:
-        time.sleep(0.01)
-
-
 def test_gc_keeps_young_files_on_a_whole_second_storage_clock() -> None:
-    from test_clock import ShiftedClockStore
-
-    inner = ShiftedClockStore(whole_seconds=True)
-    with kvstore.open(inner, **dict(QUIET, gc_grace_s=0.5, retention_window_s=0.5, gc_min_roots=1)) as db:
+    clock = _StorageClock(whole_seconds=True)
+    inner = MemoryStore(clock=clock)
+    options = dict(QUIET, gc_grace_s=0.5, retention_window_s=0.5, gc_min_roots=1)
+    # Late in the storage's second, where a truncated stamp looks oldest; set before
+    # the handle measures the storage clock (the skew only moves forward after that).
+    clock.at_fraction(0.75)
+    with kvstore.open(inner, **options) as db:
         db.put(b"k", b"v")
-        _wait_for_fraction(0.7)
         inner.put(IN_FLIGHT, b"a flush output not committed yet")
-        # Its stamp is ~0.7 s in the past already; it is younger than the grace.
+        # Its stamp is ~0.75 s in the past already (more than the grace by the
+        # local clock); it is younger than the grace.
         assert IN_FLIGHT not in db.gc().deleted_ssts
         assert IN_FLIGHT in sst_paths(inner)
-        time.sleep(3.1)  # grace + two resolution steps: certainly old now
+    # The storage's clock moves on by grace + two resolution steps (+ 0.1): certainly
+    # old now. A new handle measures the storage clock afresh, as a handle's clock
+    # does every minute (the first one still has the offset it measured before).
+    clock.later(3.1)
+    with kvstore.open(inner, **options) as db:
         assert IN_FLIGHT in db.gc().deleted_ssts
 
 
@@ -278,10 +293,11 @@ def test_tree_change_past_its_deadline_is_not_published() -> None:
     with kvstore.open(MemoryStore(), **QUIET) as db:
         db.put(b"k", b"v")
         head = db.version
-        # internals: a flush's tree change that missed its deadline, submitted directly
-        change = TreeChange(db._state.tree_path, "tree/never.ipc", 0, deadline=time.monotonic() - 1)
+        # A flush's tree change that missed its deadline, submitted to the committer directly.
+        change = TreeChange(db.stats()["tree"], "tree/never.ipc", 0, deadline=time.monotonic() - 1)
+        committer = db._committer  # internals: no public path submits a late tree change
         with pytest.raises(StaleOutputError, match="deadline"):
-            db._committer.submit(PendingCommit({}, {"op": "flush"}, tree_change=change))
+            committer.submit(PendingCommit({}, {"op": "flush"}, tree_change=change))
         assert db.version == head
 
 
@@ -290,7 +306,7 @@ def test_gc_rechecks_versions_committed_while_it_ran(monkeypatch: pytest.MonkeyP
     with kvstore.open(inner, **SHORT) as db, kvstore.open(inner, **SHORT) as other:
         db.put(b"k", b"v")
         collector = db._housekeeper.collector  # internals: another flush lands while GC lists live files
-        real_live = collector._live_files
+        real_live = collector._live_files  # internals: the step after which the flush lands
 
         def live_then_flush_elsewhere(survivors):  # another handle commits a flush meanwhile
             live = real_live(survivors)
@@ -299,7 +315,7 @@ def test_gc_rechecks_versions_committed_while_it_ran(monkeypatch: pytest.MonkeyP
             assert other.flush() is not None
             return live
 
-        monkeypatch.setattr(collector, "_live_files", live_then_flush_elsewhere)
+        monkeypatch.setattr(collector, "_live_files", live_then_flush_elsewhere)  # internals: as above
         db.gc()
         monkeypatch.undo()
     with kvstore.open(inner, **QUIET) as db:
