@@ -65,8 +65,14 @@ def test_exclusive_locks_conflict_queue_and_hand_over(server) -> None:
 
 
 def test_expired_transaction_is_410(server) -> None:
-    txid = begin(server, timeout=0.2)
-    time.sleep(0.5)
+    status, record = call(server, "POST", BASE + "/txns", {"timeout": 0.05})
+    assert status == 201 and record["state"] == "active", record
+    txid = record["id"]
+    # The server judges expiry by its wall clock, this machine's: wait out the
+    # deadline it recorded (50 ms), not a fixed sleep with a margin.
+    deadline_ms = record["last_ping_ms"] + record["timeout_ms"]
+    while time.time() * 1000 <= deadline_ms:
+        time.sleep(0.01)
     status, body = call(server, "POST", f"{BASE}/txns/{txid}/ping", {})
     assert status == 410 and body["error"]["type"] == "TransactionExpiredError"
 
