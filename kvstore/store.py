@@ -39,6 +39,7 @@ from kvstore.objstore.base import ObjectStore
 from kvstore.objstore.local import LocalStore
 from kvstore.oracle import SERIALIZABLE, Oracle
 from kvstore.options import MAX_KEY_BYTES, StoreOptions
+from kvstore.registry import opener_for, registered_scheme
 from kvstore.reader import StoreGetter, get_row, scan_rows, visible_value
 from kvstore.retention import Checkpoint, RetentionFloor
 from kvstore.snapshot import Snapshot, scan_view, scan_view_batches
@@ -60,29 +61,39 @@ def open(  # noqa: A001 - public API name
 ) -> Store:
     """Open (or create) the store at ``url``.
 
+    An embedded :class:`Store` for every URL but one whose scheme another
+    package opens (:mod:`kvstore.registry`): ``http(s)://host:port``, a
+    ``lakekv serve`` server, gives a :class:`kvclient.remote.RemoteStore`.
+    Both are a :class:`~kvstore.api.KeyValueStore`; only an embedded store
+    offers snapshots, maintenance and time travel.
+
     Args:
         url: ``file:///abs/dir``, a path (``str`` or ``os.PathLike``),
-            ``memory://name``, ``s3://bucket/prefix``, or an already built
-            :class:`~kvstore.objstore.base.ObjectStore`.
-            ``http(s)://host:port`` (a ``lakekv serve`` server) gives a :class:`~kvstore.remote.RemoteStore`.
+            ``memory://name``, ``s3://bucket/prefix``, an already built
+            :class:`~kvstore.objstore.base.ObjectStore`, or a URL of a
+            registered scheme (``http(s)://``).
         create: create the store if it does not exist (else raise). With
             False nothing is created on a mistyped path, not even a directory.
         **options: :class:`~kvstore.options.StoreOptions` fields, plus backend
             options (``endpoint_url``, ``key``, ``secret``, ``commit_store``, ...)
-            passed to :func:`~kvstore.objstore.open_store`.
+            passed to :func:`~kvstore.objstore.open_store`; for a registered
+            scheme, its opener's options (``token``, ``timeout``, ... for http).
 
     Raises:
         FileNotFoundError: no store there and ``create`` is false.
         StoreError: ``url`` holds other files but no store (a store is only
             created where there is nothing yet), or an unsupported store.
-        TypeError / ValueError: a bad ``url`` or option.
+        TypeError / ValueError: a bad ``url`` or option; ValueError also for
+            a scheme no installed package registers (naming what to install).
     """
     if isinstance(url, os.PathLike):
         url = os.fspath(url)
-    if isinstance(url, str) and url.startswith(("http://", "https://")):
-        from kvstore.remote import RemoteStore  # a `lakekv serve` server: same API over HTTP
-
-        return RemoteStore(url, **options)  # type: ignore[return-value]
+    if isinstance(url, str):
+        scheme = registered_scheme(url)
+        if scheme is not None:
+            # Annotated Store until its callers that need an embedded store
+            # narrow the result (issue 24): then open() returns KeyValueStore.
+            return opener_for(scheme)(url, create=create, **options)  # type: ignore[return-value]
     if not isinstance(url, (str, ObjectStore)):
         raise TypeError(f"url must be a str, an os.PathLike or an ObjectStore, not {type(url).__name__}")
     if not isinstance(create, bool):

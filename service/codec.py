@@ -18,15 +18,15 @@ from typing import Any, Final
 
 from starlette.requests import Request
 
+from kvclient import MAX_REMOTE_KEY_BYTES
 from kvstore.batch import scan_bounds
 from kvstore.options import MAX_KEY_BYTES
 from kvstore.keyrange import prefix_bounds
-from kvstore.remote import MAX_REMOTE_KEY_BYTES
 from service.errors import ApiError
 
 KV_PREFIX: Final = b"kv/"
 _KV_LO, _KV_HI = prefix_bounds(KV_PREFIX)
-# The longest client key: keys travel in URL paths (see kvstore.remote).
+# The longest client key: keys travel in URL paths (see kvclient.transport).
 MAX_CLIENT_KEY_BYTES: Final = MAX_REMOTE_KEY_BYTES
 assert MAX_CLIENT_KEY_BYTES + len(KV_PREFIX) <= MAX_KEY_BYTES
 

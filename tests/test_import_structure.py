@@ -4,9 +4,15 @@
   ``spark/`` subpackages, and the package ``__init__`` itself), none among
   service modules: every import counts, lazy ones inside functions and
   ``TYPE_CHECKING`` ones too (tests/import_graph.py).
-* Layers (docs/architecture.md): the engine imports nothing from the catalog
-  or the service, the catalog nothing from the service; the one named
-  exception below is checked to still exist, so it cannot go stale.
+* Layers (docs/architecture.md): the engine imports nothing from the HTTP
+  client, the catalog or the service; the client (``kvclient/``) imports only
+  the engine (and the standard library and third-party packages); the catalog
+  imports nothing from the client or the service. The service sits on top and
+  may import any of them. The named exceptions below are checked to still
+  exist, so they cannot go stale; none of them is an import of the client.
+* Across packages only public names: no module imports an underscore-prefixed
+  module or name of another package (``from kvstore._x import y``,
+  ``import kvstore._x``, ``from kvstore.x import _y``), lazily or not.
 
 (This file is not named test_structure.py: tests/ has no ``__init__.py``, so
 two test files of one name, this and tests/kvstore/test_structure.py, cannot
@@ -15,9 +21,14 @@ be collected in one pytest run.)
 
 from __future__ import annotations
 
-from import_graph import find_cycle, import_graph, package_of
+import ast
+from pathlib import Path
 
-PACKAGES = ("kvstore", "catalog", "service")
+import pytest
+
+from import_graph import REPO, find_cycle, import_graph, module_name, package_of
+
+PACKAGES = ("kvstore", "kvclient", "catalog", "service")
 GRAPH = import_graph(*PACKAGES)
 
 # Imports across layers that are allowed, each with its reason. `lakekv` is
@@ -77,8 +88,30 @@ def test_kvstore_imports_nothing_from_catalog_or_service() -> None:
     assert sorted(upward - LAYERING_EXCEPTIONS.keys()) == []
 
 
+def test_kvstore_imports_nothing_from_the_client() -> None:
+    # No exception: kvstore.open reaches the client through entry points (kvstore/registry.py).
+    assert "kvclient.remote" in GRAPH and "kvstore.registry" in GRAPH
+    assert sorted(_imports_across("kvstore", ("kvclient",))) == []
+
+
+def test_the_client_imports_only_the_engine() -> None:
+    # Other imports (stdlib, third party) are not in the graph: only project packages are.
+    assert "kvstore.batch" in GRAPH["kvclient.remote"]
+    others = _imports_across("kvclient", tuple(p for p in PACKAGES if p not in ("kvclient", "kvstore")))
+    assert sorted(others) == []
+
+
+def test_the_service_may_import_the_client() -> None:
+    # The server enforces the client's key bound (service.codec).
+    assert ("service.codec", "kvclient") in _imports_across("service", ("kvclient",))
+
+
 def test_catalog_imports_nothing_from_service() -> None:
     assert sorted(_imports_across("catalog", ("service",))) == []
+
+
+def test_catalog_imports_nothing_from_the_client() -> None:
+    assert sorted(_imports_across("catalog", ("kvclient",))) == []
 
 
 def test_every_layering_exception_is_still_an_import() -> None:
@@ -89,3 +122,51 @@ def test_every_layering_exception_is_still_an_import() -> None:
 def test_no_import_cycles_across_the_packages() -> None:
     cycle = find_cycle(GRAPH)
     assert cycle is None, " -> ".join(cycle or [])
+
+
+
+def _private_imports_across_packages(path: Path) -> list[str]:
+    """``module: imported name`` for each underscore-prefixed module or name ``path`` imports from another package."""
+    importer = module_name(path)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            targets = [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            if package_of(target) not in PACKAGES or package_of(target) == package_of(importer):
+                continue
+            # Any private part: a module (kvstore._x), a subpackage, or the imported name itself.
+            if any(part.startswith("_") and not part.startswith("__") for part in target.split(".")):
+                found.append(f"{importer}: {target}")
+    return found
+
+
+def test_no_package_imports_a_private_name_of_another() -> None:
+    found = [hit for package in PACKAGES for path in sorted((REPO / package).rglob("*.py"))
+             for hit in _private_imports_across_packages(path)]
+    assert found == []
+
+
+def test_the_private_import_check_sees_every_form(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = (
+        "import kvstore._hidden\n"
+        "from kvstore._hidden import name\n"
+        "from kvstore.batch import _helper, check_key\n"
+        "def lazy():\n    from kvstore import _x\n"
+        "from catalog import _own\n"  # same package: allowed
+        "from kvstore import __version__\n"  # dunder: not private
+    )
+    package = tmp_path / "catalog"
+    package.mkdir()
+    (package / "probe.py").write_text(source)
+    monkeypatch.setattr("import_graph.REPO", tmp_path)  # module_name() resolves against it
+    assert _private_imports_across_packages(package / "probe.py") == [
+        "catalog.probe: kvstore._hidden",
+        "catalog.probe: kvstore._hidden.name",
+        "catalog.probe: kvstore.batch._helper",
+        "catalog.probe: kvstore._x",
+    ]

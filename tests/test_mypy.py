@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ["kvstore", "catalog", "service"]
+PACKAGES = ["kvstore", "kvclient", "catalog", "service"]
 
 
 def test_mypy_is_configured_strictly() -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import kvstore
-from kvstore.remote import RemoteStore
+from kvclient import RemoteStore
 from service.testing import ServerProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kvstore"))

@@ -10,7 +10,7 @@ import uuid
 import pytest
 from test_security import request
 
-from kvstore.remote import RemoteStore
+from kvclient import RemoteStore
 
 
 def batch_body(*pairs: tuple[str, str]) -> bytes:

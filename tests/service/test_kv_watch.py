@@ -1,4 +1,4 @@
-"""GET /kv/v1/watch (service.kv_watch) and kvstore.remote's RemoteWatch on one server."""
+"""GET /kv/v1/watch (service.kv_watch) and kvclient.watch.RemoteWatch on one server."""
 
 from __future__ import annotations
 

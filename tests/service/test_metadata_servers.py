@@ -20,7 +20,7 @@ from http_client import b64, call, path_key
 from test_leader_election import elect_and_kill
 
 import kvstore
-from kvstore.remote import RemoteStore
+from kvclient import RemoteStore
 from service.testing import ServerProcess
 
 CAS_CLIENT = Path(__file__).with_name("cas_client.py")

@@ -9,8 +9,8 @@ import time
 import pytest
 from test_security import request
 
+from kvclient import RemoteStore
 from kvstore.errors import ConflictError
-from kvstore.remote import RemoteStore
 
 
 def metric(text: str, name: str, **labels: str) -> float:

@@ -1,5 +1,5 @@
 """The engine's API tests that make sense over HTTP, run against the embedded
-store and against kvstore.remote on a live server (``db`` is parametrized).
+store and against kvclient.RemoteStore on a live server (``db`` is parametrized).
 
 The imported tests are the engine's own, unchanged (tests/kvstore/test_store.py
 and test_txn.py); they pick up this module's ``db`` fixture. Left out are
@@ -41,9 +41,10 @@ from test_txn import (  # noqa: F401
 )
 
 import kvstore
+from kvclient import RemoteStore
+from kvstore.api import KeyValueLease, KeyValueStore, KeyValueTransaction, KeyValueWatch
 from kvstore.errors import ConflictError, TransactionExpiredError
 from kvstore.objstore.memory import MemoryStore
-from kvstore.remote import RemoteStore
 
 
 @pytest.fixture(params=["embedded", "remote"])
@@ -57,6 +58,23 @@ def db(request: pytest.FixtureRequest) -> Iterator[kvstore.Store | RemoteStore]:
 
 
 # -- beyond the engine's tests: what only the remote path can get wrong ---------
+
+
+def test_both_stores_and_their_handles_satisfy_the_protocols(db) -> None:
+    # At run time, on live handles; tests/kvclient/test_conformance.py has mypy check the signatures.
+    assert isinstance(db, KeyValueStore)
+    txn = db.begin()
+    try:
+        assert isinstance(txn, KeyValueTransaction)
+    finally:
+        txn.rollback()
+    lease = db.grant_lease(30)
+    try:
+        assert isinstance(lease, KeyValueLease)
+    finally:
+        lease.revoke()
+    with db.watch(b"protocol/") as watch:
+        assert isinstance(watch, KeyValueWatch)
 
 
 def test_binary_keys_and_values_round_trip(db) -> None:

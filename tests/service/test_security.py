@@ -12,8 +12,8 @@ import pytest
 from conftest import SMALL_BODY_LIMIT, TOKEN
 
 import kvstore
+from kvclient import RemoteStore
 from kvstore.errors import ObjectStoreError
-from kvstore.remote import RemoteStore
 from service.cli import add_serve_arguments, config_from_args
 from service.config import ServerConfig, check_bind, is_loopback
 from service.testing import ServerProcess

@@ -1,19 +1,19 @@
 """A client for a ``lakekv serve`` server with the embedded store's API.
 
 ``kvstore.open("http://127.0.0.1:8181", token=...)`` returns a
-:class:`RemoteStore`: ``put/get/get_with_revision/delete/write/scan`` (with
+:class:`RemoteStore` (this package registers the ``http`` and ``https``
+schemes with :mod:`kvstore.registry`): ``put/get/get_with_revision/delete/write/scan`` (with
 compare-and-set batches and leased puts), ``watch``, ``grant_lease``/``lease``,
 ``begin``/``transaction``/``run`` and transactions with ``get/get_for_update/put/delete/scan/commit/
-rollback`` behave as on :class:`~kvstore.store.Store`, raise the same
+rollback`` behave as on :class:`~kvstore.store.Store` (both satisfy
+:class:`kvstore.api.KeyValueStore`), raise the same
 exceptions (the server sends the exception's name; see ``service.errors``),
 and validate arguments locally with the same messages. Not offered remotely:
 ``snapshot()`` and ``scan_batches()`` (use a transaction for several
 consistent reads) and maintenance, which the server's own handle runs.
 
-Transport: stdlib ``http.client``, one keep-alive connection per thread.
-Every request may be retried on a transport failure (connection refused or
-reset, timeout) until ``retry_s`` has passed, because every request is safe
-to repeat: reads and transaction steps are idempotent, and each write or
+Transport (:mod:`kvclient.transport`): every request may be retried on a
+transport failure, because every request is safe to repeat; each write or
 commit carries an ``Idempotency-Key`` the server records in the same commit,
 so a repeated one is answered from the record instead of committing twice.
 Hence, as embedded, a caller never sees "outcome unknown": a write either
@@ -30,68 +30,30 @@ used by one thread at a time, as embedded.
 from __future__ import annotations
 
 import base64
-import http.client
 import json
-import ssl
-import threading
 import time
-import urllib.parse
 import uuid
-from typing import Any, Callable, ContextManager, Final, Iterator, TypeVar
+from typing import Any, Callable, ContextManager, Iterator, TypeVar
 
+from kvclient.transport import HttpTransport, get_value, path_key, raise_error, scan_pages
+from kvclient.watch import RemoteWatch
 from kvstore.batch import (
     WriteBatch, check_key, check_lease_id, check_limit, check_value, expiry_from_ttl, scan_bounds,
 )
-from kvstore.freshness import check_consistency
-from kvstore.watch import WatchEvent, check_watch_args
 from kvstore.errors import (
-    CommitError,
     ConflictError,
-    CorruptionError,
-    LeaseNotFoundError,
-    ObjectStoreError,
-    PreconditionFailedError,
     SnapshotTooOldError,
     StoreClosedError,
-    StoreError,
     TransactionClosedError,
     TransactionExpiredError,
 )
 from kvstore.format.rows import PUT
+from kvstore.freshness import check_consistency
 from kvstore.oracle import ISOLATION_LEVELS, SERIALIZABLE
 from kvstore.retrying import run_with_retries, transaction_scope
+from kvstore.watch import check_watch_args
 
 T = TypeVar("T")
-
-_ERRORS: dict[str, type[Exception]] = {
-    cls.__name__: cls
-    for cls in (
-        ConflictError, TransactionExpiredError, TransactionClosedError, SnapshotTooOldError, StoreClosedError,
-        CommitError, ObjectStoreError, CorruptionError, ValueError, TypeError,
-        PreconditionFailedError, LeaseNotFoundError,
-    )
-}
-# The server forgot the transaction (it expired long ago or the server
-# restarted): for the caller it is as gone as an expired one.
-_ERRORS["NoSuchTransactionError"] = TransactionExpiredError
-
-_OCTET = "application/octet-stream"
-# Keys travel in URL paths, and HTTP servers cap a request line far below the
-# engine's 64 KiB key limit; 4 KiB keeps every key in one path segment that
-# any proxy passes. The server enforces the same bound (service.codec).
-MAX_REMOTE_KEY_BYTES: Final = 4096
-# Backoff between transport retries: short first (a keep-alive connection the
-# server just closed), growing to ride out a server restart.
-_RETRY_FIRST_S = 0.02
-_RETRY_MAX_S = 1.0
-
-
-def _path_key(key: bytes, name: str = "key") -> str:
-    """Validate ``key`` as embedded does, plus the HTTP bound; return its URL form."""
-    key = check_key(key, name)
-    if len(key) > MAX_REMOTE_KEY_BYTES:
-        raise ValueError(f"{name} is {len(key)} bytes; the limit over HTTP is {MAX_REMOTE_KEY_BYTES}")
-    return base64.urlsafe_b64encode(key).rstrip(b"=").decode("ascii")
 
 
 def _b64(data: bytes) -> str:
@@ -105,120 +67,6 @@ def _ttl_of(expire_at_ms: int | None) -> float | None:
     return max(0.001, (expire_at_ms - time.time() * 1000) / 1000)
 
 
-class _Http:
-    """One keep-alive connection per thread, retries, and error decoding."""
-
-    def __init__(
-        self, url: str, token: str | None, timeout: float, retry_s: float, ca_file: str | None = None
-    ) -> None:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"url must be http(s)://host[:port], got {url!r}")
-        self._https = parts.scheme == "https"
-        self._host = parts.hostname
-        self._port = parts.port or (443 if self._https else 80)
-        self._base = parts.path.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._timeout = timeout
-        self._retry_s = retry_s
-        # https: verify the server against the system CAs, or ca_file (e.g. a self-signed certificate).
-        self._ssl = ssl.create_default_context(cafile=ca_file) if self._https else None
-        self._local = threading.local()
-        self.url = url
-
-    def _connection(self) -> http.client.HTTPConnection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            if self._https:
-                conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._ssl)
-            else:
-                conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
-            self._local.conn = conn
-        return conn
-
-    def _drop(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
-
-    def request(
-        self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None,
-        query: dict[str, str] | None = None,
-    ) -> tuple[int, str, bytes]:
-        """Send one request, retrying transport failures; return ``(status, content type, body)``.
-
-        Raises:
-            ObjectStoreError: the server stayed unreachable for ``retry_s``.
-        """
-        target = self._base + path + ("?" + urllib.parse.urlencode(query) if query else "")
-        all_headers = {**self._headers, **(headers or {})}
-        deadline = time.monotonic() + self._retry_s
-        delay = _RETRY_FIRST_S
-        while True:
-            conn = self._connection()
-            try:
-                conn.request(method, target, body=body, headers=all_headers)
-                response = conn.getresponse()
-                data = response.read()
-            except (OSError, http.client.HTTPException) as exc:
-                self._drop()
-                # A TLS failure (untrusted certificate, wrong host) will not heal by retrying.
-                if isinstance(exc, ssl.SSLError) or time.monotonic() >= deadline:
-                    raise ObjectStoreError(f"{method} {self.url}{path}: server unreachable: {exc!r}") from exc
-                time.sleep(delay)
-                delay = min(_RETRY_MAX_S, delay * 2)
-                continue
-            if response.will_close:
-                self._drop()
-            return response.status, response.getheader("content-type", ""), data
-
-    @property
-    def auth_headers(self) -> dict[str, str]:
-        return dict(self._headers)
-
-    @property
-    def retry_s(self) -> float:
-        return self._retry_s
-
-    def target(self, path: str, query: dict[str, str] | None = None) -> str:
-        """The request target of ``path`` (and ``query``) on this server."""
-        return self._base + path + ("?" + urllib.parse.urlencode(query) if query else "")
-
-    def stream_connection(self) -> http.client.HTTPConnection:
-        """A new connection of its own, with no read timeout (a watch stream may be quiet for long)."""
-        if self._https:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=None, context=self._ssl)
-        return http.client.HTTPConnection(self._host, self._port, timeout=None)
-
-    def json(self, method: str, path: str, payload: Any = None, **kwargs: Any) -> Any:
-        """A JSON request; the decoded JSON answer, or the server's error raised."""
-        body = None if payload is None else json.dumps(payload).encode()
-        headers = {"Content-Type": "application/json", **kwargs.pop("headers", {})}
-        status, _, data = self.request(method, path, body=body, headers=headers, **kwargs)
-        if status >= 400:
-            raise_error(status, data)
-        return json.loads(data) if data else None
-
-    def close(self) -> None:
-        self._drop()
-
-
-def raise_error(status: int, data: bytes) -> None:
-    """Raise the exception an error response stands for (the embedded store's own)."""
-    try:
-        error = json.loads(data)["error"]
-        error_type, message = str(error["type"]), str(error["message"])
-    except (ValueError, KeyError, TypeError):
-        raise StoreError(f"HTTP {status}: {data[:200]!r}") from None
-    if status in (401, 403):
-        raise PermissionError(f"{message} (HTTP {status})")
-    cls = _ERRORS.get(error_type)
-    if cls is not None:
-        raise cls(message)
-    raise StoreError(f"{error_type} (HTTP {status}): {message}")
-
-
 def _scan_query(
     start: bytes | None, end: bytes | None, prefix: bytes | None, reverse: bool, limit: int | None
 ) -> dict[str, str]:
@@ -227,22 +75,8 @@ def _scan_query(
     query = {"reverse": "true" if reverse else "false"}
     for name, value in (("start", start), ("end", end), ("prefix", prefix)):
         if value is not None:
-            query[name] = _path_key(value, name)
+            query[name] = path_key(value, name)
     return query
-
-
-def _pages(http: _Http, path: str, query: dict[str, str], limit: int | None, page_rows: int) -> Iterator[tuple[bytes, bytes]]:
-    remaining = limit
-    while remaining is None or remaining > 0:
-        page_query = dict(query, page_size=str(page_rows if remaining is None else min(page_rows, remaining)))
-        page = http.json("GET", path, query=page_query)
-        for key_text, value_text in page["items"]:
-            yield base64.b64decode(key_text), base64.b64decode(value_text)
-        if remaining is not None:
-            remaining -= len(page["items"])
-        if page["cursor"] is None:
-            return
-        query = dict(query, cursor=page["cursor"])
 
 
 class RemoteStore:
@@ -264,7 +98,7 @@ class RemoteStore:
         """
         if token is not None and not isinstance(token, str):
             raise TypeError(f"token must be a str, not {type(token).__name__}")
-        self._http = _Http(url, token, timeout, retry_s, ca_file)
+        self._http = HttpTransport(url, token, timeout, retry_s, ca_file)
         self._page_rows = page_rows
         self._closed = False
 
@@ -320,13 +154,13 @@ class RemoteStore:
             return self.write(WriteBatch().put(key, value, ttl, lease=lease))
         key, value = check_key(key), check_value(value)
         expiry_from_ttl(ttl)  # validates
-        return self._commit_json("PUT", "/kv/v1/keys/" + _path_key(key), {"value": _b64(value), "ttl": ttl})
+        return self._commit_json("PUT", "/kv/v1/keys/" + path_key(key), {"value": _b64(value), "ttl": ttl})
 
     def delete(self, key: bytes) -> int:
         """Durably delete ``key``; return the commit's seq."""
         self._check_open()
         headers = {"Idempotency-Key": uuid.uuid4().hex}
-        return int(self._http.json("DELETE", "/kv/v1/keys/" + _path_key(check_key(key)), headers=headers)["seq"])
+        return int(self._http.json("DELETE", "/kv/v1/keys/" + path_key(check_key(key)), headers=headers)["seq"])
 
     def write(self, batch: WriteBatch) -> int:
         """Apply every operation of ``batch`` atomically (one seq); return that seq."""
@@ -338,7 +172,7 @@ class RemoteStore:
         ops: list[dict[str, Any]] = []
         conditions, leases = batch.conditions, batch.leases
         for key, (kind, value, expire_at_ms) in batch:
-            _path_key(key)  # the HTTP key bound applies to batches too
+            path_key(key)  # the HTTP key bound applies to batches too
             op: dict[str, Any]
             if kind == PUT and key in leases:
                 op = {"op": "put", "key": _b64(key), "value": _b64(value or b""), "lease": leases[key]}
@@ -392,14 +226,14 @@ class RemoteStore:
         """The value of ``key``, or None; linearizable unless ``consistency="serializable"``."""
         self._check_open()
         query = None if consistency is None else {"consistency": check_consistency(consistency)}
-        return _get_value(self._http, "/kv/v1/keys/" + _path_key(check_key(key)), query)
+        return get_value(self._http, "/kv/v1/keys/" + path_key(check_key(key)), query)
 
     def get_with_revision(self, key: bytes, consistency: str | None = None) -> tuple[bytes | None, int | None]:
         """``(value, revision)`` of ``key``, ``(None, None)`` if it has no value; as embedded."""
         self._check_open()
         query = None if consistency is None else {"consistency": check_consistency(consistency)}
         status, _, data = self._http.request(
-            "GET", "/kv/v1/keys/" + _path_key(check_key(key)), headers={"Accept": "application/json"}, query=query
+            "GET", "/kv/v1/keys/" + path_key(check_key(key)), headers={"Accept": "application/json"}, query=query
         )
         if status == 404 and b"NoSuchKeyError" in data:
             return None, None
@@ -417,12 +251,15 @@ class RemoteStore:
         query = _scan_query(start, end, prefix, bool(reverse), limit)
         if consistency is not None:
             query["consistency"] = check_consistency(consistency)
-        return _pages(self._http, "/kv/v1/scan", query, limit, self._page_rows)
+        return scan_pages(self._http, "/kv/v1/scan", query, limit, self._page_rows)
 
     # -- transactions ------------------------------------------------------
 
-    def begin(self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False) -> RemoteTransaction:
-        """Start a transaction on the server (always at its latest version: ``fresh`` is implied)."""
+    def begin(
+        self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool | None = None
+    ) -> RemoteTransaction:
+        """Start a transaction on the server (always at its latest version: ``fresh`` is implied,
+        whatever is passed; it is accepted for the signature of :meth:`kvstore.store.Store.begin`)."""
         self._check_open()
         if isolation not in ISOLATION_LEVELS:
             raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, got {isolation!r}")
@@ -432,7 +269,7 @@ class RemoteStore:
         return RemoteTransaction(self, answer["id"], answer["isolation"], answer["start_seq"], answer["version"])
 
     def transaction(
-        self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool = False
+        self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool | None = None
     ) -> ContextManager[RemoteTransaction]:
         """``with store.transaction() as txn:`` commits on normal exit, rolls back on exception."""
         return transaction_scope(self.begin(isolation, ttl, fresh))
@@ -446,10 +283,31 @@ class RemoteStore:
         return run_with_retries(lambda fresh: self.begin(isolation, ttl, fresh), fn, retries, 0.001, 0.2)
 
 
+def open_remote(url: str, create: bool = True, **options: Any) -> RemoteStore:
+    """Open a client of the ``lakekv serve`` server at ``url``: the ``http`` and ``https`` opener.
+
+    Registered in the ``lakekv.stores`` entry-point group (pyproject.toml),
+    so that :func:`kvstore.open` reaches it without importing this package
+    (see :mod:`kvstore.registry`); its signature is
+    :class:`kvstore.api.StoreOpener`.
+
+    Args:
+        url: ``http(s)://host[:port][/base]`` of the server.
+        create: accepted as :func:`kvstore.open` passes it; the server's store always exists.
+        **options: :class:`RemoteStore` arguments (``token``, ``timeout``,
+            ``retry_s``, ``page_rows``, ``ca_file``).
+
+    Raises:
+        TypeError: an unknown option, or a ``token`` that is not a str.
+        ValueError: ``url`` is not ``http(s)://host[:port]``.
+    """
+    return RemoteStore(url, create=create, **options)
+
+
 class RemoteLease:
     """A lease on the server; see :class:`kvstore.leases.Lease`."""
 
-    def __init__(self, client: _Http, lease_id: str, ttl: float) -> None:
+    def __init__(self, client: HttpTransport, lease_id: str, ttl: float) -> None:
         self._http = client
         self.id = lease_id
         self.ttl = ttl
@@ -472,123 +330,6 @@ class RemoteLease:
 
     def __repr__(self) -> str:
         return f"RemoteLease({self.id}, ttl={self.ttl:g}s)"
-
-
-class RemoteWatch:
-    """An iterator of :class:`~kvstore.watch.WatchEvent` from ``GET /kv/v1/watch``.
-
-    Holds its own connection (a stream cannot share the thread's keep-alive
-    one). ``close()`` may be called from another thread; it ends the
-    iteration. ``next_version`` is where a later watch resumes.
-    """
-
-    def __init__(self, client: _Http, prefix: bytes, start: int | None, end: int | None) -> None:
-        self._http = client
-        self._prefix = prefix
-        self._next = start
-        self._end = end
-        self._ready: list[WatchEvent] = []
-        self._closed = threading.Event()
-        self._conn: http.client.HTTPConnection | None = None
-        self._response: http.client.HTTPResponse | None = None
-
-    @property
-    def next_version(self) -> int | None:
-        """The version the watch reads next (None before the first event of a watch without ``start``)."""
-        return self._next
-
-    def close(self) -> None:
-        self._closed.set()
-        conn = self._conn
-        # shutdown, not close: it wakes a reader blocked in another thread,
-        # which then closes the connection itself (closing it under the
-        # reader's feet breaks http.client).
-        sock = conn.sock if conn is not None else None
-        if sock is not None:
-            try:
-                sock.shutdown(2)
-            except OSError:
-                pass  # already disconnected: nothing left to wake
-        else:
-            self._release()
-
-    def _release(self) -> None:
-        conn, self._conn, self._response = self._conn, None, None
-        if conn is not None:
-            conn.close()
-
-    def __enter__(self) -> RemoteWatch:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __iter__(self) -> Iterator[WatchEvent]:
-        return self
-
-    def _connect(self) -> http.client.HTTPResponse:
-        query = {"prefix": base64.urlsafe_b64encode(self._prefix).rstrip(b"=").decode("ascii")}
-        if self._next is not None:
-            query["start"] = str(self._next)
-        if self._end is not None:
-            query["end"] = str(self._end)
-        conn = self._http.stream_connection()
-        self._conn = conn
-        target = self._http.target("/kv/v1/watch", query)
-        conn.request("GET", target, headers={**self._http.auth_headers, "Accept": "text/event-stream"})
-        response = conn.getresponse()
-        if response.status >= 400:
-            raise_error(response.status, response.read())
-        return response
-
-    def __next__(self) -> WatchEvent:
-        deadline: float | None = None
-        while not self._ready:
-            if self._closed.is_set() or (self._end is not None and self._next is not None and self._next > self._end):
-                self._release()
-                raise StopIteration
-            try:
-                if self._response is None:
-                    self._response = self._connect()
-                line = self._response.readline()
-                if not line:
-                    raise ConnectionResetError("the server ended the watch stream")
-            except (OSError, http.client.HTTPException) as exc:
-                self._release()
-                if self._closed.is_set():
-                    raise StopIteration from None
-                now = time.monotonic()
-                deadline = deadline if deadline is not None else now + self._http.retry_s
-                if now >= deadline:
-                    raise ObjectStoreError(f"watch on {self._http.url}: server unreachable: {exc!r}") from exc
-                time.sleep(_RETRY_FIRST_S)
-                continue
-            deadline = None
-            if line.startswith(b": next "):
-                # Where the stream is: its start (resume there if it drops before an
-                # event), or past ``end`` when it is over.
-                self._next = max(self._next or 0, int(line[7:]))
-            elif line.startswith(b"data:"):
-                message = json.loads(line[5:])
-                version = int(message["version"])
-                for event in message["events"]:
-                    value = event["value"]
-                    self._ready.append(WatchEvent(
-                        version, int(event["seq"]), base64.b64decode(event["key"]),
-                        None if value is None else base64.b64decode(value), str(event["kind"]),
-                    ))
-                # Every event of a version comes in one message: resume after it.
-                self._next = max(self._next or 0, version + 1)
-        return self._ready.pop(0)
-
-
-def _get_value(http: _Http, path: str, query: dict[str, str] | None = None) -> bytes | None:
-    status, _, data = http.request("GET", path, headers={"Accept": _OCTET}, query=query)
-    if status == 404 and b"NoSuchKeyError" in data:
-        return None
-    if status >= 400:
-        raise_error(status, data)
-    return data
 
 
 class RemoteTransaction:
@@ -626,14 +367,14 @@ class RemoteTransaction:
     def get(self, key: bytes) -> bytes | None:
         """The value of ``key`` in this transaction: own writes, else its snapshot."""
         self._check_active()
-        path = f"{self._path}/keys/{_path_key(check_key(key))}"
-        return self._call(lambda: _get_value(self._http, path))
+        path = f"{self._path}/keys/{path_key(check_key(key))}"
+        return self._call(lambda: get_value(self._http, path))
 
     def get_for_update(self, key: bytes) -> bytes | None:
         """Like :meth:`get`, and abort at commit if anyone wrote ``key`` after our start."""
         self._check_active()
-        path = f"{self._path}/keys/{_path_key(check_key(key))}"
-        return self._call(lambda: _get_value(self._http, path, {"for_update": "true"}))
+        path = f"{self._path}/keys/{path_key(check_key(key))}"
+        return self._call(lambda: get_value(self._http, path, {"for_update": "true"}))
 
     def put(self, key: bytes, value: bytes, ttl: float | None = None) -> None:
         """Buffer ``key = value`` on the server; visible to this transaction's reads at once."""
@@ -641,12 +382,12 @@ class RemoteTransaction:
         key, value = check_key(key), check_value(value)
         expiry_from_ttl(ttl)
         payload = {"value": _b64(value), "ttl": ttl}
-        self._call(lambda: self._http.json("PUT", f"{self._path}/keys/{_path_key(key)}", payload))
+        self._call(lambda: self._http.json("PUT", f"{self._path}/keys/{path_key(key)}", payload))
 
     def delete(self, key: bytes) -> None:
         """Buffer a delete of ``key``."""
         self._check_active()
-        path = f"{self._path}/keys/{_path_key(check_key(key))}"
+        path = f"{self._path}/keys/{path_key(check_key(key))}"
         self._call(lambda: self._http.json("DELETE", path))
 
     def scan(
@@ -656,7 +397,7 @@ class RemoteTransaction:
         """``(key, value)`` pairs of this transaction's view, page by page (each page joins the read set)."""
         self._check_active()
         query = _scan_query(start, end, prefix, bool(reverse), limit)
-        return _pages(self._http, f"{self._path}/scan", query, limit, self._store._page_rows)
+        return scan_pages(self._http, f"{self._path}/scan", query, limit, self._store._page_rows)
 
     def commit(self, idempotency_key: str | None = None) -> int:
         """Validate and make the writes durable (exactly once); return the commit seq.
