@@ -26,7 +26,7 @@ from catalog.errors import (
     ViewAlreadyExistsError,
 )
 from catalog.lakehouse import HistoryEntry, Lakehouse, LakeTransaction, PastLakehouse, open
-from catalog.session import View
+from catalog.tree import View
 from catalog.table import Scan, Table
 
 __all__ = [

@@ -112,7 +112,7 @@ class IncompatibleConflictError(CatalogConflictError):
 class StaleObservationError(Exception):
     """Raised by :meth:`catalog.ops.Op.apply` when what the op observed has changed: redo the work.
 
-    Internal: the commit paths (:mod:`catalog.commit`, durable transactions)
+    Internal: the commit paths (:mod:`catalog.transactions`)
     turn it into :class:`RetryableConflictError` naming the op. Deliberately
     not a :class:`CatalogError`: an ``except CatalogError`` between the op
     and the commit loop must not swallow it.

@@ -24,7 +24,7 @@ second early at worst, a nuisance only with a grace of a few seconds. The
 writer's local clock is not used: it can stop (a suspended machine's
 monotonic clock does) while the storage's runs on.
 
-This module is the one place the rule lives: :func:`catalog.commit.commit_ops`
+This module is the one place the rule lives: :func:`catalog.transactions.commit_ops`
 and durable staging (:mod:`catalog.durable.session`) both call
 :func:`publish_deadline`.
 """

@@ -18,26 +18,22 @@ in the same object store.
 
 from __future__ import annotations
 
-import functools
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from catalog import maintenance
+from catalog import maintenance, timetravel
 from catalog.arguments import checked
-from catalog.access import CatalogReader, CatalogWriter
-from catalog.commit import Outcome, _cleanup, apply_one, commit_ops
 from catalog.context import LakeContext
 from catalog.datafiles import DEFAULT_TARGET_FILE_BYTES
-from catalog.durable.guard import check_plain_commit
-from catalog.durable.lake import DurableLake, staged_paths
-from catalog.errors import ReadOnlyError
-from catalog.maintenance import HistoryEntry as HistoryEntry  # its home; re-exported for catalog.lakehouse users
-from catalog.ops import Op
-from catalog.session import CatalogSession
+from catalog.durable.lake import DurableLake
+from catalog.timetravel import HistoryEntry, PastLakehouse
+from catalog.transactions import LiveHost, OpenTransaction
+from catalog.tree import LakeTree, TreeMethods
 from catalog.verify import verify as verify_lake
 from kvstore.store import Store
 from kvstore.store import open as open_kv
-from kvstore.txn import Transaction
+
+__all__ = ["HistoryEntry", "LakeTransaction", "Lakehouse", "PastLakehouse", "open"]
 
 
 def open(url: object, create: bool = True, background: bool = True, **options: Any) -> Lakehouse:  # noqa: A001
@@ -69,15 +65,24 @@ def open(url: object, create: bool = True, background: bool = True, **options: A
     return Lakehouse(store)
 
 
-class Lakehouse(CatalogSession):
+class Lakehouse(TreeMethods):
     """A handle on one lakehouse: thread-safe, one per process is enough.
 
     Plain reads see this handle's latest view of the store, which may be up to
     ``poll_interval_s`` behind other writers (``refresh()`` catches up).
 
-    ``context`` (a :class:`~catalog.context.LakeContext`) is what the parts
-    of the lakehouse (commits, maintenance, durable transactions) are given
-    instead of this handle.
+    A facade over parts that each take the lakehouse's
+    :class:`~catalog.context.LakeContext` (``context``), never this handle:
+
+    * ``tree`` — namespaces, tables and views on the live lakehouse
+      (:class:`~catalog.tree.LakeTree` over :class:`~catalog.transactions.LiveHost`);
+      its methods are this handle's (``lake.create_table`` ...);
+    * ``transaction()`` — multi-table transactions (:mod:`catalog.transactions`);
+    * ``at()`` and ``history()`` — time travel (:mod:`catalog.timetravel`);
+    * ``compact_table()``, ``gc()``, ``export()``, ``verify()`` — maintenance
+      (:mod:`catalog.maintenance`, :mod:`catalog.verify`);
+    * ``durable`` and ``begin()`` ... — durable transactions and locks
+      (:mod:`catalog.durable`).
     """
 
     def __init__(self, store: Store, target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES) -> None:
@@ -85,10 +90,7 @@ class Lakehouse(CatalogSession):
         self.objects = store.objects
         self.target_file_bytes = target_file_bytes
         self.context = LakeContext.of(store, target_file_bytes)
-        # Durable transactions take part in every plain commit (their locks
-        # hold against it) and in GC (the files they staged are referenced).
-        self.context.commit_checks.append(check_plain_commit)
-        self.context.gc_references.append(functools.partial(staged_paths, store))
+        self.tree = LakeTree(LiveHost(self.context))
         self._durable: DurableLake | None = None  # made on first use
 
     def __repr__(self) -> str:
@@ -130,37 +132,6 @@ class Lakehouse(CatalogSession):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- session hooks (what a Table asks of its host) ---------------------------------
-
-    @contextmanager
-    @checked
-    def reading(self) -> Iterator[CatalogReader]:
-        """A catalog reader on one snapshot of the newest version this handle knows."""
-        snap = self.store.snapshot()
-        try:
-            yield CatalogReader(snap)
-        finally:
-            snap.close()
-
-    @checked
-    def submit(self, op: Op) -> int:
-        """Commit ``op`` as one lakehouse version and return it.
-
-        Raises:
-            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent commit
-                (see :mod:`catalog.conflicts`).
-            LockConflictError: a durable transaction's lock forbids it.
-        """
-        return self._commit([op]).version
-
-    @checked
-    def check_writable(self) -> None:
-        """The live lakehouse always takes writes: never raises."""
-        return None
-
-    def _commit(self, ops: list[Op]) -> Outcome:
-        return commit_ops(self.context, ops)
-
     # -- transactions, time travel, history --------------------------------------
 
     @contextmanager
@@ -178,7 +149,7 @@ class Lakehouse(CatalogSession):
                 commit and could not be rebased (see :mod:`catalog.conflicts`).
             Any exception raised inside the block, after rolling back.
         """
-        tx = LakeTransaction(self, isolation)
+        tx = LakeTransaction(self.context, isolation)
         try:
             yield tx
         except BaseException:
@@ -198,8 +169,7 @@ class Lakehouse(CatalogSession):
             TypeError: an argument of the wrong type.
             SnapshotTooOldError: the version or time is past retention.
         """
-        snap = self.store.at(version=version, timestamp=timestamp)
-        return PastLakehouse(self, snap)
+        return timetravel.at(self.context, version, timestamp)
 
     @checked
     def history(self, limit: int | None = 20, table: str | None = None) -> list[HistoryEntry]:
@@ -213,7 +183,7 @@ class Lakehouse(CatalogSession):
             ValueError: ``limit`` is negative, or a malformed table name.
             NoSuchTableError: ``table`` does not exist.
         """
-        return maintenance.history(self.context, self, limit, table)
+        return timetravel.history(self.context, self.tree, limit, table)
 
     # -- maintenance -------------------------------------------------------------
 
@@ -230,7 +200,7 @@ class Lakehouse(CatalogSession):
             NoSuchTableError: no such table.
             RetryableConflictError: a concurrent commit removed an input file.
         """
-        return maintenance.compact_table(self.context, self, name, target_file_bytes, progress)
+        return maintenance.compact_table(self.context, name, target_file_bytes, progress)
 
     @checked
     def gc(self, dry_run: bool = False, grace_s: float | None = None, progress: bool = False) -> Any:
@@ -325,166 +295,14 @@ class Lakehouse(CatalogSession):
         return self.durable.locks(node)
 
 
-class PastLakehouse(CatalogSession):
-    """The lakehouse as of one past version: every read, no write."""
+class LakeTransaction(OpenTransaction, TreeMethods):
+    """A multi-table transaction (``with lake.transaction() as tx``): every change inside becomes one version.
 
-    def __init__(self, lake: Lakehouse, snapshot: Any) -> None:
-        self.lake = lake
-        self._snap = snapshot
-        self.objects = lake.objects
-        self.target_file_bytes = lake.target_file_bytes
-
-    @property
-    def version(self) -> int:
-        """The lakehouse version this view shows."""
-        return int(self._snap.version)
-
-    def __repr__(self) -> str:
-        return f"PastLakehouse({self.lake.url!r}, version={self.version})"
-
-    @contextmanager
-    @checked
-    def reading(self) -> Iterator[CatalogReader]:
-        """A catalog reader at this past version."""
-        yield CatalogReader(self._snap)
-
-    @checked
-    def submit(self, op: Op) -> Any:
-        """Refuse ``op``: a past version takes no writes.
-
-        Raises:
-            TypeError: ``op`` is not an op.
-            ReadOnlyError: always.
-        """
-        raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a past version)")
-
-    @checked
-    def check_writable(self) -> None:
-        """Refuse writes: a past version takes none.
-
-        Raises:
-            ReadOnlyError: always.
-        """
-        raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a past version)")
-
-    @checked
-    def close(self) -> None:
-        """Release the snapshot this view reads."""
-        self._snap.close()
-
-    def __enter__(self) -> PastLakehouse:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class LakeTransaction(CatalogSession):
-    """A multi-table transaction (``with lake.transaction() as tx``).
-
-    Every catalog method works on it; changes are applied to one lakekv
-    transaction at once (later reads in it see them) and commit together.
-    The caller's reads (loading tables, scans, listings) are recorded so that
-    a rebase after a lost race can prove they still hold.
+    Every namespace, table and view method works on it: it is the host
+    (:class:`~catalog.transactions.OpenTransaction`: staging, rebase and
+    commit) of its own :class:`~catalog.tree.LakeTree`.
     """
 
-    def __init__(self, lake: Lakehouse, isolation: str) -> None:
-        self.lake = lake
-        self.isolation = isolation
-        self.objects = lake.objects
-        self.target_file_bytes = lake.target_file_bytes
-        self._txn: Transaction = lake.store.begin(isolation=isolation)
-        self._writer = CatalogWriter(self._txn)
-        self._writer.recorded = []
-        self._ops: list[Op] = []
-        self._summaries: list[dict[str, Any]] = []
-        self.state = "active"
-        self.version: int | None = None
-
-    @contextmanager
-    @checked
-    def reading(self) -> Iterator[CatalogReader]:
-        """The transaction's own view (its changes so far); raises TransactionClosedError once it ended."""
-        self._check_active()
-        yield self._writer
-
-    @contextmanager
-    def _resolving(self) -> Iterator[CatalogReader]:
-        self._check_active()
-        recorded, self._writer.recorded = self._writer.recorded, None
-        try:
-            yield self._writer
-        finally:
-            self._writer.recorded = recorded
-
-    def _check_active(self) -> None:
-        if self.state != "active":
-            from kvstore.errors import TransactionClosedError
-
-            raise TransactionClosedError(f"lakehouse transaction is {self.state}")
-
-    @checked
-    def check_writable(self) -> None:
-        """Raise TransactionClosedError once the transaction committed or rolled back."""
-        self._check_active()
-
-    @checked
-    def submit(self, op: Op) -> None:
-        """Apply ``op`` to the transaction (it commits with the rest).
-
-        Raises:
-            TransactionClosedError: the transaction already ended.
-            RetryableConflictError: what the op observed no longer holds.
-        """
-        self._check_active()
-        recorded, self._writer.recorded = self._writer.recorded, None  # the op's own reads are not the caller's
-        try:
-            self._summaries.append(apply_one(op, self._writer, self.lake.context, rebase=False))
-        except BaseException:
-            _cleanup(self.lake.context, [op])
-            raise
-        finally:
-            self._writer.recorded = recorded
-        self._ops.append(op)
-
-    @property
-    def operations(self) -> list[Op]:
-        """The operations applied so far, in order (a copy)."""
-        return list(self._ops)
-
-    @checked
-    def commit(self) -> int:
-        """Commit every change as one lakehouse version; returns it.
-
-        Raises:
-            TransactionClosedError: the transaction already ended.
-            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
-                commit (see :mod:`catalog.conflicts`). The transaction is then aborted.
-        """
-        self._check_active()
-        self.state = "committing"
-        try:
-            outcome = commit_ops(
-                self.lake.context,
-                self._ops,
-                isolation=self.isolation,
-                started=(self._txn, self._writer),
-                recorded=self._writer.recorded,
-                summaries=self._summaries,
-            )
-        except BaseException:
-            self.state = "aborted"
-            raise
-        self.state = "committed"
-        self.version = outcome.version
-        return outcome.version
-
-    @checked
-    def rollback(self) -> None:
-        """Discard every change (files written for them are deleted)."""
-        if self.state != "active":
-            return
-        self.state = "rolled back"
-        self._txn.rollback()
-        _cleanup(self.lake.context, self._ops)
-
+    def __init__(self, ctx: LakeContext, isolation: str) -> None:
+        super().__init__(ctx, isolation)
+        self.tree = LakeTree(self)

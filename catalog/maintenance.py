@@ -1,4 +1,4 @@
-"""Lakehouse maintenance: history, data-file compaction, data-file GC and export.
+"""Lakehouse maintenance: data-file compaction, data-file GC and export.
 
 GC is safe by construction: a data file is deleted only when
 
@@ -9,12 +9,12 @@ GC is safe by construction: a data file is deleted only when
   transaction's file) and it is older than the grace period on the storage's
   own clock, so an in-flight writer that has not committed yet keeps its
   files. Files that only something outside the catalog's keys references
-  (the staged files of durable transactions) are kept through the
-  context's GC references, which the lakehouse registers.
+  (the staged files of durable transactions) are kept too: GC asks
+  :func:`catalog.durable.lake.staged_paths`.
 
 Each function takes the :class:`~catalog.context.LakeContext` of the
-lakehouse (and, where it loads a table, the session to load it from), not
-the :class:`~catalog.lakehouse.Lakehouse` facade, which calls them.
+lakehouse, not the :class:`~catalog.lakehouse.Lakehouse` facade, which calls
+them. (History and time travel are :mod:`catalog.timetravel`.)
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ import pyarrow as pa
 
 from catalog import keys
 from catalog.access import CatalogReader
-from catalog.commit import commit_ops
 from catalog.context import LakeContext
 from catalog.datafiles import DataFile, read_body, read_file, write_files
+from catalog.durable.lake import staged_paths
 from catalog.ops import Compact
-from catalog.session import DATA_PREFIX, CatalogSession
+from catalog.transactions import LiveHost, commit_ops
+from catalog.tree import DATA_PREFIX, LakeTree
 
 
 def _progress(enabled: bool, label: str, done: int, total: int) -> None:
@@ -44,50 +45,6 @@ def _progress(enabled: bool, label: str, done: int, total: int) -> None:
     if done >= total:
         sys.stderr.write("\n")
     sys.stderr.flush()
-
-
-# -- history ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HistoryEntry:
-    """One lakehouse version: when the storage recorded it and what it did."""
-
-    version: int
-    timestamp: float
-    operations: list[dict[str, Any]]
-
-
-def history(ctx: LakeContext, session: CatalogSession, limit: int | None, table: str | None) -> list[HistoryEntry]:
-    """Versions newest first with their operations (see ``Lakehouse.history``); ``table`` is loaded from ``session``.
-
-    Raises:
-        ValueError: ``limit`` is not a non-negative int or None.
-        NoSuchTableError: ``table`` does not exist.
-    """
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
-    table_id = session.load_table(table).id if table is not None else None
-    out: list[HistoryEntry] = []
-    start: int | None = None
-    page = 256
-    while limit is None or len(out) < limit:
-        infos = ctx.store.history(limit=page, start=start)
-        if not infos:
-            break
-        for info in infos:
-            ops = [op for commit in info.commits for op in ((commit.get("summary") or {}).get("ops") or [])]
-            if table_id is not None:
-                ops = [op for op in ops if op.get("table_id") == table_id]
-            if ops:
-                out.append(HistoryEntry(info.version, info.timestamp, ops))
-                if limit is not None and len(out) >= limit:
-                    break
-        last = infos[-1].version
-        if last <= 0 or len(infos) < page:
-            break
-        start = last - 1
-    return out
 
 
 # -- compaction ----------------------------------------------------------------------
@@ -103,12 +60,10 @@ class CompactionReport:
     version: int | None = None
 
 
-def compact_table(
-    ctx: LakeContext, session: CatalogSession, name: str, target_file_bytes: int, progress: bool
-) -> CompactionReport:
+def compact_table(ctx: LakeContext, name: str, target_file_bytes: int, progress: bool) -> CompactionReport:
     """Rewrite each partition's small files into files of about ``target_file_bytes``.
 
-    One commit for the whole table (``name``, loaded from ``session``); it
+    One commit for the whole table ``name`` (as the live lakehouse holds it); it
     rebases over concurrent appends and becomes retryable if a concurrent
     delete or overwrite removed an input.
 
@@ -118,7 +73,7 @@ def compact_table(
     """
     if isinstance(target_file_bytes, bool) or not isinstance(target_file_bytes, int) or target_file_bytes < 1024:
         raise ValueError(f"target_file_bytes must be an int >= 1024, got {target_file_bytes!r}")
-    table = session.load_table(name)
+    table = LakeTree(LiveHost(ctx)).load_table(name)
     report = CompactionReport(table.name)
     small = [f for f in table.files() if f.size < target_file_bytes * 3 // 4]
     by_partition: dict[str, list[DataFile]] = {}
@@ -216,7 +171,7 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
                 else:
                     report.pending += 1
     referenced = live_paths | {record["path"] for _, record in gone}
-    referenced |= ctx.gc_referenced()
+    referenced |= staged_paths(ctx.store)  # staged by durable transactions not yet committed
     orphans: list[tuple[str, int]] = []
     for meta in ctx.objects.list(DATA_PREFIX + "/"):
         if meta.path not in referenced and meta.mtime <= cutoff:

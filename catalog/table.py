@@ -1,10 +1,11 @@
 """A table handle: data operations, scans, schema and property changes.
 
-A :class:`Table` is bound to the session it was loaded from: the lakehouse
-itself (every write commits at once and returns the new lakehouse version),
-a multi-table transaction (writes are applied to the transaction and become
-visible at its commit; they return None), or a read-only past version
-(writes raise :class:`~catalog.errors.ReadOnlyError`).
+A :class:`Table` is bound to the host it was loaded from (a
+:class:`TableHost`): the live lakehouse (every write commits at once and
+returns the new lakehouse version), a multi-table or durable transaction
+(writes are applied to, or staged in, the transaction and become visible at
+its commit; they return None), or a read-only past version (writes raise
+:class:`~catalog.errors.ReadOnlyError`).
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ from kvstore.objstore.base import ObjectStore
 
 
 class TableHost(Protocol):
-    """What a :class:`Table` needs of the session it was loaded from.
+    """What a :class:`Table`, and a :class:`~catalog.tree.LakeTree`, need of the session they read and write through.
 
-    Every :class:`~catalog.session.CatalogSession` (the lakehouse, its
-    transactions, its past versions, a durable transaction) is one; the
-    table knows its host only through these names, so this module does not
-    depend on the sessions.
+    The live lakehouse (:class:`catalog.transactions.LiveHost`), a
+    multi-table transaction, a past version and a durable transaction are
+    each one; tables and trees know their host only through these names, so
+    this module does not depend on the sessions.
     """
 
     objects: ObjectStore  # where the table's data files live
@@ -41,6 +42,10 @@ class TableHost(Protocol):
 
     def reading(self) -> AbstractContextManager[CatalogReader]:
         """A catalog reader at the host's view."""
+
+    def resolving(self) -> AbstractContextManager[CatalogReader]:
+        """A reader for looking up an object to act on; a multi-table transaction does not
+        record these reads as the caller's (each op re-checks what it needs when rebased)."""
 
     def submit(self, op: Op) -> int | None:
         """Commit ``op`` now (returns the version) or stage it in the open transaction (returns None)."""
@@ -80,9 +85,9 @@ class Table:
     """One table as of the moment it was loaded (its definition is a snapshot)."""
 
     def __init__(
-        self, session: TableHost, ns: Namespace, name: str, definition: TableDef, properties: dict[str, str]
+        self, host: TableHost, ns: Namespace, name: str, definition: TableDef, properties: dict[str, str]
     ) -> None:
-        self._session = session
+        self._host = host
         self.namespace = ns
         self.short_name = name
         self._def = definition
@@ -158,10 +163,13 @@ class Table:
     @checked
     def write_files(self, data: object) -> list[DataFile]:
         """Write ``data`` as Parquet files under the table's location; commit nothing."""
-        self._session.check_writable()
+        self._host.check_writable()
+        return self._write(data)
+
+    def _write(self, data: object) -> list[DataFile]:
         table = self._conformed(data)
         return write_files(
-            self._session.objects, self.location, table, self.schema, self.partition_by, self._session.target_file_bytes
+            self._host.objects, self.location, table, self.schema, self.partition_by, self._host.target_file_bytes
         )
 
     @checked
@@ -173,8 +181,9 @@ class Table:
             IncompatibleConflictError: the table was dropped or its schema
                 changed incompatibly meanwhile.
         """
-        files = self.write_files(data)
-        return self.commit_files(files, mode="append")
+        self._host.check_writable()
+        files = self._write(data)
+        return self._host.submit(Append(table=self.name, table_id=self.id, files=files, schema=self.schema))
 
     @checked
     def commit_files(
@@ -215,7 +224,7 @@ class Table:
                 commit (see :mod:`catalog.conflicts`). Also when ``read_files`` or ``replaced`` no longer
                 describe the live files.
         """
-        self._session.check_writable()
+        self._host.check_writable()
         self._require_native()
         if not isinstance(added, (list, tuple)) or not all(isinstance(f, DataFile) for f in added):
             raise TypeError("added must be a list of DataFile")
@@ -248,7 +257,7 @@ class Table:
             )
         else:
             raise ValueError(f"mode must be 'append', 'overwrite' or 'replace', not {mode!r}")
-        return self._session.submit(op)
+        return self._host.submit(op)
 
     @checked
     def overwrite(self, data: object, filter: object = None) -> int | None:  # noqa: A002 - the API's word
@@ -275,7 +284,7 @@ class Table:
             if misses:
                 raise ValueError(f"overwrite with a filter: {misses} new row(s) do not match the filter {expr}")
         files = write_files(
-            self._session.objects, self.location, table, self.schema, self.partition_by, self._session.target_file_bytes
+            self._host.objects, self.location, table, self.schema, self.partition_by, self._host.target_file_bytes
         )
         return self.commit_files(files, mode="overwrite", filter=expr)
 
@@ -291,12 +300,12 @@ class Table:
             RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
                 commit (see :mod:`catalog.conflicts`).
         """
-        self._session.check_writable()
+        self._host.check_writable()
         self._require_native()
         expr = self._filter(filter)
         if expr is None:
             raise ValueError("delete needs a filter (to remove every row, overwrite with an empty table)")
-        return self._session.submit(Delete(table=self.name, table_id=self.id, filter=expr))
+        return self._host.submit(Delete(table=self.name, table_id=self.id, filter=expr))
 
     @checked
     def update_properties(self, updates: dict[str, str] | None = None, removals: list[str] | None = None) -> int | None:
@@ -313,7 +322,7 @@ class Table:
 
         ups = check_properties(updates, "updates")
         rems = [check_property_name(r, "removals") for r in (removals or [])]
-        return self._session.submit(UpdateProperties(table=self.name, table_id=self.id, updates=ups, removals=rems))
+        return self._host.submit(UpdateProperties(table=self.name, table_id=self.id, updates=ups, removals=rems))
 
     def _filter(self, expr: object) -> pc.Expression | None:
         """``expr`` as a filter on this table's rows: checked for type, columns and their types."""
@@ -335,7 +344,7 @@ class Table:
         """The live data files a scan with ``filter`` would read (pruned by statistics)."""
         self._require_native()
         expr = self._filter(filter)
-        with self._session.reading() as r:
+        with self._host.reading() as r:
             if r.recorded is not None:
                 r.table_def(self.id)  # in a transaction, reading the data depends on the table still being there
             live = r.live_files(self.id)
@@ -386,7 +395,7 @@ class Scan:
         schema = self.table.schema
         out_schema = pa.schema([schema.field(c) for c in self.columns]) if self.columns is not None else schema
         remaining = self.limit
-        objects = self.table._session.objects
+        objects = self.table._host.objects
         for entry in self.files():
             if remaining == 0:
                 return
@@ -496,7 +505,7 @@ class UpdateSchemaBuilder:
         t = self._table
         # Fail early, with the caller's stack, on a change that cannot apply.
         self._change.apply(t.schema, t._def.last_field_id, t._def.partition_ids)
-        return t._session.submit(
+        return t._host.submit(
             UpdateSchema(table=t.name, table_id=t.id, change=self._change, base_version=t._def.schema_version)
         )
 

@@ -11,7 +11,7 @@ with default options.
   reading data); at a version, through ``lake.at(version=N)``.
 - **own retries**: the catalog rebases a lost append by itself and does not
   count it anywhere public, so :func:`_count_rebases` wraps
-  ``catalog.commit.begin`` in this process and counts the fresh transactions
+  ``catalog.transactions.begin`` in this process and counts the fresh transactions
   it starts (one per rebase). It changes nothing about what runs.
 - **create_tables**: ``create_table`` inside ``lake.transaction()``,
   ``per_commit`` tables per transaction but at most
@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import catalog
-import catalog.commit as catalog_commit
+import catalog.transactions as catalog_commit
 import kvstore
 from lakehouse.data import SCHEMA
 from lakehouse.system import IdRange, System
@@ -43,7 +43,7 @@ _rebases = 0
 
 
 def _count_rebases() -> bool:
-    """Wrap ``catalog.commit.begin`` once so each rebase is counted; False if
+    """Wrap ``catalog.transactions.begin`` once so each rebase is counted; False if
     the catalog has no such hook (then rebases are reported as unknown)."""
     begin = getattr(catalog_commit, "begin", None)
     if begin is None:

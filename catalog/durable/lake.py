@@ -2,39 +2,36 @@
 
 ``lake.begin/attach/transactions/locks`` delegate to a :class:`DurableLake`
 (one per :class:`~catalog.lakehouse.Lakehouse` handle). At a topmost commit,
-:meth:`DurableLake.apply` re-applies every staged operation record to the
-catalog inside the very lakekv transaction that marks the transaction
-committed and releases its locks: the whole durable transaction becomes ONE
-lakehouse version, listed in ``lake.history()`` like any other commit.
-Operations re-apply with ``rebase=True``, so an operation whose premise a
-commit from outside the lock protocol broke (a plain ``table.overwrite`` of
-a file it rewrites) fails the commit with a conflict error instead of
-applying wrongly; the transaction stays active and can be aborted.
+:func:`catalog.transactions.apply_staged` re-applies every staged operation
+record to the catalog inside the very lakekv transaction that marks the
+transaction committed and releases its locks: the whole durable transaction
+becomes ONE lakehouse version, listed in ``lake.history()`` like any other
+commit. An operation whose premise a commit from outside the lock protocol
+broke fails the commit with a conflict error instead of applying wrongly;
+the transaction stays active and can be aborted.
 
 A :class:`DurableLake` is given the lakehouse's
-:class:`~catalog.context.LakeContext` (store, data files, op context), not
-the lakehouse; the lakehouse registers :func:`staged_paths` as a GC
-reference and :func:`catalog.durable.guard.check_plain_commit` as a commit
-check on that context when it is built.
+:class:`~catalog.context.LakeContext` (store, data files), not the
+lakehouse. GC keeps the files staged operations name (:func:`staged_paths`)
+and deletes those of transactions that ended without committing
+(:meth:`DurableLake.collect`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
-from catalog.commit import bounded
-from catalog.access import CatalogWriter
 from catalog.context import LakeContext
 from catalog.datafiles import discard_files
-from catalog.durable import keys, lifecycle, locks
-from catalog.durable.implicit import removed_nodes
+from catalog.durable import keys, lifecycle
 from catalog.durable.manager import DurableTransaction, TransactionManager
 from catalog.durable.records import ABORTED, ACTIVE, EXPIRED, LockRecord, TxnRecord
 from catalog.durable.session import DurableCatalogTransaction
 from catalog.durable.work import Work
-from catalog.errors import RetryableConflictError, StaleObservationError
-from catalog.ops import CheckRead, from_record
+from catalog.ops import from_record
+from catalog.transactions import apply_staged
 from kvstore.store import Store
 
 
@@ -43,7 +40,7 @@ class DurableLake:
 
     def __init__(self, ctx: LakeContext, **manager_options: Any) -> None:
         self.context = ctx
-        self.manager = TransactionManager(ctx.store, apply_ops=self.apply, **manager_options)
+        self.manager = TransactionManager(ctx.store, apply_ops=functools.partial(apply_staged, ctx), **manager_options)
 
     def begin(
         self, timeout: float | None = None, parent: DurableTransaction | str | None = None, title: str | None = None
@@ -71,32 +68,6 @@ class DurableLake:
             TypeError / ValueError: a bad node name.
         """
         return self.manager.locks(node)
-
-    # -- the topmost commit ----------------------------------------------------------
-
-    def apply(self, work: Work, record: TxnRecord, ops: list[dict[str, Any]]) -> None:
-        """Apply ``record``'s staged operations to the catalog inside ``work`` (one lakekv version).
-
-        Raises:
-            RetryableConflictError: what an operation observed has changed.
-            CatalogError (e.g. NoSuchTableError, IncompatibleConflictError): an
-                operation no longer applies to the catalog.
-        """
-        writer = CatalogWriter(work.txn)
-        summaries = []
-        # Read checks first: they are about what others committed, not about this transaction's ops.
-        decoded = [from_record(op_record) for op_record in ops]
-        decoded.sort(key=lambda op: not isinstance(op, CheckRead))
-        for op in decoded:
-            try:
-                summaries.append(op.apply(writer, self.context, rebase=True))
-            except StaleObservationError as exc:
-                raise RetryableConflictError(
-                    f"durable transaction {record.id}: {exc}", ours=op.kind, object=op.object_name
-                ) from exc
-            for node in removed_nodes(op):
-                locks.drop_pending(work, node, except_txn=frozenset({record.id}))
-        work.txn.set_summary({"ops": bounded(summaries), "durable_transaction": record.id, "title": record.title})
 
     # -- gc ----------------------------------------------------------------------------
 
@@ -142,8 +113,7 @@ def _is_finished(work: Work, txid: str) -> bool:
 def staged_paths(store: Store) -> set[str]:
     """Every data file a staged operation in ``store`` names: lake.gc() must keep them.
 
-    The lakehouse registers this as a GC reference of its context
-    (``LakeContext.gc_references``).
+    ``lake.gc()`` keeps them (:func:`catalog.maintenance.gc`).
     """
     paths: set[str] = set()
     with store.snapshot(fresh=True) as snapshot:

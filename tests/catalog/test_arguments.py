@@ -22,17 +22,17 @@ import pyarrow.compute as pc
 import pytest
 
 import catalog
-from catalog.arguments import _hints, checked
+from catalog.arguments import _hints, checked  # internals: @checked has no public query of the annotations it enforces
 from catalog.durable.manager import DurableTransaction, Lock, TransactionManager
 from catalog.durable.session import DurableCatalogTransaction
 from catalog.lakehouse import LakeTransaction, PastLakehouse
-from catalog.session import CatalogSession
+from catalog.tree import LakeTree
 from catalog.table import Table, UpdateSchemaBuilder
 from catalog_util import ORDERS, orders
 
 CLASSES = [
     catalog.Lakehouse,
-    CatalogSession,
+    LakeTree,
     PastLakehouse,
     LakeTransaction,
     Table,
@@ -142,7 +142,7 @@ def world(tmp_path: Any) -> Iterator[dict[str, Any]]:
     lock = durable.lock("s.o", "shared", child_key="k")
     objects = {
         catalog.Lakehouse: lake,
-        CatalogSession: lake,
+        LakeTree: lake.tree,
         PastLakehouse: lake.at(version=lake.version),
         Table: table,
         UpdateSchemaBuilder: table.update_schema(),
@@ -172,7 +172,7 @@ def _cases() -> list[tuple[type, str, str, Any]]:
     for cls in CLASSES:
         for name, method in public_methods(cls):
             if cls is LakeTransaction:
-                continue  # its methods are CatalogSession's, tested through the lake
+                continue  # its tree's methods are LakeTree's, tested through the lake's tree
             hints = _hints(inspect.unwrap(method))
             for param in list(inspect.signature(method).parameters)[1:]:
                 for value in wrong_values(hints.get(param, Any)):
@@ -186,10 +186,10 @@ CASES = _cases()
 def test_the_generator_covers_the_reported_cases() -> None:
     found = {(cls.__name__, name, param, repr(value)) for cls, name, param, value in CASES}
     for case in [
-        ("CatalogSession", "drop_namespace", "cascade", "'no'"),
-        ("CatalogSession", "drop_table", "purge", "'no'"),
-        ("CatalogSession", "create_namespace", "parents", "'no'"),
-        ("CatalogSession", "update_namespace_properties", "removals", "'no'"),
+        ("LakeTree", "drop_namespace", "cascade", "'no'"),
+        ("LakeTree", "drop_table", "purge", "'no'"),
+        ("LakeTree", "create_namespace", "parents", "'no'"),
+        ("LakeTree", "update_namespace_properties", "removals", "'no'"),
         ("Table", "update_properties", "removals", "'no'"),
         ("Lakehouse", "gc", "dry_run", "'no'"),
     ]:

@@ -1,25 +1,29 @@
-"""The catalog methods shared by the lakehouse, its transactions and its past versions.
+"""Namespaces, tables and views: the lakehouse tree, read and changed through one host.
 
-:class:`CatalogSession` implements every namespace, table and view method
-once, on top of three hooks its subclasses define. They are public because
-they are also what a :class:`~catalog.table.Table` asks of the session it
-came from (:class:`~catalog.table.TableHost`), with the attributes
-``objects`` (the data files' object store) and ``target_file_bytes``:
+:class:`LakeTree` implements every namespace, table and view method once. It
+reads and writes only through its *host*, a :class:`~catalog.table.TableHost`
+(the same small public protocol a :class:`~catalog.table.Table` uses), so
+each kind of session is a host and a tree, not a subclass:
 
-* ``reading()`` — a context manager giving a :class:`CatalogReader` at the
-  session's view (a fresh snapshot per call for the live lakehouse, the
-  transaction itself inside a transaction, a fixed snapshot for ``at()``);
-* ``submit(op)`` — commit the op now (lakehouse: returns the version), or
-  apply it to the open transaction (returns None);
-* ``check_writable()`` — raise ``ReadOnlyError`` for past versions.
+* the live lakehouse (:class:`catalog.transactions.LiveHost`): a fresh
+  snapshot per read, each write committed at once (returns the version);
+* a multi-table transaction (:class:`catalog.transactions.LakeTransaction`):
+  reads see its own changes, writes are applied to it (return None);
+* a past version (:class:`catalog.timetravel.PastLakehouse`): a fixed
+  snapshot, writes refused with ``ReadOnlyError``;
+* a durable transaction (:class:`catalog.durable.session.DurableCatalogTransaction`):
+  reads replay its staged operations, writes are staged.
+
+Sessions expose the tree's methods with :class:`tree_method`, one line each,
+so ``lake.create_table(...)`` and ``tx.create_table(...)`` are the same code.
 """
+
 from __future__ import annotations
 
 import time
 import uuid
-from abc import ABC, abstractmethod
-from contextlib import AbstractContextManager
-from typing import Any
+import functools
+from typing import Any, Callable, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import pyarrow as pa
 
@@ -41,8 +45,7 @@ from catalog.ops import (
     UpdateNamespaceProperties,
 )
 from catalog.schema import assign_field_ids, check_column_name, field_id
-from catalog.table import Table
-from kvstore.objstore.base import ObjectStore
+from catalog.table import Table, TableHost
 
 DATA_PREFIX = "data"
 
@@ -63,50 +66,23 @@ class View:
         return f"View({self.name!r}, dialect={self.dialect!r})"
 
 
-class CatalogSession(ABC):
-    """Namespaces, tables and views through one view of the lakehouse."""
+class LakeTree:
+    """Namespaces, tables and views through one host's view of the lakehouse.
 
-    objects: ObjectStore
-    target_file_bytes: int
+    Args:
+        host: where reads come from and writes go (see the module docstring).
+        table_host: the host a loaded table reads and writes through, given its
+            name; by default ``host``. A durable transaction freezes a table it
+            holds a snapshot lock on this way.
+    """
 
-    # -- hooks (also the TableHost protocol of catalog.table) -------------------
+    def __init__(self, host: TableHost, table_host: Callable[[str], TableHost] | None = None) -> None:
+        self.host = host
+        self._table_host = table_host
 
-    @abstractmethod
-    @checked
-    def reading(self) -> AbstractContextManager[CatalogReader]:
-        """A reader at this session's view (see the module docstring)."""
-
-    @abstractmethod
-    @checked
-    def submit(self, op: Op) -> Any:
-        """Commit ``op`` now, or apply it to the open transaction.
-
-        Raises:
-            TypeError: an argument of the wrong type.
-            ReadOnlyError: the session is a past version (``lake.at(...)``).
-            RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
-                commit (see :mod:`catalog.conflicts`).
-        """
-
-    @abstractmethod
-    @checked
-    def check_writable(self) -> None:
-        """Raise ``ReadOnlyError`` (or the session's own error) if writes are not allowed."""
-
-    def _resolving(self) -> AbstractContextManager[CatalogReader]:
-        """Like ``reading()``, for looking an object up to act on it (``load_table``).
-
-        A multi-table transaction does not count these reads as the caller's:
-        what an operation needs of the table it acts on, each op re-checks
-        itself when rebased (its id, its schema), so a concurrent property or
-        compatible schema change does not turn ``tx.load_table(t).append(x)``
-        into a conflict that ``t.append(x)`` would not have.
-        """
-        return self.reading()
-
-    def _submit_checked(self, op: Op) -> Any:
-        self.check_writable()
-        return self.submit(op)
+    def _submit(self, op: Op) -> Any:
+        self.host.check_writable()
+        return self.host.submit(op)
 
     # -- namespaces ----------------------------------------------------------
 
@@ -125,7 +101,7 @@ class CatalogSession(ABC):
         """
         ns = names.parse_namespace(namespace)
         props = keys.check_properties(properties)
-        return self._submit_checked(CreateNamespace(ns=ns, properties=props, parents=bool(parents)))
+        return self._submit(CreateNamespace(ns=ns, properties=props, parents=bool(parents)))
 
     @checked
     def list_namespaces(self, parent: str | None = None, recursive: bool = False) -> list[str]:
@@ -137,7 +113,7 @@ class CatalogSession(ABC):
             NoSuchNamespaceError: ``parent`` does not exist.
         """
         ns = names.parse_namespace(parent) if parent is not None else ()
-        with self.reading() as r:
+        with self.host.reading() as r:
             if ns:
                 r.require_namespace(ns)
             return [names.join(c) for c in r.child_namespaces(ns, recursive=recursive)]
@@ -151,7 +127,7 @@ class CatalogSession(ABC):
             ValueError: a malformed namespace name.
         """
         ns = names.parse_namespace(namespace)
-        with self.reading() as r:
+        with self.host.reading() as r:
             return r.namespace(ns) is not None
 
     @checked
@@ -164,7 +140,7 @@ class CatalogSession(ABC):
             NoSuchNamespaceError: the namespace does not exist.
         """
         ns = names.parse_namespace(namespace)
-        with self.reading() as r:
+        with self.host.reading() as r:
             r.require_namespace(ns)
             return r.namespace_properties(ns)
 
@@ -192,7 +168,7 @@ class CatalogSession(ABC):
         ups = keys.check_properties(updates, "updates")
         rems = [keys.check_property_name(r, "removals") for r in (removals or [])]
         op = UpdateNamespaceProperties(ns=ns, updates=ups, removals=rems)
-        version = self._submit_checked(op)
+        version = self._submit(op)
         return {**op.last_outcome(), "version": version}
 
     @checked
@@ -209,7 +185,7 @@ class CatalogSession(ABC):
                 commit (see :mod:`catalog.conflicts`).
         """
         ns = names.parse_namespace(namespace)
-        return self._submit_checked(DropNamespace(ns=ns, cascade=bool(cascade)))
+        return self._submit(DropNamespace(ns=ns, cascade=bool(cascade)))
 
     # -- tables ----------------------------------------------------------------
 
@@ -287,8 +263,8 @@ class CatalogSession(ABC):
                 created_ms=int(time.time() * 1000),
                 metadata_location=metadata_location,
             )
-        self._submit_checked(CreateTable(ns=ns, name=short, definition=definition, properties=props))
-        return Table(self, ns, short, definition, props)
+        self._submit(CreateTable(ns=ns, name=short, definition=definition, properties=props))
+        return Table(self.host, ns, short, definition, props)
 
     @checked
     def load_table(self, name: str) -> Table:
@@ -300,10 +276,11 @@ class CatalogSession(ABC):
             NoSuchTableError: no such table at this session's view.
         """
         ns, short = names.split_table_name(name)
-        with self._resolving() as r:
+        host = self.host if self._table_host is None else self._table_host(name)
+        with host.resolving() as r:
             pointer, definition = r.require_table(ns, short)
             props = r.table_properties(pointer.id)
-        return Table(self, ns, short, definition, props)
+        return Table(host, ns, short, definition, props)
 
     @checked
     def table_exists(self, name: str) -> bool:
@@ -332,7 +309,7 @@ class CatalogSession(ABC):
 
     def _list_objects(self, namespace: str, kind: str) -> list[str]:
         ns = names.parse_namespace(namespace)
-        with self.reading() as r:
+        with self.host.reading() as r:
             r.require_namespace(ns)
             return [names.join((*ns, n)) for n, p in r.objects(ns) if p.kind == kind]
 
@@ -352,7 +329,7 @@ class CatalogSession(ABC):
         """
         ns, short = names.split_table_name(old)
         new_ns, new_short = names.split_table_name(new)
-        return self._submit_checked(RenameTable(ns=ns, name=short, new_ns=new_ns, new_name=new_short))
+        return self._submit(RenameTable(ns=ns, name=short, new_ns=new_ns, new_name=new_short))
 
     @checked
     def drop_table(self, name: str, purge: bool = False) -> Any:
@@ -368,7 +345,7 @@ class CatalogSession(ABC):
                 commit (see :mod:`catalog.conflicts`).
         """
         ns, short = names.split_table_name(name)
-        return self._submit_checked(DropTable(ns=ns, name=short, purge=bool(purge)))
+        return self._submit(DropTable(ns=ns, name=short, purge=bool(purge)))
 
     @checked
     def commit_metadata_location(self, name: str, new_location: str, expected_location: str | None) -> Any:
@@ -386,7 +363,7 @@ class CatalogSession(ABC):
         if not isinstance(new_location, str) or not new_location:
             raise ValueError("new_location must be a non-empty str")
         table = self.load_table(name)
-        return self._submit_checked(
+        return self._submit(
             CommitMetadata(table=table.name, table_id=table.id, new_location=new_location, expected=expected_location)
         )
 
@@ -419,7 +396,7 @@ class CatalogSession(ABC):
         """
         ns, short = names.split_table_name(name, "view")
         record = _view_record(sql, dialect, properties, schema, metadata)
-        return self._submit_checked(CreateView(ns=ns, name=short, view=record, view_id=uuid.uuid4().hex))
+        return self._submit(CreateView(ns=ns, name=short, view=record, view_id=uuid.uuid4().hex))
 
     @checked
     def replace_view(
@@ -452,7 +429,7 @@ class CatalogSession(ABC):
         )
         record.created_ms = None  # type: ignore[assignment]
         record.version = None  # type: ignore[assignment]
-        return self._submit_checked(CreateView(ns=ns, name=short, view=record, view_id="", replace=True))
+        return self._submit(CreateView(ns=ns, name=short, view=record, view_id="", replace=True))
 
     @checked
     def load_view(self, name: str) -> View:
@@ -464,7 +441,7 @@ class CatalogSession(ABC):
             NoSuchViewError: no such view.
         """
         ns, short = names.split_table_name(name, "view")
-        with self.reading() as r:
+        with self.host.reading() as r:
             pointer = r.require_view(ns, short)
         assert pointer.view is not None
         return View(names.join((*ns, short)), pointer.view)
@@ -507,7 +484,7 @@ class CatalogSession(ABC):
                 commit (see :mod:`catalog.conflicts`).
         """
         ns, short = names.split_table_name(name, "view")
-        return self._submit_checked(DropView(ns=ns, name=short))
+        return self._submit(DropView(ns=ns, name=short))
 
 
 def _check_str(value: object, what: str) -> str:
@@ -552,3 +529,65 @@ def _view_record(
         metadata=_check_metadata(metadata),
         created_ms=int(time.time() * 1000),
     )
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class tree_method(Generic[_P, _R]):  # noqa: N801 - used like a decorator
+    """A session's method that is the same-named method of the session's ``tree``.
+
+    ``create_table = tree_method(LakeTree.create_table)`` in a class body: on an
+    instance it is ``instance.tree.create_table``, with its signature, docstring
+    and argument checks; on the class it is ``LakeTree.create_table``. Sessions share the tree's code this way instead of
+    inheriting it.
+    """
+
+    def __init__(self, method: Callable[Concatenate[LakeTree, _P], _R]) -> None:
+        self._method = method
+        self.__doc__ = method.__doc__
+
+    @overload
+    def __get__(self, session: None, owner: type) -> Callable[Concatenate[LakeTree, _P], _R]: ...
+
+    @overload
+    def __get__(self, session: object, owner: type) -> Callable[_P, _R]: ...
+
+    def __get__(self, session: object, owner: type) -> Callable[Concatenate[LakeTree, _P], _R] | Callable[_P, _R]:
+        if session is None:
+            return self._method  # on the class: the tree's function (what help() and inspect show)
+        tree: LakeTree = session.tree  # type: ignore[attr-defined]
+        return functools.partial(self._method, tree)
+
+
+class TreeMethods:
+    """The namespace, table and view methods of a session, each forwarded to its ``tree``.
+
+    A session (the lakehouse, a transaction, a past version) has a
+    :class:`LakeTree` as ``tree`` and lists this class among its bases to
+    offer the tree's methods as its own. It holds no state and no hooks: what
+    a session does differently is its tree's host, not an override.
+    """
+
+    tree: LakeTree
+
+    create_namespace = tree_method(LakeTree.create_namespace)
+    list_namespaces = tree_method(LakeTree.list_namespaces)
+    namespace_exists = tree_method(LakeTree.namespace_exists)
+    namespace_properties = tree_method(LakeTree.namespace_properties)
+    update_namespace_properties = tree_method(LakeTree.update_namespace_properties)
+    drop_namespace = tree_method(LakeTree.drop_namespace)
+    create_table = tree_method(LakeTree.create_table)
+    load_table = tree_method(LakeTree.load_table)
+    table_exists = tree_method(LakeTree.table_exists)
+    list_tables = tree_method(LakeTree.list_tables)
+    rename_table = tree_method(LakeTree.rename_table)
+    drop_table = tree_method(LakeTree.drop_table)
+    commit_metadata_location = tree_method(LakeTree.commit_metadata_location)
+    create_view = tree_method(LakeTree.create_view)
+    replace_view = tree_method(LakeTree.replace_view)
+    load_view = tree_method(LakeTree.load_view)
+    view_exists = tree_method(LakeTree.view_exists)
+    list_views = tree_method(LakeTree.list_views)
+    drop_view = tree_method(LakeTree.drop_view)

@@ -1,0 +1,139 @@
+"""Time travel: the lakehouse as of a past version, and the history of versions.
+
+One lakekv version is one lakehouse version, so a past lakehouse is a
+catalog reader on a retained snapshot of the store (TrinityLake's
+``FOR SYSTEM_VERSION AS OF`` / ``FOR SYSTEM_TIME AS OF``), and the history is
+the store's commit log with the operation summaries each commit carried
+(:func:`catalog.transactions.commit_ops` writes them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from catalog.access import CatalogReader
+from catalog.arguments import checked
+from catalog.context import LakeContext
+from catalog.errors import ReadOnlyError
+from catalog.ops import Op
+from catalog.tree import LakeTree, TreeMethods
+from kvstore.snapshot import Snapshot
+
+
+class PastLakehouse(TreeMethods):
+    """The lakehouse as of one past version: every read, no write (``lake.at(...)``).
+
+    It is the host of its own :class:`~catalog.tree.LakeTree`: reads come
+    from one retained snapshot, writes raise :class:`~catalog.errors.ReadOnlyError`.
+    """
+
+    def __init__(self, ctx: LakeContext, snapshot: Snapshot) -> None:
+        self.context = ctx
+        self._snap = snapshot
+        self.objects = ctx.objects
+        self.target_file_bytes = ctx.target_file_bytes
+        self.tree = LakeTree(self)
+
+    @property
+    def version(self) -> int:
+        """The lakehouse version this view shows."""
+        return int(self._snap.version)
+
+    def __repr__(self) -> str:
+        return f"PastLakehouse({str(self.objects.url)!r}, version={self.version})"
+
+    # -- the TableHost protocol --
+
+    @contextmanager
+    @checked
+    def reading(self) -> Iterator[CatalogReader]:
+        """A catalog reader at this past version."""
+        yield CatalogReader(self._snap)
+
+    @checked
+    def resolving(self) -> AbstractContextManager[CatalogReader]:
+        """As :meth:`reading`."""
+        return self.reading()
+
+    @checked
+    def submit(self, op: Op) -> Any:
+        """Refuse ``op``: a past version takes no writes.
+
+        Raises:
+            TypeError: ``op`` is not an op.
+            ReadOnlyError: always.
+        """
+        raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a past version)")
+
+    @checked
+    def check_writable(self) -> None:
+        """Refuse writes: a past version takes none.
+
+        Raises:
+            ReadOnlyError: always.
+        """
+        raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a past version)")
+
+    @checked
+    def close(self) -> None:
+        """Release the snapshot this view reads."""
+        self._snap.close()
+
+    def __enter__(self) -> PastLakehouse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def at(ctx: LakeContext, version: int | None = None, timestamp: float | None = None) -> PastLakehouse:
+    """The lakehouse as of ``version`` or storage time ``timestamp`` (see ``Lakehouse.at``).
+
+    Raises:
+        SnapshotTooOldError: the version or time is past retention.
+    """
+    return PastLakehouse(ctx, ctx.store.at(version=version, timestamp=timestamp))
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One lakehouse version: when the storage recorded it and what it did."""
+
+    version: int
+    timestamp: float
+    operations: list[dict[str, Any]]
+
+
+def history(ctx: LakeContext, tree: LakeTree, limit: int | None, table: str | None) -> list[HistoryEntry]:
+    """Versions newest first with their operations (see ``Lakehouse.history``); ``table`` is loaded from ``tree``.
+
+    Raises:
+        ValueError: ``limit`` is not a non-negative int or None.
+        NoSuchTableError: ``table`` does not exist.
+    """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
+    table_id = tree.load_table(table).id if table is not None else None
+    out: list[HistoryEntry] = []
+    start: int | None = None
+    page = 256
+    while limit is None or len(out) < limit:
+        infos = ctx.store.history(limit=page, start=start)
+        if not infos:
+            break
+        for info in infos:
+            ops = [op for commit in info.commits for op in ((commit.get("summary") or {}).get("ops") or [])]
+            if table_id is not None:
+                ops = [op for op in ops if op.get("table_id") == table_id]
+            if ops:
+                out.append(HistoryEntry(info.version, info.timestamp, ops))
+                if limit is not None and len(out) >= limit:
+                    break
+        last = infos[-1].version
+        if last <= 0 or len(infos) < page:
+            break
+        start = last - 1
+    return out
