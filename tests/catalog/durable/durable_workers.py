@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 import multiprocessing
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,22 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.ms += int(seconds * 1000)
+
+
+class SkewedClock:
+    """The wall clock, ``skew_ms`` ahead: time runs as usual and a test moves it on
+    (:meth:`later`) instead of sleeping. Give every process of a scenario one
+    (:meth:`RemoteDriver.later` moves a worker's) and move them on together, so
+    they agree on expiry as real clocks do."""
+
+    def __init__(self) -> None:
+        self.skew_ms = 0
+
+    def __call__(self) -> int:
+        return int(time.time() * 1000) + self.skew_ms
+
+    def later(self, seconds: float) -> None:
+        self.skew_ms += int(seconds * 1000)
 
 
 @dataclass(frozen=True)
@@ -135,6 +152,7 @@ class LocalDriver(Driver):
 def _serve(conn: Any) -> None:
     store = None
     driver: LocalDriver | None = None
+    clock = SkewedClock()
     while True:
         message = conn.recv()
         if message is None:
@@ -143,8 +161,12 @@ def _serve(conn: Any) -> None:
         try:
             if name == "open":
                 store = kvstore.open(args[0], **STORE_OPTIONS)
-                driver = LocalDriver(TransactionManager(store, poll_max_s=0.02))
+                clock = SkewedClock()
+                driver = LocalDriver(TransactionManager(store, clock=clock, poll_max_s=0.02))
                 result: Any = None
+            elif name == "later":
+                clock.later(args[0])
+                result = None
             elif name == "close_store":
                 if store is not None:
                     store.close()
@@ -197,6 +219,10 @@ class RemoteDriver(Driver):
 
     def close_store(self) -> None:
         self.call("close_store")
+
+    def later(self, seconds: float) -> None:
+        """Move the worker's clock (a :class:`SkewedClock`, reset by :meth:`open`) on by ``seconds``."""
+        self.call("later", seconds)
 
     def close(self) -> None:
         self._conn.send(None)

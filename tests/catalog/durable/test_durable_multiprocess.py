@@ -1,6 +1,10 @@
-"""Claims about processes, on the real clock: expiry noticed by another
-process, pings from another process, attach by id, and the 6-process stress
-run with the history checker (acceptance 2).
+"""Claims about processes: expiry noticed by another process, pings from
+another process, attach by id, and the 6-process stress run with the history
+checker (acceptance 2).
+
+Both parties run wall clocks that the test moves on together
+(:class:`durable_workers.SkewedClock`, ``later``): they agree on expiry as real
+clocks do, and a timeout passes without waiting it out.
 
 The stress duration is ``LAKEKV_DURABLE_STRESS_S`` seconds (default 20 so the
 suite stays affordable on 2 cores; the issue's figure is 60: set it to 60).
@@ -10,52 +14,78 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from catalog.durable import TransactionExpiredError
+import kvstore
+from catalog.durable import TransactionExpiredError, TransactionManager
 from durable_stress import check_history, worker
-from durable_workers import Driver, RemoteDriver
+from durable_workers import STORE_OPTIONS, Driver, LocalDriver, RemoteDriver, SkewedClock
 
 N = "sales.eu.orders"
 
 
 @pytest.fixture
-def remote(remote_driver: RemoteDriver, store_url: str) -> Driver:
+def remote(remote_driver: RemoteDriver, store_url: str) -> Iterator[RemoteDriver]:
     remote_driver.open(store_url)
     yield remote_driver
     remote_driver.close_store()
 
 
-def test_holder_in_other_process_expires(me: Driver, remote: Driver) -> None:
+@pytest.fixture
+def my_clock() -> SkewedClock:
+    return SkewedClock()
+
+
+@pytest.fixture
+def me(store_url: str, my_clock: SkewedClock) -> Iterator[Driver]:
+    """The first party, in this process, on ``my_clock``."""
+    with kvstore.open(store_url, **STORE_OPTIONS) as store:
+        yield LocalDriver(TransactionManager(store, clock=my_clock, poll_max_s=0.02))
+
+
+@pytest.fixture
+def later(my_clock: SkewedClock, remote: RemoteDriver) -> Callable[[float], None]:
+    """Move time on by some seconds in both processes at once."""
+
+    def move(seconds: float) -> None:
+        my_clock.later(seconds)
+        remote.later(seconds)
+
+    return move
+
+
+def test_holder_in_other_process_expires(me: Driver, remote: Driver, later: Callable[[float], None]) -> None:
     holder = remote.begin(timeout=1)
     remote.lock(holder, N, "exclusive")
     waiter = me.begin(timeout=60)
     waiting = me.lock(waiter, N, "exclusive", waitable=True)
     assert waiting.state == "pending"
+    later(1.1)  # past the holder's timeout; nobody pinged it
     assert me.wait(waiting, timeout=60) == "acquired"  # granted by this process noticing the expiry
     assert remote.state(holder) == "expired"
 
 
-def test_expire_outer_while_inner_pinged_elsewhere(me: Driver, remote: Driver) -> None:
+def test_expire_outer_while_inner_pinged_elsewhere(me: Driver, remote: Driver, later: Callable[[float], None]) -> None:
     outer = remote.begin(timeout=1)
     inner = me.begin(timeout=60, parent=outer)
-    give_up = time.monotonic() + 60
+    pings = 0
     with pytest.raises(TransactionExpiredError, match="ancestor"):
-        while time.monotonic() < give_up:
+        for _ in range(30):  # 3 s of pings 0.1 s apart: the outer's 1 s passes on the way
             me.ping(inner)  # keeps only the inner one alive
-            time.sleep(0.1)
+            pings += 1
+            later(0.1)
+    assert pings > 0  # the pings worked while the outer was alive
     assert (remote.state(outer), remote.state(inner)) == ("expired", "expired")
 
 
-def test_ping_ancestors_from_other_process(me: Driver, remote: Driver) -> None:
+def test_ping_ancestors_from_other_process(me: Driver, remote: Driver, later: Callable[[float], None]) -> None:
     outer = remote.begin(timeout=1)
     inner = me.begin(timeout=1, parent=outer)
-    stop = time.monotonic() + 2.5  # well past both timeouts
-    while time.monotonic() < stop:
+    for _ in range(25):  # 2.5 s of pings 0.1 s apart: well past both timeouts
         me.ping(inner, ancestors=True)
-        time.sleep(0.1)
+        later(0.1)
     me.commit(inner)
     remote.commit(outer)
     assert me.state(outer) == "committed"
