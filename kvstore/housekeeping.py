@@ -1,6 +1,10 @@
 """The housekeeper: flush, compaction and GC for one store handle.
 
-It runs them on request (``Store.flush()``, ``compact()``, ``gc()``) and, with
+The part of a :class:`kvstore.store.Store` behind ``flush()``, ``compact()``,
+``gc()``, ``retention_floor()`` and ``maintenance_stats()`` (the Store
+forwards them here, and copies their documentation). It owns the retention
+floor, the root index and the garbage collector, runs compactions itself,
+and hands flushes to :mod:`kvstore.flush`. It runs them on request and, with
 ``background_maintenance``, from two daemon threads:
 
 * **flush thread**: every ``maintenance_interval_s``, flush when the unflushed
@@ -36,7 +40,7 @@ from kvstore.flush import FlushResult, flush_all, flush_once, needs_flush
 from kvstore.gc import GarbageCollector, GCReport
 from kvstore.history import RootIndex
 from kvstore.options import StoreOptions
-from kvstore.retention import Retention
+from kvstore.retention import Retention, RetentionFloor
 from kvstore.state import EngineState
 from kvstore.watermark import Watermark
 
@@ -87,14 +91,25 @@ class MaintenanceStats:
 
 
 class Housekeeper:
-    """See the module docstring. Thread-safe."""
+    """See the module docstring. Thread-safe.
+
+    ``index`` (the root index) and ``retention`` are shared with the other
+    parts that read old versions (:mod:`kvstore.timetravel`).
+    """
 
     def __init__(
-        self, state: EngineState, committer: Any, watermark: Watermark, options: StoreOptions, clock: StorageClock
+        self,
+        state: EngineState,
+        committer: Any,
+        watermark: Watermark,
+        options: StoreOptions,
+        clock: StorageClock,
+        check_open: Callable[[], None],
     ) -> None:
         self._state = state
         self._committer = committer
         self._options = options
+        self._check_open = check_open
         self.index = RootIndex(state.chain)
         self.retention = Retention(state, self.index, watermark, options, clock)
         self.collector = GarbageCollector(state, self.index, self.retention, options, clock)
@@ -140,23 +155,81 @@ class Housekeeper:
 
     def _flush_tick(self) -> None:
         if needs_flush(self._state, self._options):
-            self.flush(all_versions=False)
+            self._flush(all_versions=False)
 
     def _compact_tick(self) -> None:
-        self.compact()
+        self._compact(full=False)
         interval = self._options.gc_interval_s
         if interval > 0 and time.monotonic() - self._last_gc >= interval:
             self._last_gc = time.monotonic()
-            self.gc()
+            self._gc(dry_run=False)
 
     def _count(self, **increments: float) -> None:
         with self._stats_lock:
             for name, amount in increments.items():
                 setattr(self.stats, name, getattr(self.stats, name) + amount)
 
-    # -- operations ------------------------------------------------------------
+    # -- the Store's methods ----------------------------------------------------
 
-    def flush(self, all_versions: bool = True) -> FlushResult | None:
+    def flush(self) -> FlushResult | None:
+        """Move every version this handle has seen into an L0 SST now.
+
+        Returns:
+            The flush, or None when there was nothing to flush (or another
+            handle flushed these versions first).
+
+        Raises:
+            StoreClosedError: the store is closed.
+            EditConflictError: rivals kept winning with partial flushes.
+            StoreError: writing or committing failed.
+        """
+        self._check_open()
+        return self._flush(all_versions=True)
+
+    def compact(self, full: bool = False) -> list[CompactionResult]:
+        """Run the compactions the tree needs now; ``full``: merge it all into one run.
+
+        A full compaction also drops tombstones and versions below the
+        retention floor everywhere.
+
+        Raises:
+            TypeError: ``full`` is not a bool.
+            StoreClosedError: the store is closed.
+            TreeChangedError: another handle compacted the same SSTs first.
+        """
+        if not isinstance(full, bool):
+            raise TypeError(f"full must be a bool, not {type(full).__name__}")
+        self._check_open()
+        return self._compact(full)
+
+    def gc(self, dry_run: bool = False) -> GCReport:
+        """Delete root files older than retention and files nothing references.
+
+        Args:
+            dry_run: only report what would be deleted.
+
+        Raises:
+            TypeError: ``dry_run`` is not a bool.
+            StoreClosedError: the store is closed.
+        """
+        if not isinstance(dry_run, bool):
+            raise TypeError(f"dry_run must be a bool, not {type(dry_run).__name__}")
+        self._check_open()
+        return self._gc(dry_run)
+
+    def retention_floor(self) -> RetentionFloor:
+        """The current retention floor of this handle and what sets it."""
+        self._check_open()
+        return self.retention.floor()
+
+    def maintenance_stats(self) -> dict[str, Any]:
+        """Flush, compaction and GC counters since the handle opened."""
+        self._check_open()
+        return dict(vars(self.stats))
+
+    # -- the work (also run by the background threads) ----------------------------
+
+    def _flush(self, all_versions: bool) -> FlushResult | None:
         """Flush the unflushed versions (``all_versions``: until the head seen now is in).
 
         Raises:
@@ -173,7 +246,7 @@ class Housekeeper:
             self._count(flushes=1, flushed_bytes=result.sst.size if result.sst is not None else 0)
         return result
 
-    def compact(self, full: bool = False) -> list[CompactionResult]:
+    def _compact(self, full: bool) -> list[CompactionResult]:
         """Compact while the planner finds work (``full``: once, into one bottom run).
 
         Raises:
@@ -232,7 +305,7 @@ class Housekeeper:
         )
         return result
 
-    def gc(self, dry_run: bool = False) -> GCReport:
+    def _gc(self, dry_run: bool) -> GCReport:
         """One GC pass (see :mod:`kvstore.gc`)."""
         report = self.collector.run(dry_run=dry_run)
         if not dry_run:

@@ -30,11 +30,10 @@ from kvstore.export import ExportReport
 from kvstore.flush import FlushResult
 from kvstore.gc import GCReport
 from kvstore.history import VersionInfo
-from kvstore.housekeeping import CompactionResult
+from kvstore.housekeeping import CompactionResult, Housekeeper
 from kvstore.identity import check_identity, create_store
 from kvstore import cas, leases
 from kvstore.keyrange import prefix_bounds
-from kvstore.maintenance import Maintenance
 from kvstore.objstore.base import ObjectStore
 from kvstore.objstore.local import LocalStore
 from kvstore.oracle import SERIALIZABLE, Oracle
@@ -44,8 +43,9 @@ from kvstore.reader import StoreGetter, get_row, scan_rows, visible_value
 from kvstore.retention import Checkpoint, RetentionFloor
 from kvstore.snapshot import Snapshot, scan_view, scan_view_batches
 from kvstore.state import EngineState
+from kvstore.timetravel import TimeTravel
 from kvstore.txn import Transaction, OptimisticTransactions
-from kvstore.verify import VerifyReport
+from kvstore.verify import VerifyReport, verify_store
 from kvstore.watch import VersionSignal, Watch, check_watch_args
 from kvstore.watermark import Watermark
 
@@ -134,8 +134,9 @@ class Store:
 
     A facade over parts that each own their state: the engine state and
     read path (:mod:`kvstore.state`, :mod:`kvstore.reader`), the committer,
-    the follower, the transaction manager (:mod:`kvstore.txn`) and
-    maintenance (:mod:`kvstore.maintenance`). No part imports this module.
+    the follower, the transaction manager (:mod:`kvstore.txn`), the
+    housekeeper (flush, compaction, GC: :mod:`kvstore.housekeeping`) and time
+    travel (:mod:`kvstore.timetravel`). No part imports this module.
 
     Reads (``get``, ``get_with_revision``, ``scan``, ``snapshot``, ``begin``)
     are linearizable by default: each sees every commit acknowledged before
@@ -200,18 +201,20 @@ class Store:
             if options.poll_interval_s > 0 and threaded
             else None
         )
-        self._maintenance = Maintenance(
-            objects, self._state, self._committer, self.watermark, options, self._clock, self._check_open
+        self._housekeeper = Housekeeper(
+            self._state, self._committer, self.watermark, options, self._clock, self._check_open
         )
-        self._housekeeper = self._maintenance.housekeeper
-        self._maintenance.start()
+        self._timetravel = TimeTravel(
+            objects, self._state, self._committer, self.watermark, options, self._housekeeper.index, self._check_open
+        )
+        self._housekeeper.start()
 
     # -- lifecycle -------------------------------------------------------------
 
     def close(self) -> None:
         """Finish queued commits, stop background threads, and close the object
         store if :func:`open` built it from a URL. Idempotent."""
-        self._maintenance.stop()  # before the committer closes: a flush may be committing
+        self._housekeeper.stop()  # before the committer closes: a flush may be committing
         with self._close_lock:
             if self._closed:
                 return
@@ -599,22 +602,24 @@ class Store:
     ) -> T:
         return self._txns.run(fn, isolation, retries, ttl)
 
-    # -- maintenance and history (kvstore.maintenance.Maintenance) ----------------
+    # -- flush, compaction, GC (kvstore.housekeeping.Housekeeper) ------------------
 
     def flush(self) -> FlushResult | None:
-        return self._maintenance.flush()
+        return self._housekeeper.flush()
 
     def compact(self, full: bool = False) -> list[CompactionResult]:
-        return self._maintenance.compact(full)
+        return self._housekeeper.compact(full)
 
     def gc(self, dry_run: bool = False) -> GCReport:
-        return self._maintenance.gc(dry_run)
+        return self._housekeeper.gc(dry_run)
 
     def retention_floor(self) -> RetentionFloor:
-        return self._maintenance.retention_floor()
+        return self._housekeeper.retention_floor()
 
     def maintenance_stats(self) -> dict[str, Any]:
-        return self._maintenance.maintenance_stats()
+        return self._housekeeper.maintenance_stats()
+
+    # -- past versions (kvstore.timetravel.TimeTravel) -----------------------------
 
     def at(
         self,
@@ -623,40 +628,41 @@ class Store:
         timestamp: float | datetime | None = None,
         checkpoint: str | None = None,
     ) -> Snapshot:
-        return self._maintenance.at(version, timestamp=timestamp, checkpoint=checkpoint)
+        return self._timetravel.at(version, timestamp=timestamp, checkpoint=checkpoint)
 
     def history(self, limit: int | None = 20, start: int | None = None) -> list[VersionInfo]:
-        return self._maintenance.history(limit, start)
+        return self._timetravel.history(limit, start)
 
     def checkpoint(self, name: str, ttl: float | None = None) -> Checkpoint:
-        return self._maintenance.checkpoint(name, ttl)
+        return self._timetravel.checkpoint(name, ttl)
 
     def checkpoints(self) -> list[Checkpoint]:
-        return self._maintenance.checkpoints()
+        return self._timetravel.checkpoints()
 
     def remove_checkpoint(self, name: str) -> None:
-        self._maintenance.remove_checkpoint(name)
+        self._timetravel.remove_checkpoint(name)
 
     def export(
         self, dest_url: str | ObjectStore, version: int | None = None, *, progress: bool = False, **dest_options: Any
     ) -> ExportReport:
-        return self._maintenance.export(dest_url, version, progress=progress, **dest_options)
+        return self._timetravel.export(dest_url, version, progress=progress, **dest_options)
 
     def verify(self) -> VerifyReport:
-        return self._maintenance.verify()
+        """Read every live file and check checksums and references (see :mod:`kvstore.verify`).
+
+        Raises:
+            StoreClosedError: the store is closed.
+        """
+        self._check_open()
+        return verify_store(self.objects, parallelism=self.options.open_parallelism)
 
 
 # The delegating methods above carry their part's documentation: one text,
 # where the behaviour is implemented.
 for _name, _part in (
     *((name, OptimisticTransactions) for name in ("begin", "transaction", "run")),
-    *(
-        (name, Maintenance)
-        for name in (
-            "flush", "compact", "gc", "retention_floor", "maintenance_stats", "at", "history",
-            "checkpoint", "checkpoints", "remove_checkpoint", "export", "verify",
-        )
-    ),
+    *((name, Housekeeper) for name in ("flush", "compact", "gc", "retention_floor", "maintenance_stats")),
+    *((name, TimeTravel) for name in ("at", "history", "checkpoint", "checkpoints", "remove_checkpoint", "export")),
 ):
     getattr(Store, _name).__doc__ = getattr(_part, _name).__doc__
 del _name, _part

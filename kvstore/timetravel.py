@@ -1,15 +1,14 @@
-"""The maintenance half of the Store API: flush, compaction, GC, time travel,
-history, checkpoints, export and verify.
+"""Past versions of a store: read one (``at``), list them (``history``), pin
+them (checkpoints), copy one out (``export``).
 
-:class:`Maintenance` is one part of a :class:`kvstore.store.Store` (which
-delegates these methods to it); it validates arguments and delegates to the
-modules that do the work
-(:mod:`kvstore.housekeeping` for flush/compaction/GC and their background
-threads, :mod:`kvstore.history`, :mod:`kvstore.retention`,
-:mod:`kvstore.export`, :mod:`kvstore.verify`).
+:class:`TimeTravel` is one part of a :class:`kvstore.store.Store` (which
+forwards these methods to it and copies their documentation). It checks
+arguments, pins what it reads in the handle's watermark, and uses the root
+index the housekeeper keeps (:mod:`kvstore.history`), the checkpoint records
+of :mod:`kvstore.retention` and the copier of :mod:`kvstore.export`.
 
 >>> import kvstore
->>> with kvstore.open("memory://maintenance-doctest", poll_interval_s=0) as db:
+>>> with kvstore.open("memory://timetravel-doctest", poll_interval_s=0) as db:
 ...     _ = db.put(b"k", b"old")
 ...     old = db.version
 ...     _ = db.put(b"k", b"new")
@@ -26,14 +25,10 @@ import time
 from datetime import datetime
 from typing import Any, Callable
 
-from kvstore.clock import StorageClock
 from kvstore.committer import Committer, PendingCommit
 from kvstore.errors import SnapshotTooOldError
 from kvstore.export import ExportReport, TextProgress, export_version
-from kvstore.flush import FlushResult
-from kvstore.gc import GCReport
-from kvstore.history import VersionInfo, layers_at, version_at_timestamp
-from kvstore.housekeeping import CompactionResult, Housekeeper
+from kvstore.history import RootIndex, VersionInfo, layers_at, version_at_timestamp
 from kvstore.objstore.base import ObjectStore
 from kvstore.options import StoreOptions
 from kvstore.snapshot import Snapshot
@@ -42,20 +37,19 @@ from kvstore.watermark import Watermark
 from kvstore.retention import (
     Checkpoint,
     CheckpointChange,
-    RetentionFloor,
     check_checkpoint_name,
     check_ttl,
     live_checkpoints,
 )
 from kvstore.format.names import IDENTITY_PATH
-from kvstore.verify import VerifyReport, verify_store
+
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class Maintenance:
-    """Maintenance and history for one store handle; see the module docstring. Thread-safe."""
+class TimeTravel:
+    """Past versions for one store handle; see the module docstring. Thread-safe."""
 
     def __init__(
         self,
@@ -64,7 +58,7 @@ class Maintenance:
         committer: Committer,
         watermark: Watermark,
         options: StoreOptions,
-        clock: StorageClock,
+        index: RootIndex,
         check_open: Callable[[], None],
     ) -> None:
         self._objects = objects
@@ -72,64 +66,8 @@ class Maintenance:
         self._committer = committer
         self._watermark = watermark
         self._options = options
+        self._index = index
         self._check_open = check_open
-        self.housekeeper = Housekeeper(state, committer, watermark, options, clock)
-
-    # -- lifecycle (called by Store) --------------------------------------------
-
-    def start(self) -> None:
-        """Start the background threads, if the options ask for them."""
-        self.housekeeper.start()
-
-    def stop(self) -> None:
-        """Stop the background threads. Idempotent."""
-        self.housekeeper.stop()
-
-    def _keeper(self) -> Housekeeper:
-        self._check_open()
-        return self.housekeeper
-
-    # -- flush, compaction, GC ---------------------------------------------------
-
-    def flush(self) -> FlushResult | None:
-        """Move every version this handle has seen into an L0 SST now.
-
-        Returns:
-            The flush, or None when there was nothing to flush (or another
-            handle flushed these versions first).
-        """
-        return self._keeper().flush()
-
-    def compact(self, full: bool = False) -> list[CompactionResult]:
-        """Run the compactions the tree needs now; ``full``: merge it all into one run.
-
-        A full compaction also drops tombstones and versions below the
-        retention floor everywhere.
-
-        Raises:
-            TreeChangedError: another handle compacted the same SSTs first.
-        """
-        if not isinstance(full, bool):
-            raise TypeError(f"full must be a bool, not {type(full).__name__}")
-        return self._keeper().compact(full=full)
-
-    def gc(self, dry_run: bool = False) -> GCReport:
-        """Delete root files older than retention and files nothing references.
-
-        Args:
-            dry_run: only report what would be deleted.
-        """
-        if not isinstance(dry_run, bool):
-            raise TypeError(f"dry_run must be a bool, not {type(dry_run).__name__}")
-        return self._keeper().gc(dry_run=dry_run)
-
-    def retention_floor(self) -> RetentionFloor:
-        """The current retention floor of this handle and what sets it."""
-        return self._keeper().retention.floor()
-
-    def maintenance_stats(self) -> dict[str, Any]:
-        """Flush, compaction and GC counters since the handle opened."""
-        return dict(vars(self._keeper().stats))
 
     # -- history -------------------------------------------------------------------
 
@@ -156,7 +94,7 @@ class Maintenance:
                 (a future version, an unknown checkpoint, a time before the store).
             SnapshotTooOldError: retention has dropped that version.
         """
-        keeper = self._keeper()
+        self._check_open()
         arguments = (("version", version), ("timestamp", timestamp), ("checkpoint", checkpoint))
         given = [name for name, value in arguments if value is not None]
         if len(given) != 1:
@@ -164,10 +102,10 @@ class Maintenance:
         if timestamp is not None:
             when = _seconds(timestamp)
             self._state.catch_up()
-            version = version_at_timestamp(keeper.index, when, self._state.version)
+            version = version_at_timestamp(self._index, when, self._state.version)
         elif checkpoint is not None:
             version = self._checkpoint_version(checkpoint)
-        return self._view_at(keeper, _check_version(version))
+        return self._view_at(_check_version(version))
 
     def history(self, limit: int | None = 20, start: int | None = None) -> list[VersionInfo]:
         """The versions of the store, newest first.
@@ -187,7 +125,7 @@ class Maintenance:
                 or a version that does not exist yet).
             StoreClosedError: the store is closed.
         """
-        keeper = self._keeper()
+        self._check_open()
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise TypeError(f"limit must be an int or None, not {type(limit).__name__}")
         if limit is not None and limit < 0:
@@ -203,25 +141,25 @@ class Maintenance:
         infos: list[VersionInfo] = []
         version = start
         while version >= 0 and (limit is None or len(infos) < limit):
-            info = keeper.index.info(version)
+            info = self._index.info(version)
             if info is None:  # GC removes the oldest roots first: nothing older remains
                 break
             infos.append(info)
             version -= 1
         return infos
 
-    def _view_at(self, keeper: Housekeeper, version: int) -> Snapshot:
+    def _view_at(self, version: int) -> Snapshot:
         if version > self._state.version:
             self._state.catch_up()
             if version > self._state.version:
                 raise ValueError(f"version {version} does not exist yet (latest is {self._state.version})")
-        summary = keeper.index.summary(version)
+        summary = self._index.summary(version)
         if summary is None:
             raise SnapshotTooOldError(f"version {version} was removed by retention (its root file is gone)")
         # Pin before building, so this handle's GC keeps what the view needs.
         self._watermark.pin(summary.last_seq)
         try:
-            seq, layers = layers_at(self._state, keeper.index, version)
+            seq, layers = layers_at(self._state, self._index, version)
             return Snapshot(version, seq, layers, check_open=self._check_open, watermark=self._watermark)
         finally:
             self._watermark.unpin(summary.last_seq)
@@ -281,7 +219,7 @@ class Maintenance:
         change = CheckpointChange(name, None, _now_ms())
         self._committer.submit(PendingCommit({}, {"op": "checkpoint"}, checkpoint_change=change))
 
-    # -- export and verify -----------------------------------------------------------
+    # -- export ------------------------------------------------------------------------
 
     def export(
         self, dest_url: str | ObjectStore, version: int | None = None, *, progress: bool = False, **dest_options: Any
@@ -320,7 +258,7 @@ class Maintenance:
             dest, owned = dest_url, False
         else:
             raise TypeError(f"dest_url must be a URL string or an ObjectStore, not {type(dest_url).__name__}")
-        summary = self._keeper().index.summary(version)
+        summary = self._index.summary(version)
         if summary is None:
             raise SnapshotTooOldError(f"version {version} was removed by retention")
         self._watermark.pin(summary.last_seq)  # keep this handle's GC off the files being copied
@@ -338,11 +276,6 @@ class Maintenance:
             self._watermark.unpin(summary.last_seq)
             if owned:
                 dest.close()
-
-    def verify(self) -> VerifyReport:
-        """Read every live file and check checksums and references (see :mod:`kvstore.verify`)."""
-        self._check_open()
-        return verify_store(self._objects, parallelism=self._options.open_parallelism)
 
 
 def _check_version(version: object) -> int:
