@@ -8,6 +8,7 @@ b'v'
 """
 
 from kvstore import errors
+from kvstore.api import KeyValueStore
 from kvstore.batch import WriteBatch
 from kvstore.errors import (
     CommitError,
@@ -27,12 +28,14 @@ from kvstore.errors import (
 from kvstore.history import VersionInfo
 from kvstore.oracle import SERIALIZABLE, SNAPSHOT
 from kvstore.snapshot import Snapshot
-from kvstore.store import Store, open
+from kvstore.store import Store, open, open_embedded
 from kvstore.txn import Transaction
 
 __all__ = [
     "open",
+    "open_embedded",
     "Store",
+    "KeyValueStore",
     "Snapshot",
     "WriteBatch",
     "Transaction",

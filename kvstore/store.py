@@ -94,6 +94,38 @@ def open(  # noqa: A001 - public API name
             # Annotated Store until its callers that need an embedded store
             # narrow the result (issue 24): then open() returns KeyValueStore.
             return opener_for(scheme)(url, create=create, **options)  # type: ignore[return-value]
+    return open_embedded(url, create, **options)
+
+
+def open_embedded(
+    url: str | os.PathLike[str] | ObjectStore, create: bool = True, **options: Any
+) -> Store:
+    """Open (or create) an embedded store: :func:`open` for the URLs the engine opens itself.
+
+    For callers that need what only an embedded :class:`Store` offers
+    (snapshots, maintenance, time travel, its object store): the result is
+    always a :class:`Store`.
+
+    Args:
+        url: ``file:///abs/dir``, a path (``str`` or ``os.PathLike``),
+            ``memory://name``, ``s3://bucket/prefix``, or an already built
+            :class:`~kvstore.objstore.base.ObjectStore`.
+        create: as for :func:`open`.
+        **options: as for :func:`open`.
+
+    Raises:
+        ValueError: ``url`` has another scheme (``http(s)://`` is a ``lakekv
+            serve`` server, which :func:`open` returns a client for); and as
+            for :func:`open`.
+        FileNotFoundError, StoreError, TypeError: as for :func:`open`.
+    """
+    if isinstance(url, os.PathLike):
+        url = os.fspath(url)
+    if isinstance(url, str) and (scheme := registered_scheme(url)) is not None:
+        raise ValueError(
+            f"{url!r} is not an embedded store: the engine opens paths and file://, memory:// and s3:// URLs; "
+            f"kvstore.open hands {scheme}:// to the package that registers it (http(s)://: a lakekv serve client)"
+        )
     if not isinstance(url, (str, ObjectStore)):
         raise TypeError(f"url must be a str, an os.PathLike or an ObjectStore, not {type(url).__name__}")
     if not isinstance(create, bool):

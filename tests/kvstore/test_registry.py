@@ -57,3 +57,11 @@ def test_without_the_client_installed_http_names_the_client(monkeypatch: pytest.
     message = str(raised.value)
     assert "scheme 'http'" in message and "kvclient" in message and "pip install -e ." in message
     assert "registered: none" in message
+
+
+def test_open_embedded_opens_what_the_engine_opens_and_refuses_the_rest() -> None:
+    with kvstore.open_embedded("memory://registry-embedded", poll_interval_s=0) as db:
+        assert isinstance(db, kvstore.Store) and isinstance(db, kvstore.KeyValueStore)
+    for url in ("http://127.0.0.1:8181", "gopher://host/store"):
+        with pytest.raises(ValueError, match="is not an embedded store"):
+            kvstore.open_embedded(url)
