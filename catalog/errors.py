@@ -11,6 +11,9 @@ classification catches the subclass.
 
 from __future__ import annotations
 
+import warnings
+from typing import TYPE_CHECKING, Final
+
 from kvstore.errors import ConflictError, CorruptionError, StoreError
 from kvstore.errors import TransactionExpiredError as _KvTransactionExpiredError
 
@@ -141,8 +144,14 @@ class LockConflictError(CatalogError):
         self.holder = holder
 
 
-class TransactionExpiredError(CatalogError, _KvTransactionExpiredError):
-    """A durable transaction (or an ancestor) passed its deadline without a ping; it counts as aborted."""
+class DurableTransactionExpiredError(CatalogError, _KvTransactionExpiredError):
+    """A durable transaction (or an ancestor) passed its deadline without a ping; it counts as aborted.
+
+    Also a :class:`kvstore.TransactionExpiredError` (an optimistic engine
+    transaction that outlived its TTL), so code catching that one catches
+    both. Named ``TransactionExpiredError`` before issue 24; the old name
+    still imports, with a ``DeprecationWarning``, for one release.
+    """
 
 
 class TransactionStateError(CatalogError):
@@ -179,3 +188,42 @@ class CorruptDataFileError(CatalogError, CorruptionError):
         super().__init__(message)
         self.path = path
         self.table = table
+
+
+# Old names of classes renamed so that each name has one meaning (issue 24),
+# kept for one release (CHANGELOG.md): importing one still works but warns.
+# The same mechanism as kvstore.errors.RENAMED, for the catalog's names.
+RENAMED: Final[dict[str, type[CatalogError]]] = {
+    "TransactionExpiredError": DurableTransactionExpiredError,
+}
+
+
+def deprecated_name(module: str, name: str, exported: frozenset[str]) -> type[CatalogError]:
+    """The class old name ``name`` (one of ``exported``) now has, warning that ``module.name`` goes away.
+
+    For a module-level ``__getattr__`` (PEP 562), as
+    :func:`kvstore.errors.deprecated_name`; any other name raises
+    ``AttributeError`` as a missing attribute would.
+
+    Raises:
+        AttributeError: ``name`` is not one of ``exported``.
+    """
+    if name not in exported:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    new = RENAMED[name]
+    # stacklevel 3: past this function and the module's __getattr__, to the
+    # line that used the old name.
+    warnings.warn(
+        f"{module}.{name} is deprecated: it was renamed {new.__name__}; the old name goes in the next release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return new
+
+
+# Hidden from the type checker so that it reports an old name in checked code
+# as missing instead of typing every unknown attribute of this module.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> type[CatalogError]:
+        return deprecated_name(__name__, name, frozenset(RENAMED))

@@ -260,7 +260,7 @@ class Lakehouse(TreeMethods):
         Raises:
             TypeError: an argument of the wrong type.
             ValueError: a bad ``timeout`` or parent id.
-            TransactionStateError / TransactionExpiredError: the parent is not active.
+            TransactionStateError / DurableTransactionExpiredError: the parent is not active.
         """
         return self.durable.begin(timeout=timeout, parent=parent, title=title)
 

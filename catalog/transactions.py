@@ -499,7 +499,7 @@ def durable_view(ctx: LakeContext, manager: TransactionManager, txid: str, stage
     (``staged=False``: without them), in a throw-away lakekv transaction.
 
     Raises:
-        TransactionStateError, TransactionExpiredError: the transaction is not active.
+        TransactionStateError, DurableTransactionExpiredError: the transaction is not active.
     """
     manager.run(lambda work: lifecycle.require_active(work, txid))
     txn = ctx.store.begin(isolation="snapshot", fresh=True)
@@ -532,7 +532,7 @@ def stage_durable(ctx: LakeContext, manager: TransactionManager, txid: str, op: 
     Raises:
         LockConflictError: an implicit lock is refused.
         StaleDataFileError: its data files got too old to publish before staging.
-        TransactionStateError, TransactionExpiredError: the transaction is not active.
+        TransactionStateError, DurableTransactionExpiredError: the transaction is not active.
         CatalogError: the op does not apply to the transaction's view.
     """
     try:

@@ -22,10 +22,12 @@ GET      /kv/v1/durable/locks?node=N                     every lock on N, in que
 =======  ==============================================  =====================================
 
 Errors: 409 ``LockConflictError`` (the message names the holder, also in
-``holder``), 409 ``TransactionStateError``, 410 ``TransactionExpiredError``,
-404 ``NoSuchTransactionError``. A waitable lock may be waited for in the
-request (``wait_s``, at most :data:`MAX_WAIT_S`); the answer then says
-``"acquired"`` or still ``"pending"``, and the client polls.
+``holder``), 409 ``TransactionStateError``, 410 ``TransactionExpiredError``
+(raised as :class:`catalog.errors.DurableTransactionExpiredError`; the wire
+keeps the name clients know), 404 ``NoSuchTransactionError``. A waitable
+lock may be waited for in the request (``wait_s``, at most
+:data:`MAX_WAIT_S`); the answer then says ``"acquired"`` or still
+``"pending"``, and the client polls.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def _error(exc: BaseException) -> ApiError | None:
         return ApiError(409, "LockConflictError", str(exc))
     if isinstance(exc, TransactionStateError):
         return ApiError(409, "TransactionStateError", str(exc))
-    if isinstance(exc, TransactionExpiredError):
+    if isinstance(exc, TransactionExpiredError):  # DurableTransactionExpiredError: same wire name as before
         return ApiError(410, "TransactionExpiredError", str(exc))
     if isinstance(exc, (ValueError, TypeError)):
         return ApiError(400, type(exc).__name__, str(exc))

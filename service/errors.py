@@ -7,14 +7,15 @@ a client needs one parser::
     {"error": {"message": "...", "type": "ConflictError", "code": 409}}
 
 ``type`` is the exception class name; :mod:`kvstore.remote` turns it back
-into the same exception the embedded store raises.
+into the same exception the embedded store raises. A class renamed after its
+name went on the wire keeps its old name there (:data:`WIRE_TYPES`).
 """
 
 from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
-from catalog.errors import ArgumentTypeError
+from catalog.errors import ArgumentTypeError, DurableTransactionExpiredError
 
 from kvstore.errors import (
     CommitError,
@@ -62,13 +63,20 @@ _STATUS_BY_EXCEPTION: tuple[tuple[type[BaseException], int], ...] = (
 )
 
 
+# The ``type`` a renamed class keeps in answers, so clients that match on it
+# (kvclient's ERROR_TYPES) see no change.
+WIRE_TYPES: dict[type[BaseException], str] = {
+    DurableTransactionExpiredError: "TransactionExpiredError",
+}
+
+
 def to_api_error(exc: BaseException) -> ApiError | None:
     """The ApiError for an engine or argument exception, or None if it is a bug."""
     if isinstance(exc, ApiError):
         return exc
     for cls, status in _STATUS_BY_EXCEPTION:
         if isinstance(exc, cls):
-            return ApiError(status, type(exc).__name__, str(exc))
+            return ApiError(status, WIRE_TYPES.get(type(exc), type(exc).__name__), str(exc))
     return None
 
 

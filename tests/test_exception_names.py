@@ -179,12 +179,16 @@ def test_every_exception_ends_in_error_and_lives_in_an_errors_module() -> None:
     assert offences == [], "\n".join(offences)
 
 
-# Old name -> (modules that exported it, new name), kept one release (CHANGELOG.md).
+# Old name -> (modules that exported it, new name as module.Name), kept one release (CHANGELOG.md).
 DEPRECATED = {
-    "EditConflict": (("kvstore.errors", "kvstore.compaction"), "EditConflictError"),
-    "CompactionAborted": (("kvstore.errors", "kvstore.compaction"), "CompactionAbortedError"),
-    "InjectedFault": (("kvstore.errors", "kvstore.objstore"), "InjectedFaultError"),
-    "CheckFailed": (("kvstore.errors",), "CheckFailedError"),
+    "EditConflict": (("kvstore.errors", "kvstore.compaction"), "kvstore.errors.EditConflictError"),
+    "CompactionAborted": (("kvstore.errors", "kvstore.compaction"), "kvstore.errors.CompactionAbortedError"),
+    "InjectedFault": (("kvstore.errors", "kvstore.objstore"), "kvstore.errors.InjectedFaultError"),
+    "CheckFailed": (("kvstore.errors",), "kvstore.errors.CheckFailedError"),
+    "TransactionExpiredError": (
+        ("catalog.errors", "catalog.durable.errors", "catalog.durable"),
+        "catalog.errors.DurableTransactionExpiredError",
+    ),
 }
 
 
@@ -193,11 +197,10 @@ DEPRECATED = {
     [(module, old, new) for old, (modules, new) in DEPRECATED.items() for module in modules],
 )
 def test_a_deprecated_name_still_imports_and_warns(module: str, old: str, new: str) -> None:
-    import kvstore.errors
-
-    with pytest.warns(DeprecationWarning, match=rf"{module}\.{old} is deprecated.*{new}") as caught:
+    new_module, _, new_name = new.rpartition(".")
+    with pytest.warns(DeprecationWarning, match=rf"{module}\.{old} is deprecated.*{new_name}") as caught:
         got = getattr(importlib.import_module(module), old)
-    assert got is getattr(kvstore.errors, new)
+    assert got is getattr(importlib.import_module(new_module), new_name)
     # The warning points at the caller, not at the alias machinery.
     assert caught[0].filename == __file__
 
@@ -210,12 +213,27 @@ def test_a_deprecated_name_works_in_a_from_import() -> None:
     assert EditConflict is EditConflictError
 
 
+def test_the_catalog_s_deprecated_name_works_in_a_from_import_and_is_still_caught() -> None:
+    import kvstore.errors
+    from catalog.errors import DurableTransactionExpiredError
+
+    with pytest.warns(DeprecationWarning, match="DurableTransactionExpiredError"):
+        from catalog.durable import TransactionExpiredError  # type: ignore[attr-defined]
+    assert TransactionExpiredError is DurableTransactionExpiredError
+    # Still the engine's TransactionExpiredError too: one except catches both kinds.
+    assert issubclass(DurableTransactionExpiredError, kvstore.errors.TransactionExpiredError)
+    assert kvstore.errors.TransactionExpiredError is not DurableTransactionExpiredError
+
+
 def test_an_unknown_name_is_still_an_attribute_error() -> None:
+    import catalog.durable
+    import catalog.durable.errors
+    import catalog.errors
     import kvstore.compaction
     import kvstore.errors
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # and no warning on the way
-        for module in (kvstore.errors, kvstore.compaction):
+        for module in (kvstore.errors, kvstore.compaction, catalog.errors, catalog.durable.errors, catalog.durable):
             with pytest.raises(AttributeError, match="NoSuchThing"):
                 module.NoSuchThing  # noqa: B018

@@ -4,9 +4,12 @@ See :mod:`catalog.durable.manager` for the entry points and docs/transactions.md
 for the lock compatibility table.
 """
 
-from catalog.durable.errors import LockConflictError, TransactionExpiredError, TransactionStateError
+from typing import TYPE_CHECKING
+
+from catalog.durable.errors import DurableTransactionExpiredError, LockConflictError, TransactionStateError
 from catalog.durable.manager import DurableTransaction, Lock, TransactionManager
 from catalog.durable.records import DurableConfig, LockRecord, TxnRecord
+from catalog.errors import deprecated_name
 
 __all__ = [
     "TransactionManager",
@@ -16,6 +19,13 @@ __all__ = [
     "TxnRecord",
     "LockRecord",
     "LockConflictError",
-    "TransactionExpiredError",
+    "DurableTransactionExpiredError",
     "TransactionStateError",
 ]
+
+# The old name this package exported before the rename (issue 24), kept one
+# release; see catalog.errors.deprecated_name.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> type[BaseException]:
+        return deprecated_name(__name__, name, frozenset({"TransactionExpiredError"}))

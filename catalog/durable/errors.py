@@ -2,9 +2,30 @@
 
 from __future__ import annotations
 
-from catalog.errors import CatalogError, LockConflictError, TransactionExpiredError, TransactionStateError
+from typing import TYPE_CHECKING
+
+from catalog.errors import (
+    CatalogError,
+    DurableTransactionExpiredError,
+    LockConflictError,
+    TransactionStateError,
+    deprecated_name,
+)
 
 # Raised by operations that may still commit the expiry clean-ups they did (see work.run).
-DEFERRABLE_ERRORS = (LockConflictError, TransactionExpiredError, TransactionStateError)
+DEFERRABLE_ERRORS = (LockConflictError, DurableTransactionExpiredError, TransactionStateError)
 
-__all__ = ["CatalogError", "DEFERRABLE_ERRORS", "LockConflictError", "TransactionExpiredError", "TransactionStateError"]
+__all__ = [
+    "CatalogError",
+    "DEFERRABLE_ERRORS",
+    "DurableTransactionExpiredError",
+    "LockConflictError",
+    "TransactionStateError",
+]
+
+# The old name this module exported before the rename (issue 24), kept one
+# release; see catalog.errors.deprecated_name.
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> type[BaseException]:
+        return deprecated_name(__name__, name, frozenset({"TransactionExpiredError"}))

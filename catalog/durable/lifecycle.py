@@ -22,7 +22,7 @@ import uuid
 from typing import Any, Callable
 
 from catalog.durable import keys, locks
-from catalog.durable.errors import TransactionExpiredError, TransactionStateError
+from catalog.durable.errors import DurableTransactionExpiredError, TransactionStateError
 from catalog.durable.records import ABORTED, ACTIVE, COMMITTED, EXPIRED, PENDING, LockRecord, TxnRecord
 from catalog.durable.work import Work
 
@@ -36,7 +36,7 @@ def require_active(work: Work, txid: str) -> TxnRecord:
     """The record of ``txid`` if it is active in effect.
 
     Raises:
-        TransactionExpiredError: it or an ancestor expired; the expired
+        DurableTransactionExpiredError: it or an ancestor expired; the expired
             transaction is finished in this Work (see the module docstring).
         TransactionStateError: it is committed or aborted, or under an aborted ancestor.
     """
@@ -47,7 +47,7 @@ def require_active(work: Work, txid: str) -> TxnRecord:
     if state == EXPIRED:
         settle(work, finish(work, culprit, EXPIRED))
         which = "it" if culprit == txid else f"its ancestor {culprit}"
-        raise TransactionExpiredError(f"transaction {txid} is expired: {which} was not pinged before its deadline")
+        raise DurableTransactionExpiredError(f"transaction {txid} is expired: {which} was not pinged before its deadline")
     which = "" if culprit == txid else f" (through its ancestor {culprit})"
     raise TransactionStateError(f"transaction {txid} is already {state}{which}")
 
@@ -67,7 +67,7 @@ def begin(work: Work, parent: str | None, timeout_s: float | None, title: str | 
     ``timeout_s`` (default the store-wide default) is capped by the store-wide maximum.
 
     Raises:
-        TransactionExpiredError / TransactionStateError: ``parent`` is not active
+        DurableTransactionExpiredError / TransactionStateError: ``parent`` is not active
             (see :func:`require_active`).
     """
     config = work.config
@@ -174,7 +174,7 @@ def commit(work: Work, txid: str, apply: ApplyOps | None) -> TxnRecord:
 
     Raises:
         TransactionStateError: already committed/aborted, or a child is still open.
-        TransactionExpiredError: it or an ancestor expired.
+        DurableTransactionExpiredError: it or an ancestor expired.
     """
     record = require_active(work, txid)
     for child in children(work, txid):
@@ -216,7 +216,7 @@ def lock(
     """Take (or queue) a lock on ``node`` for ``txid`` and return the lock that covers the request.
 
     Raises:
-        TransactionExpiredError / TransactionStateError: ``txid`` is not active
+        DurableTransactionExpiredError / TransactionStateError: ``txid`` is not active
             (see :func:`require_active`).
         TypeError / ValueError: a bad mode or key.
         LockConflictError, TransactionStateError: as for :func:`catalog.durable.locks.acquire`.
@@ -230,7 +230,7 @@ def unlock(work: Work, txid: str, node: str) -> None:
     """Remove ``txid``'s explicit locks on ``node`` and settle the node's queue.
 
     Raises:
-        TransactionExpiredError / TransactionStateError: ``txid`` is not active
+        DurableTransactionExpiredError / TransactionStateError: ``txid`` is not active
             (see :func:`require_active`).
         TransactionStateError: ``txid`` has a staged change on ``node``.
     """

@@ -27,7 +27,7 @@ import kvstore
 
 from catalog.arguments import checked
 from catalog.durable import checks, keys, lifecycle, locks
-from catalog.durable.errors import LockConflictError, TransactionExpiredError
+from catalog.durable.errors import DurableTransactionExpiredError, LockConflictError
 from catalog.durable.records import ACQUIRED, ACTIVE, EXPIRED, PENDING, DurableConfig, LockRecord, TxnRecord
 from catalog.durable.work import Work, run, run_versioned, wall_clock_ms
 
@@ -78,7 +78,7 @@ class TransactionManager:
 
         Raises:
             TypeError: ``operation`` is not callable (or ``keep_cleanup`` not a bool).
-            LockConflictError / TransactionStateError / TransactionExpiredError: what
+            LockConflictError / TransactionStateError / DurableTransactionExpiredError: what
                 ``operation`` raised.
             ConflictError: still conflicting after every attempt.
         """
@@ -90,7 +90,7 @@ class TransactionManager:
 
         Raises:
             TypeError: ``operation`` is not callable.
-            LockConflictError / TransactionStateError / TransactionExpiredError: what
+            LockConflictError / TransactionStateError / DurableTransactionExpiredError: what
                 ``operation`` raised.
             ConflictError: still conflicting after every attempt.
         """
@@ -155,7 +155,7 @@ class TransactionManager:
             title: free text shown by ``transactions()`` and the CLI.
 
         Raises:
-            TransactionStateError / TransactionExpiredError: the parent is not active.
+            TransactionStateError / DurableTransactionExpiredError: the parent is not active.
         """
         if timeout is not None:
             timeout = _check_seconds(timeout, "timeout")
@@ -265,7 +265,7 @@ class DurableTransaction:
         """Restart the timeout; with ``ancestors=True`` also every ancestor's (pinging a child alone does not keep its parent alive).
 
         Raises:
-            TransactionExpiredError: it (or an ancestor) already expired.
+            DurableTransactionExpiredError: it (or an ancestor) already expired.
             TransactionStateError: it is committed or aborted.
         """
         self.manager.run(lambda work: lifecycle.ping(work, self.id, bool(ancestors)))
@@ -279,7 +279,7 @@ class DurableTransaction:
 
         Raises:
             TransactionStateError: already committed or aborted, or a child is open.
-            TransactionExpiredError: it or an ancestor expired.
+            DurableTransactionExpiredError: it or an ancestor expired.
         """
         record, version = self.manager.run_versioned(lambda work: lifecycle.commit(work, self.id, self.manager.apply_ops))
         return None if record.parent is not None else int(version)
@@ -308,7 +308,7 @@ class DurableTransaction:
             LockConflictError: incompatible with an unrelated transaction's lock
                 (and not waitable), or this transaction or an ancestor holds snapshot on it.
             TransactionStateError: not active, or the lock count limit is reached.
-            TransactionExpiredError: it expired.
+            DurableTransactionExpiredError: it expired.
             TypeError / ValueError: bad node, mode or key (keys only with mode="shared").
         """
         keys.check_name(node, "node")
@@ -376,7 +376,7 @@ class Lock:
             TimeoutError: still pending after ``timeout`` seconds.
             LockConflictError: the lock is gone (its transaction finished or
                 unlocked it, or the node was removed).
-            TransactionExpiredError: its transaction expired while waiting.
+            DurableTransactionExpiredError: its transaction expired while waiting.
         """
         deadline = None if timeout is None else time.monotonic() + _check_seconds(timeout, "timeout")
         delay = _POLL_MIN_S
@@ -394,7 +394,7 @@ class Lock:
             if record is None:
                 state = DurableTransaction(self.manager, self.txn).state
                 if state == EXPIRED:
-                    raise TransactionExpiredError(f"transaction {self.txn} expired while waiting for {self!r}")
+                    raise DurableTransactionExpiredError(f"transaction {self.txn} expired while waiting for {self!r}")
                 raise LockConflictError(
                     f"lock {self.id} on {self.node!r} is gone while pending (transaction {self.txn} is {state})",
                     node=self.node,

@@ -58,7 +58,7 @@ class DurableCatalogTransaction(DurableTransaction, TreeMethods):
     def reading(self) -> Iterator[CatalogReader]:
         """The newest catalog with this transaction's (and its ancestors') staged operations applied.
 
-        Raises TransactionStateError (or TransactionExpiredError) unless the transaction is active.
+        Raises TransactionStateError (or DurableTransactionExpiredError) unless the transaction is active.
         """
         with durable_view(self.context, self.manager, self.id) as view:
             yield view
@@ -70,7 +70,7 @@ class DurableCatalogTransaction(DurableTransaction, TreeMethods):
 
     @checked
     def check_writable(self) -> None:
-        """Raise TransactionStateError (or TransactionExpiredError) unless the transaction is active."""
+        """Raise TransactionStateError (or DurableTransactionExpiredError) unless the transaction is active."""
         self.manager.run(lambda work: lifecycle.require_active(work, self.id))
 
     @checked

@@ -146,7 +146,7 @@ def run_versioned(
     failed attempt is committed then.
 
     Raises:
-        LockConflictError / TransactionStateError / TransactionExpiredError: what ``operation`` raised (after committing the
+        LockConflictError / TransactionStateError / DurableTransactionExpiredError: what ``operation`` raised (after committing the
             expiry clean-ups it made, see the module docstring).
         ConflictError: still conflicting after ``MAX_ATTEMPTS`` attempts.
     """

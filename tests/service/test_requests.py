@@ -179,3 +179,13 @@ def test_only_argument_type_errors_are_client_errors() -> None:
     refused = to_api_error(ArgumentTypeError("drop_table(): purge must be a bool, not str 'no'"))
     assert refused is not None and refused.status == 400
     assert to_api_error(TypeError("'int' object is not subscriptable")) is None  # a bug: the 500 handler's
+
+
+def test_a_renamed_exception_keeps_its_wire_type() -> None:
+    # catalog.errors.TransactionExpiredError became DurableTransactionExpiredError
+    # (issue 24); answers still say "TransactionExpiredError", which kvclient maps.
+    from catalog.errors import DurableTransactionExpiredError
+    from service.errors import to_api_error
+
+    error = to_api_error(DurableTransactionExpiredError("transaction t1 is expired"))
+    assert error is not None and (error.status, error.error_type) == (410, "TransactionExpiredError")

@@ -22,7 +22,7 @@ from collections import Counter
 from typing import Any
 
 import kvstore
-from catalog.durable import LockConflictError, TransactionExpiredError, TransactionManager, TransactionStateError
+from catalog.durable import DurableTransactionExpiredError, LockConflictError, TransactionManager, TransactionStateError
 from catalog.durable import keys, lifecycle
 from catalog.durable.locks import check_node
 from catalog.durable.records import ACQUIRED, ACTIVE, LockRecord, TxnRecord
@@ -32,7 +32,7 @@ from kvstore.format.rows import PUT
 
 NODES = ("n0", "n1", "n2", "n3")
 STORE_OPTIONS = {"poll_interval_s": 0, "background_maintenance": False}
-EXPECTED = (LockConflictError, TransactionExpiredError, TransactionStateError, TimeoutError)
+EXPECTED = (LockConflictError, DurableTransactionExpiredError, TransactionStateError, TimeoutError)
 
 
 def _apply_noop(work: Work, record: TxnRecord, ops: list[dict[str, Any]]) -> None:

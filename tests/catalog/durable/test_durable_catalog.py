@@ -176,7 +176,7 @@ def test_commit_of_expired_transaction_shows_nothing(lake: catalog.Lakehouse) ->
     tx = lake.begin(timeout=600)
     tx.load_table("sales.t1").append(rows(3))
     lake.durable.manager.clock = lambda: 10**15  # far in the future: every deadline passed
-    with pytest.raises(catalog.errors.TransactionExpiredError):
+    with pytest.raises(catalog.errors.DurableTransactionExpiredError):
         tx.commit()
     assert count(lake, "sales.t1") == 0
 

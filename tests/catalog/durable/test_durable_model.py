@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import kvstore
-from catalog.durable import LockConflictError, TransactionExpiredError, TransactionManager, TransactionStateError
+from catalog.durable import DurableTransactionExpiredError, LockConflictError, TransactionManager, TransactionStateError
 from durable_workers import FakeClock
 from kvstore.errors import ObjectStoreError
 from kvstore.objstore import MemoryStore
@@ -105,7 +105,7 @@ class DurableModel(RuleBasedStateMachine):
             assert expected == "active"
         except LockConflictError:
             assert expected == "active"
-        except TransactionExpiredError:
+        except DurableTransactionExpiredError:
             assert expected == "expired"
         except TransactionStateError:
             assert expected in ("committed", "aborted")
@@ -118,7 +118,7 @@ class DurableModel(RuleBasedStateMachine):
         try:
             self.manager.attach(txid).unlock(node)
             assert expected == "active"
-        except TransactionExpiredError:
+        except DurableTransactionExpiredError:
             assert expected == "expired"
         except TransactionStateError:
             assert expected in ("committed", "aborted")
@@ -133,7 +133,7 @@ class DurableModel(RuleBasedStateMachine):
             self.manager.attach(txid).commit()
             assert expected == "active" and not open_child
             self.ended[txid] = (self.clock.ms, "committed")
-        except TransactionExpiredError:
+        except DurableTransactionExpiredError:
             assert expected == "expired"
         except TransactionStateError:
             assert expected in ("committed", "aborted") or open_child
@@ -161,7 +161,7 @@ class DurableModel(RuleBasedStateMachine):
             assert expected == "active"
             for pinged in [txid, *self.ancestors(txid)] if ancestors else [txid]:
                 self.deadline[pinged] = self.clock.ms + self.timeout_ms[pinged]
-        except TransactionExpiredError:
+        except DurableTransactionExpiredError:
             assert expected == "expired"
         except TransactionStateError:
             assert expected in ("committed", "aborted")
@@ -225,7 +225,7 @@ def test_faults_leave_a_sound_state(seed: int) -> None:
                     manager.abort(rng.choice(txids))
                 else:
                     clock.advance(rng.choice([0.5, 2]))
-            except (LockConflictError, TransactionStateError, TransactionExpiredError):
+            except (LockConflictError, TransactionStateError, DurableTransactionExpiredError):
                 pass  # refusals are part of the workload; the state checks below judge them
             except ObjectStoreError:
                 failures += 1

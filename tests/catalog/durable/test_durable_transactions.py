@@ -10,8 +10,8 @@ import pytest
 
 import kvstore
 from catalog.durable import (
+    DurableTransactionExpiredError,
     LockConflictError,
-    TransactionExpiredError,
     TransactionManager,
     TransactionStateError,
 )
@@ -70,11 +70,11 @@ def test_timeout_expires(manager: TransactionManager, clock: FakeClock) -> None:
     other = manager.begin()
     assert other.lock(N, "exclusive").state == "acquired"
     assert [lock.txn for lock in manager.locks(N)] == [other.id]
-    with pytest.raises(TransactionExpiredError):
+    with pytest.raises(DurableTransactionExpiredError):
         tx.commit()
-    with pytest.raises(TransactionExpiredError):
+    with pytest.raises(DurableTransactionExpiredError):
         tx.ping()
-    with pytest.raises(TransactionExpiredError):
+    with pytest.raises(DurableTransactionExpiredError):
         tx.lock("another")
 
 
@@ -97,7 +97,7 @@ def test_expire_outer_while_inner_pinged(manager: TransactionManager, clock: Fak
     clock.advance(6)
     assert outer.state == "expired"
     assert inner.state == "expired"
-    with pytest.raises(TransactionExpiredError, match=f"ancestor {outer.id}"):
+    with pytest.raises(DurableTransactionExpiredError, match=f"ancestor {outer.id}"):
         inner.ping()
     assert manager.locks(N) == []
     assert manager.transactions() == []
@@ -184,7 +184,7 @@ def test_waiter_expiry_unblocks_queue(manager: TransactionManager, clock: FakeCl
     assert reader_lock.state == "pending"  # queued behind the pending exclusive
     clock.advance(6)
     assert reader_lock.wait(timeout=10).state == "acquired"
-    with pytest.raises(TransactionExpiredError):
+    with pytest.raises(DurableTransactionExpiredError):
         writer_lock.wait(timeout=1)
 
 
