@@ -31,7 +31,7 @@ from catalog.transactions import LiveHost, OpenTransaction
 from catalog.tree import LakeTree, TreeMethods
 from catalog.verify import verify as verify_lake
 from kvstore.store import Store
-from kvstore.store import open as open_kv
+from kvstore.store import open_embedded as open_kv
 
 __all__ = ["HistoryEntry", "LakeTransaction", "Lakehouse", "PastLakehouse", "open"]
 

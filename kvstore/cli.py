@@ -79,7 +79,7 @@ def _decode(data: bytes, hex_mode: bool) -> str:
 
 
 def _open_existing(url: str) -> kvstore.Store:
-    return kvstore.open(url, create=False, poll_interval_s=0)
+    return kvstore.open_embedded(url, create=False, poll_interval_s=0)
 
 
 def _cmd_put(args: argparse.Namespace) -> int:
@@ -175,14 +175,14 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return int(run_bench((["--quick"] if args.quick else []) + ([f"--out={args.out}"] if args.out else [])))
 
 
-# -- maintenance commands (kvstore.maintenance) ---------------------------------
+# -- maintenance commands (kvstore.housekeeping, kvstore.timetravel) ---------------------------------
 
 _MIB = 1024 * 1024
 
 
 def _open_for_maintenance(url: str, **options: object) -> kvstore.Store:
     # No background threads: the command does the work in the foreground.
-    return kvstore.open(url, create=False, poll_interval_s=0, background_maintenance=False, **options)
+    return kvstore.open_embedded(url, create=False, poll_interval_s=0, background_maintenance=False, **options)
 
 
 def _interrupt(signum: int, frame: object) -> None:

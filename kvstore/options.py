@@ -82,7 +82,7 @@ class StoreOptions:
     # (open_parallelism is not used).
     background_threads: bool = True
 
-    # -- maintenance: flush, compaction, retention, GC (kvstore.maintenance) --
+    # -- maintenance: flush, compaction, retention, GC (kvstore.housekeeping) --
     # Run flush and compaction in background threads of this handle; off for
     # handles that only read, or when `lakekv compact` runs as its own process.
     background_maintenance: bool = True

@@ -1,7 +1,7 @@
 """Running a transaction body: commit on success, roll back on failure, retry conflicts.
 
 Shared by the embedded store (:class:`kvstore.txn.OptimisticTransactions`) and
-the client of ``lakekv serve`` (:class:`kvstore.remote.RemoteStore`), so the
+the client of ``lakekv serve`` (:class:`kvclient.remote.RemoteStore`), so the
 two APIs retry the same errors the same way. ``begin(fresh)`` starts a
 transaction (``fresh``: catch up with other writers first, asked for on
 every retry); the transaction has ``state``, ``commit()`` and ``rollback()``.

@@ -13,10 +13,11 @@ import uuid
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar, overload
 
 import pyarrow as pa
 
+from kvstore.api import KeyValueStore
 from kvstore.batch import DELETE_MUTATION, Mutation, WriteBatch, check_key, check_lease_id, check_summary, put_mutation
 from kvstore.cache import BlockCache
 from kvstore.chain import HintWriter, VersionChain
@@ -56,16 +57,21 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
+@overload
+def open(url: ObjectStore | os.PathLike[str], create: bool = True, **options: Any) -> Store: ...  # noqa: A001
+@overload
+def open(url: str, create: bool = True, **options: Any) -> KeyValueStore: ...  # noqa: A001
 def open(  # noqa: A001 - public API name
     url: str | os.PathLike[str] | ObjectStore, create: bool = True, **options: Any
-) -> Store:
+) -> KeyValueStore:
     """Open (or create) the store at ``url``.
 
     An embedded :class:`Store` for every URL but one whose scheme another
     package opens (:mod:`kvstore.registry`): ``http(s)://host:port``, a
     ``lakekv serve`` server, gives a :class:`kvclient.remote.RemoteStore`.
-    Both are a :class:`~kvstore.api.KeyValueStore`; only an embedded store
-    offers snapshots, maintenance and time travel.
+    Both are a :class:`~kvstore.api.KeyValueStore`, the type of a ``str``
+    URL's result; :func:`open_embedded` always gives a :class:`Store`, for
+    what only an embedded store offers (snapshots, maintenance, time travel).
 
     Args:
         url: ``file:///abs/dir``, a path (``str`` or ``os.PathLike``),
@@ -91,9 +97,7 @@ def open(  # noqa: A001 - public API name
     if isinstance(url, str):
         scheme = registered_scheme(url)
         if scheme is not None:
-            # Annotated Store until its callers that need an embedded store
-            # narrow the result (issue 24): then open() returns KeyValueStore.
-            return opener_for(scheme)(url, create=create, **options)  # type: ignore[return-value]
+            return opener_for(scheme)(url, create=create, **options)
     return open_embedded(url, create, **options)
 
 

@@ -6,7 +6,7 @@ a client needs one parser::
 
     {"error": {"message": "...", "type": "ConflictError", "code": 409}}
 
-``type`` is the exception class name; :mod:`kvstore.remote` turns it back
+``type`` is the exception class name; :mod:`kvclient.transport` turns it back
 into the same exception the embedded store raises. A class renamed after its
 name went on the wire keeps its old name there (:data:`WIRE_TYPES`).
 """

@@ -8,7 +8,7 @@ import pkgutil
 
 import pytest
 
-PACKAGES = ("kvstore", "catalog", "service")
+PACKAGES = ("kvstore", "kvclient", "catalog", "service")
 
 
 def _modules() -> list[str]:

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("kvstore", "catalog", "service")
+PACKAGES = ("kvstore", "kvclient", "catalog", "service")
 
 
 @dataclass

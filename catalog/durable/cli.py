@@ -48,7 +48,7 @@ def add_durable_actions(actions: Any) -> None:
 
 
 def _open(url: str) -> kvstore.Store:
-    return kvstore.open(url, create=False, **_OPTIONS)
+    return kvstore.open_embedded(url, create=False, **_OPTIONS)
 
 
 def _cmd_begin(args: argparse.Namespace) -> int:
