@@ -7,7 +7,6 @@ checks several things per action.
 from __future__ import annotations
 
 import datetime as dt
-import time
 from decimal import Decimal
 
 import pyarrow as pa
@@ -117,13 +116,16 @@ def test_partitioned_writes_append_overwrite_and_time_travel(spark: SparkSession
         region_id = next(f.metadata[b"field_id"].decode() for f in table.schema if f.name == "region")
         assert {f.partition[region_id] for f in table.files()} == {"eu", "us"}
         first_version = lake.version
-        time.sleep(1.1)  # storage timestamps of the next commits are later than this moment
-        between = time.time()
-        time.sleep(1.1)
+        first_commit = lake.history(limit=1)[0]  # the save's (a later version may be the store's own flush)
 
         writer.mode("append").save("sales.orders")
         lake.refresh()
         assert lake.load_table("sales.orders").scan().count() == 20
+        # A moment between the two saves, on the storage's own clock (the one
+        # timestampAsOf compares with): halfway between their commits' timestamps.
+        second_commit = commits_after(lake, first_version)[0]
+        assert second_commit.timestamp - first_commit.timestamp > 0.002, "storage stamps too coarse for this test"
+        between = (first_commit.timestamp + second_commit.timestamp) / 2
 
         df.where("id < 3").write.format("lakehouse").option("lakehouse", lake_url).mode("overwrite").save("sales.orders")
         lake.refresh()
