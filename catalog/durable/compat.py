@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence, TypeVar
 
-from catalog.durable.records import EXCLUSIVE, PENDING, SHARED, SNAPSHOT
+from catalog.durable.records import EXCLUSIVE_LOCK, PENDING, SHARED_LOCK, SNAPSHOT_LOCK
 
 
 class LockLike(Protocol):
@@ -76,9 +76,9 @@ def conflicts(
     mode_a: str, child_a: str | None, attr_a: str | None, mode_b: str, child_b: str | None, attr_b: str | None
 ) -> bool:
     """Whether two locks of *unrelated* transactions conflict (symmetric)."""
-    if mode_a == SNAPSHOT or mode_b == SNAPSHOT:
+    if mode_a == SNAPSHOT_LOCK or mode_b == SNAPSHOT_LOCK:
         return False
-    if mode_a == EXCLUSIVE or mode_b == EXCLUSIVE:
+    if mode_a == EXCLUSIVE_LOCK or mode_b == EXCLUSIVE_LOCK:
         return True
     if child_a is not None and child_a == child_b:
         return True
@@ -99,11 +99,11 @@ def is_redundant(held: LockLike, mode: str, child_key: str | None, attribute_key
     >>> is_redundant(L(mode="shared", child_key=None, attribute_key=None), "shared", "k", None)
     False
     """
-    if mode == SNAPSHOT or held.mode == SNAPSHOT:
+    if mode == SNAPSHOT_LOCK or held.mode == SNAPSHOT_LOCK:
         return mode == held.mode
-    if held.mode == EXCLUSIVE:
+    if held.mode == EXCLUSIVE_LOCK:
         return True
-    return mode == SHARED and (held.child_key, held.attribute_key) == (child_key, attribute_key)
+    return mode == SHARED_LOCK and (held.child_key, held.attribute_key) == (child_key, attribute_key)
 
 
 def same_queue(a: LockLike, b: LockLike) -> bool:
@@ -121,7 +121,7 @@ def blocker(request: LockLike, related: frozenset[str], ahead: Sequence[L]) -> L
             acquired lock, and the pending ones queued before it. A pending lock
             blocks only within its own queue (and snapshot requests bypass queues).
     """
-    if request.mode == SNAPSHOT:
+    if request.mode == SNAPSHOT_LOCK:
         return None
     for lock in ahead:
         if lock.txn in related:

@@ -25,7 +25,7 @@ from dataclasses import replace
 from catalog.durable import keys
 from catalog.durable.compat import blocker, is_redundant, locks_conflict
 from catalog.durable.errors import LockConflictError, TransactionStateError
-from catalog.durable.records import ACQUIRED, LOCK_MODES, PENDING, SHARED, SNAPSHOT, LockRecord
+from catalog.durable.records import ACQUIRED, LOCK_MODES, PENDING, SHARED_LOCK, SNAPSHOT_LOCK, LockRecord
 from catalog.durable.work import Work
 
 
@@ -43,7 +43,7 @@ def check_request(mode: object, child_key: object, attribute_key: object) -> Non
         keys.check_name(child_key, "child_key")
     if attribute_key is not None:
         keys.check_name(attribute_key, "attribute_key")
-    if (child_key is not None or attribute_key is not None) and mode != SHARED:
+    if (child_key is not None or attribute_key is not None) and mode != SHARED_LOCK:
         raise ValueError(f"child_key and attribute_key are only allowed with mode='shared', not {mode!r}")
     if child_key is not None and attribute_key is not None:
         raise ValueError("give child_key or attribute_key, not both")
@@ -123,9 +123,9 @@ def acquire(
                 lock = replace(lock, implicit=True)
                 _write(work, lock)
             return lock
-    if mode != SNAPSHOT:
+    if mode != SNAPSHOT_LOCK:
         for lock in existing:
-            if lock.txn in related and lock.mode == SNAPSHOT:
+            if lock.txn in related and lock.mode == SNAPSHOT_LOCK:
                 raise _conflict_error(node, mode, child_key, attribute_key, lock)
     request = LockRecord(
         id=uuid.uuid4().hex,
@@ -138,7 +138,7 @@ def acquire(
         attribute_key=attribute_key,
         implicit=implicit,
         created_ms=work.now_ms,
-        version=work.txn.version if mode == SNAPSHOT else None,
+        version=work.txn.version if mode == SNAPSHOT_LOCK else None,
     )
     holder = blocker(request, related, existing)
     if holder is not None:
@@ -200,7 +200,7 @@ def hand_to_parent(work: Work, child: str, parent: str) -> set[str]:
     for lock in txn_locks(work, child):
         nodes.add(lock.node)
         _delete(work, lock)
-        if lock.mode == SNAPSHOT:
+        if lock.mode == SNAPSHOT_LOCK:
             continue
         covering = None
         for other in node_locks(work, lock.node):

@@ -25,10 +25,13 @@ ABORTED: Final = "aborted"
 EXPIRED: Final = "expired"
 TXN_STATES: Final = (ACTIVE, COMMITTED, ABORTED, EXPIRED)
 
-SNAPSHOT: Final = "snapshot"
-SHARED: Final = "shared"
-EXCLUSIVE: Final = "exclusive"
-LOCK_MODES: Final = (SNAPSHOT, SHARED, EXCLUSIVE)
+# Lock modes (YTsaurus's names, public: ``tx.lock(node, "snapshot")``). A
+# "snapshot" lock is not the engine's "snapshot" isolation level
+# (kvstore.SNAPSHOT): hence the _LOCK suffix on these constants.
+SNAPSHOT_LOCK: Final = "snapshot"
+SHARED_LOCK: Final = "shared"
+EXCLUSIVE_LOCK: Final = "exclusive"
+LOCK_MODES: Final = (SNAPSHOT_LOCK, SHARED_LOCK, EXCLUSIVE_LOCK)
 
 ACQUIRED: Final = "acquired"
 PENDING: Final = "pending"

@@ -30,7 +30,7 @@ from catalog.arguments import checked
 from catalog.context import LakeContext
 from catalog.durable import lifecycle, locks
 from catalog.durable.manager import DurableTransaction, TransactionManager
-from catalog.durable.records import SNAPSHOT
+from catalog.durable.records import SNAPSHOT_LOCK
 from catalog.durable.work import Work
 from catalog.ops import CheckRead, Op
 from catalog.planning import prune
@@ -94,7 +94,7 @@ class DurableCatalogTransaction(DurableTransaction, TreeMethods):
         def find(work: Work) -> int | None:
             related = work.related(self.id)
             for lock in locks.node_locks(work, node):
-                if lock.txn in related and lock.mode == SNAPSHOT:
+                if lock.txn in related and lock.mode == SNAPSHOT_LOCK:
                     return lock.version
             return None
 
