@@ -184,7 +184,7 @@ def _serve(conn: Any) -> None:
 
 _ERRORS = {
     "LockConflictError": errors.LockConflictError,
-    "TransactionExpiredError": errors.TransactionExpiredError,
+    "DurableTransactionExpiredError": errors.DurableTransactionExpiredError,
     "TransactionStateError": errors.TransactionStateError,
     "TimeoutError": TimeoutError,
     "ValueError": ValueError,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import kvstore
-from catalog.durable import TransactionExpiredError, TransactionManager
+from catalog.durable import DurableTransactionExpiredError, TransactionManager
 from durable_stress import check_history, worker
 from durable_workers import STORE_OPTIONS, Driver, LocalDriver, RemoteDriver, SkewedClock
 
@@ -71,7 +71,7 @@ def test_expire_outer_while_inner_pinged_elsewhere(me: Driver, remote: Driver, l
     outer = remote.begin(timeout=1)
     inner = me.begin(timeout=60, parent=outer)
     pings = 0
-    with pytest.raises(TransactionExpiredError, match="ancestor"):
+    with pytest.raises(DurableTransactionExpiredError, match="ancestor"):
         for _ in range(30):  # 3 s of pings 0.1 s apart: the outer's 1 s passes on the way
             me.ping(inner)  # keeps only the inner one alive
             pings += 1
