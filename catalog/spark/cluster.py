@@ -35,7 +35,12 @@ _WORKER = "org.apache.spark.deploy.worker.Worker"
 
 
 def spark_class() -> str:
-    """The ``spark-class`` launcher inside the installed pyspark wheel."""
+    """The ``spark-class`` launcher inside the installed pyspark wheel.
+
+    Raises:
+        ModuleNotFoundError: pyspark is not installed.
+        FileNotFoundError: the wheel has no ``bin/spark-class``.
+    """
     import pyspark
 
     path = Path(pyspark.__file__).resolve().parent / "bin" / "spark-class"
@@ -92,6 +97,7 @@ class StandaloneCluster:
 
     @property
     def pids(self) -> list[int]:
+        """The PIDs of the master and workers this handle started and has not stopped (each leads a process group)."""
         return [proc.pid for proc in self._procs]
 
     @property
@@ -100,7 +106,19 @@ class StandaloneCluster:
         return self.base_dir
 
     def start(self) -> StandaloneCluster:
-        """Start the master, then the workers; return when every worker is registered."""
+        """Start the master, then the workers; return when every worker is registered.
+
+        On any failure the processes already started are stopped (the log
+        directory is kept) before the exception propagates.
+
+        Raises:
+            ModuleNotFoundError: pyspark is not installed.
+            FileNotFoundError: the pyspark wheel has no ``bin/spark-class``.
+            RuntimeError: a Spark process exited, or the master's web UI or every
+                worker was not up within ``startup_timeout``; the message ends with
+                the tail of each log.
+            OSError: a log file could not be opened or a process not started.
+        """
         launcher = spark_class()
         port, ui_port = _free_port(), _free_port()
         self.master_url = f"spark://127.0.0.1:{port}"
@@ -154,6 +172,7 @@ class StandaloneCluster:
                          if path.is_file() and (path.suffix == ".out" or path.name in ("stdout", "stderr")))
 
     def log_tail(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of the master's and each worker's ``.out`` log, under a header per file."""
         chunks = []
         for path in sorted(self.base_dir.glob("*.out")):
             chunks.append(f"--- {path.name} ---\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:]))

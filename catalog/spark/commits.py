@@ -65,7 +65,9 @@ def written_partitions(files: list[DataFile], schema: pa.Schema, partition_by: l
 def files_read_at(lake: catalog.Lakehouse, name: str, table_id: str, version: int) -> list[DataFile]:
     """The table's live files at ``version``: what a write that read the table there read.
 
-    Raises ``ValueError`` if ``name`` was not this table (``table_id``) then.
+    Raises:
+        ValueError: ``name`` was not this table (``table_id``) at ``version``, or is malformed.
+        SnapshotTooOldError: ``version`` is past retention.
     """
     with lake.at(version=version) as past:
         if not past.table_exists(name) or past.load_table(name).id != table_id:
@@ -87,6 +89,25 @@ def reads_checked(
     it and each read becomes a check its commit makes atomically
     (``require_unchanged``): a staged CREATE TABLE AS SELECT, or a statement
     of a Spark session working in that transaction.
+
+    Raises:
+        ValueError: ``reads`` is not a list, a read is malformed or has a malformed
+            filter, or (with ``transaction``) names another table than the one its
+            name had at its version; or ``transaction`` is not a transaction id.
+        RetryableConflictError: without ``transaction``, a table read was dropped or
+            replaced, or gained or lost a data file that may hold rows its scan
+            selected, since the version read (:func:`check_read`); with it, that
+            already happened (``require_unchanged``). Also when the lakehouse
+            transaction's commit loses to a concurrent commit.
+        IncompatibleConflictError: the lakehouse transaction's commit lost to a
+            concurrent commit that makes it meaningless.
+        SnapshotTooOldError: a version read is past retention.
+        TransactionStateError, DurableTransactionExpiredError: durable transaction
+            ``transaction`` does not exist or is no longer active.
+        LockConflictError: a durable transaction's lock forbids the lakehouse
+            transaction's commit.
+        Any exception raised inside the block: the lakehouse transaction then rolls
+            back (a durable transaction keeps what was staged).
     """
     if reads is not None and not isinstance(reads, list):
         raise ValueError("reads must be a list of {'name', 'id', 'version', 'filters'}")
@@ -108,7 +129,16 @@ def reads_checked(
 
 
 def stage_read_check(lake: catalog.Lakehouse, staged: Any, read: object) -> None:
-    """Make durable transaction ``staged``'s commit check that the rows one scan selected are unchanged."""
+    """Make durable transaction ``staged``'s commit check that the rows one scan selected are unchanged.
+
+    Raises:
+        ValueError: ``read`` is malformed or has a malformed filter, or names
+            another table than the one its name had at its version.
+        SnapshotTooOldError: the version read is past retention.
+        RetryableConflictError: those rows already changed (``require_unchanged``).
+        TransactionStateError, DurableTransactionExpiredError: ``staged`` is no
+            longer active.
+    """
     name, version = _name_and_version(read)
     assert isinstance(read, Mapping)
     with lake.at(version=version) as past:
@@ -125,7 +155,18 @@ def _name_and_version(read: object) -> tuple[str, int]:
 
 
 def check_read(tx: Any, lake: catalog.Lakehouse, read: object, ours: str, target: str) -> None:
-    """Raise ``RetryableConflictError`` unless the rows one scan selected are as they were when it read them."""
+    """Raise ``RetryableConflictError`` unless the rows one scan selected are as they were when it read them.
+
+    Reads the table through lakehouse transaction ``tx``, so a commit racing
+    the check conflicts with ``tx``.
+
+    Raises:
+        RetryableConflictError: since the version read, the table was dropped or
+            replaced, or gained or lost a data file that may hold rows the scan
+            selected (``ours`` is the writing operation, ``object`` the table read).
+        ValueError: ``read`` is malformed or has a malformed filter.
+        SnapshotTooOldError: the version read is past retention.
+    """
     name, version = _name_and_version(read)
     assert isinstance(read, Mapping)
     if not tx.table_exists(name) or tx.load_table(name).id != read.get("id"):

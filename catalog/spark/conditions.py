@@ -50,6 +50,12 @@ __all__ = ["exact_condition", "literal", "spark_filters"]
 def literal(encoded: Any) -> Any:
     """A filter literal from its JSON form (see ``Filters.java``).
 
+    Raises:
+        ValueError: ``encoded`` is no literal form this knows, or its date, time
+            or microsecond count does not parse.
+        TypeError: a date, time or microsecond count of the wrong JSON type.
+        decimal.InvalidOperation: a ``decimal`` that is not a decimal number.
+
     >>> literal({"decimal": "1.50"})
     Decimal('1.50')
     >>> literal({"date": "2024-02-29"})
@@ -84,7 +90,18 @@ _FILTERS: Final[dict[str, Callable[..., Filter]]] = {
 
 
 def spark_filters(encoded: object) -> list[Filter]:
-    """The pushed filters of a scan request as PySpark filter objects (so one translation serves both paths)."""
+    """The pushed filters of a scan request as PySpark filter objects (so one translation serves both paths).
+
+    Only the leaves of :mod:`catalog.spark.filters` are accepted (no
+    ``And``/``Or``/``Not``); columns are not checked here.
+
+    Raises:
+        ValueError: ``encoded`` is not a list, or an item is not a filter object,
+            has no list of names as ``attribute``, is an ``In`` without a
+            ``values`` list, is of an unknown type, or has a literal
+            :func:`literal` refuses.
+        TypeError, decimal.InvalidOperation: a literal :func:`literal` refuses so.
+    """
     if not isinstance(encoded, list):
         raise ValueError("argument 'filters' must be a list")
     result: list[Filter] = []

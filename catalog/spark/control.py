@@ -163,7 +163,18 @@ def spark_schema_json(schema: pa.Schema) -> dict[str, Any]:
 
 
 def arrow_schema(spark_json: object) -> pa.Schema:
-    """The Arrow schema a table created from Spark's JSON ``StructType`` gets."""
+    """The Arrow schema a table created from Spark's JSON ``StructType`` gets.
+
+    Column comments are kept in the Arrow field metadata.
+
+    Raises:
+        ProtocolError: ``spark_json`` is not an object, or a column's comment is
+            not a string.
+        KeyError: a struct or field without a key Spark's JSON has (``fields``,
+            ``type``, ...).
+        ValueError, TypeError: pyspark cannot parse a data type or give it an
+            Arrow type.
+    """
     if not isinstance(spark_json, dict):
         raise ProtocolError("a schema must be Spark's JSON StructType")
     struct = StructType.fromJson(spark_json)
@@ -214,6 +225,21 @@ def _jvm_readable(schema: pa.Schema) -> bool:
 class ControlPlane:
     """Answers the plugin's requests against one lakehouse (see the module docstring).
 
+    Each ``op_<name>`` method answers op ``<name>``: it takes the request's
+    ``args`` and returns a JSON-able result; :meth:`handle` turns what it
+    raises into an error answer. Most ops work in the session ``args``
+    names: durable transaction ``txn`` (pinged with its ancestors), the
+    lakehouse at ``version`` or ``timestamp_ms`` (read-only, so a write
+    there is a ``ReadOnlyError``), or else the latest lakehouse (refreshed).
+    Choosing it raises ``ProtocolError`` (``txn``, ``version`` or
+    ``timestamp_ms`` of the wrong type), ``ValueError`` (``txn`` is not a
+    transaction id), ``TransactionStateError`` /
+    ``DurableTransactionExpiredError`` (no such transaction, or not active)
+    or ``SnapshotTooOldError`` (past retention); the ops' ``Raises:``
+    sections sum these up as "the session". A storage failure
+    (``StoreError``) can come out of any op; only :meth:`op_hello`, which
+    cannot fail otherwise, lists it.
+
     Args:
         lake: an open lakehouse; the control plane does not close it.
         data_root: the Hadoop URL of the store root (``file:/...``) when the
@@ -229,7 +255,14 @@ class ControlPlane:
         }
 
     def handle(self, request: object) -> dict[str, Any]:
-        """One request in, one answer out; never raises for a bad request or a refused operation."""
+        """One request in, one answer out; never raises for a bad request or a refused operation.
+
+        Raises:
+            KeyboardInterrupt, SystemExit: only a ``BaseException`` that is not an
+                ``Exception`` propagates. Every ``Exception`` (the ``ProtocolError``
+                of a malformed request or unknown op, or whatever the op raised)
+                becomes the ``{"ok": false}`` answer of :func:`error_answer`.
+        """
         try:
             if not isinstance(request, dict) or not isinstance(request.get("op"), str):
                 raise ProtocolError('a request is {"op": name, "args": {...}}')
@@ -308,23 +341,81 @@ class ControlPlane:
     # -- ops: each takes the request's args and returns a JSON-able result --
 
     def op_hello(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Greet the plugin: the protocol version, the lakehouse's latest version (refreshed) and its URL.
+
+        Raises:
+            StoreError: the refresh failed (the store is closed or unreadable).
+        """
         return {"protocol": PROTOCOL_VERSION, "version": self._lake.refresh(), "url": self._lake.url}
 
     def op_list_namespaces(self, args: Mapping[str, Any]) -> list[list[str]]:
+        """The namespaces directly under ``parent`` (name parts; the root if absent or empty), each as its parts.
+
+        Raises:
+            ProtocolError: ``parent`` is not a list of names, or a session argument
+                has the wrong type.
+            ValueError: a malformed ``parent``, or ``txn`` is not a transaction id.
+            NoSuchNamespaceError: ``parent`` does not exist.
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         parent = args.get("parent") or []
         with self._session(args) as lake:
             names = lake.list_namespaces(".".join(_parts({"p": parent}, "p")) or None)
         return [name.split(".") for name in names]
 
     def op_load_namespace(self, args: Mapping[str, Any]) -> dict[str, str]:
+        """The properties of namespace ``namespace``.
+
+        Raises:
+            ProtocolError: ``namespace`` is not a list of names, or a session
+                argument has the wrong type.
+            ValueError: the root or a malformed namespace, or ``txn`` is not a
+                transaction id.
+            NoSuchNamespaceError: the namespace does not exist.
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         with self._session(args) as lake:
             return dict(lake.namespace_properties(_namespace(args)))
 
     def op_create_namespace(self, args: Mapping[str, Any]) -> None:
+        """Create namespace ``namespace`` with string ``properties`` (staged in ``txn`` if given).
+
+        Raises:
+            ProtocolError: ``namespace`` is not a list of names, ``properties`` not an
+                object of strings, or a session argument has the wrong type.
+            ValueError: the root or a malformed namespace, a malformed property, or
+                ``txn`` is not a transaction id.
+            NamespaceAlreadyExistsError: the namespace exists.
+            NoSuchNamespaceError: its parent does not exist.
+            ReadOnlyError: the request is pinned to a past version.
+            RetryableConflictError, IncompatibleConflictError: it lost to a
+                concurrent commit.
+            LockConflictError: a durable transaction's lock forbids it.
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         with self._session(args) as session:
             session.create_namespace(_namespace(args), _dict_of_str(args, "properties") or None)
 
     def op_alter_namespace(self, args: Mapping[str, Any]) -> None:
+        """Set properties ``set`` and remove properties ``remove`` of namespace ``namespace``, in one change.
+
+        Raises:
+            ProtocolError: ``remove`` is not a list of names, ``set`` not an object of
+                strings, ``namespace`` not a list of names, or a session argument
+                has the wrong type.
+            ValueError: the root or a malformed namespace, a malformed property or
+                one both set and removed, or ``txn`` is not a transaction id.
+            NoSuchNamespaceError: the namespace does not exist.
+            ReadOnlyError: the request is pinned to a past version.
+            RetryableConflictError, IncompatibleConflictError: it lost to a
+                concurrent commit.
+            LockConflictError: a durable transaction's lock forbids it.
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         removals = args.get("remove") or []
         if not isinstance(removals, list) or not all(isinstance(k, str) for k in removals):
             raise ProtocolError("argument 'remove' must be a list of property names")
@@ -332,6 +423,27 @@ class ControlPlane:
             session.update_namespace_properties(_namespace(args), _dict_of_str(args, "set") or None, removals or None)
 
     def op_drop_namespace(self, args: Mapping[str, Any]) -> bool:
+        """Drop namespace ``namespace``; answers whether it existed.
+
+        With ``cascade``, first its views, its tables and (recursively) its
+        child namespaces, each dropped on its own: on the live lakehouse,
+        one commit each, so a failure midway leaves what was dropped dropped.
+
+        Raises:
+            ProtocolError: ``namespace`` is not a list of names, or a session
+                argument has the wrong type.
+            ValueError: the root or a malformed namespace, or ``txn`` is not a
+                transaction id.
+            NamespaceNotEmptyError: it holds objects and ``cascade`` is not set.
+            NoSuchNamespaceError, NoSuchTableError, NoSuchViewError: a concurrent
+                drop removed something between listing and dropping it.
+            ReadOnlyError: the request is pinned to a past version.
+            RetryableConflictError, IncompatibleConflictError: a drop lost to a
+                concurrent commit.
+            LockConflictError: a durable transaction's lock forbids a drop.
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         namespace = _namespace(args)
         with self._session(args) as session:
             if not session.namespace_exists(namespace):
@@ -347,10 +459,40 @@ class ControlPlane:
         return True
 
     def op_list_tables(self, args: Mapping[str, Any]) -> list[list[str]]:
+        """The tables of namespace ``namespace``, each as its name parts.
+
+        Raises:
+            ProtocolError: ``namespace`` is not a list of names, or a session
+                argument has the wrong type.
+            ValueError: the root or a malformed namespace, or ``txn`` is not a
+                transaction id.
+            NoSuchNamespaceError: the namespace does not exist.
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         with self._session(args) as lake:
             return [name.split(".") for name in lake.list_tables(_namespace(args))]
 
     def op_load_table(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Table ``name`` as the plugin sees it.
+
+        Its id, name parts, the lakehouse version read (-1 inside ``txn``),
+        its Spark schema with each column's field id, partition columns,
+        properties (with the catalog's ``provider``, ``location``,
+        ``lakekv.version``, ``lakekv.table-id``), and where its data files
+        are: ``data_root`` when Spark's own reader can read them (else None:
+        reads go through the Python source) and ``data_path``.
+
+        Raises:
+            ProtocolError: ``name`` is not a list of names, or a session argument
+                has the wrong type.
+            ValueError: a name without a namespace or malformed, a table that is not
+                native (an Iceberg table), or ``txn`` is not a transaction id.
+            NoSuchTableError: no such table in the session.
+            TypeError: a column's type has no lossless Spark type.
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         with self._session(args) as session:
             table = session.load_table(_name(args))
             return self._describe(session, table, self._version_of(session) if args.get("txn") is None else -1)
@@ -363,6 +505,33 @@ class ControlPlane:
             return {"view": self.op_load_view(args)}
 
     def op_create_table(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Create table ``name`` from Spark's JSON ``schema``, ``partitioning`` and ``properties``; describe it.
+
+        With ``replace``, an existing table of that name is dropped first (in
+        the same session, not atomically outside ``txn``). The answer is
+        :meth:`op_load_table`'s, at the version after the create.
+
+        Raises:
+            ProtocolError: ``name`` or ``partitioning`` is not a list of names,
+                ``properties`` not an object of strings, ``schema`` not an object or
+                with a comment that is not a string, or a session argument has
+                the wrong type.
+            KeyError, ValueError, TypeError: a ``schema`` pyspark cannot read (see
+                :func:`arrow_schema`).
+            ValueError: a name without a namespace or malformed; a property Spark
+                reserves that is refused (``location``, ``external``, a provider
+                other than lakehouse or parquet, an ``option.*``, or one the catalog
+                sets); a bad partition column; or ``txn`` is not a transaction id.
+            NoSuchNamespaceError: the namespace does not exist.
+            TableAlreadyExistsError: a table or view of that name exists (and it is
+                not a table being replaced).
+            ReadOnlyError: the request is pinned to a past version.
+            RetryableConflictError, IncompatibleConflictError: it lost to a
+                concurrent commit.
+            LockConflictError: a durable transaction's lock forbids it.
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         name = _name(args)
         schema = arrow_schema(args.get("schema"))
         partitioning = _parts(args, "partitioning") if args.get("partitioning") else []
@@ -395,6 +564,31 @@ class ControlPlane:
         return kept
 
     def op_alter_table(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Apply one ALTER TABLE's ``changes`` to table ``name``; answers :meth:`op_load_table`'s description.
+
+        Supported: setting and removing properties (one commit), and adding,
+        renaming, dropping, widening and commenting top-level columns (one
+        schema commit).
+
+        Raises:
+            ProtocolError: ``changes`` is not a non-empty list, a name or column is
+                not a list of names, a comment not a string, or a session argument
+                has the wrong type.
+            ValueError: a name without a namespace or malformed, an unsupported
+                change (a nested column, any other ALTER), a property the catalog
+                sets, a schema change that cannot apply (e.g. a type that is not a
+                widening), or ``txn`` is not a transaction id.
+            KeyError, TypeError: a column's data type pyspark cannot read (see
+                :func:`arrow_schema`), or a property key, value or new column name
+                of the wrong type.
+            NoSuchTableError: no such table.
+            ReadOnlyError: the request is pinned to a past version.
+            RetryableConflictError, IncompatibleConflictError: it lost to a
+                concurrent commit.
+            LockConflictError: a durable transaction's lock forbids it.
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         name = _name(args)
         changes = args.get("changes")
         if not isinstance(changes, list) or not changes:
@@ -473,7 +667,26 @@ class ControlPlane:
         return True
 
     def op_delete_where(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """``DELETE FROM t WHERE ...``: one catalog commit; files the condition covers go unread."""
+        """``DELETE FROM t WHERE ...``: one catalog commit; files the condition covers go unread.
+
+        Answers the new lakehouse version (None inside ``txn``, where it is staged).
+
+        Raises:
+            ProtocolError: ``name`` is not a list of names, or a session argument
+                has the wrong type.
+            ValueError: a name without a namespace or malformed, a condition
+                (``filters``) with no exact translation (see
+                :meth:`op_can_delete_where`), a table that is not native, or ``txn``
+                is not a transaction id.
+            NoSuchTableError: no such table, or it is not table ``id`` the statement
+                loaded (dropped or replaced since).
+            ReadOnlyError: the request is pinned to a past version.
+            RetryableConflictError, IncompatibleConflictError: it lost to a
+                concurrent commit.
+            LockConflictError: a durable transaction's lock forbids it.
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         name = _name(args)
         with self._session(args) as session:
             table = session.load_table(name)
@@ -484,7 +697,42 @@ class ControlPlane:
         return {"version": version}
 
     def op_commit_written(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """Commit the files Spark's writer wrote (see :meth:`_commit_written`); a stream's batch again on a conflict."""
+        """Commit the files Spark's writer wrote (see :meth:`_commit_written`); a stream's batch again on a conflict.
+
+        Answers ``{"version": ...}`` (None when nothing was committed or it was
+        staged in ``txn``), with ``"duplicate": true`` for a stream batch
+        committed before.
+
+        Raises:
+            ProtocolError: a malformed argument: ``name`` or ``files`` (each
+                ``{"path", "crc32c"}``, a new Parquet file directly under the
+                table's location), ``txn``, ``stream``, ``overwrite`` or
+                ``replace`` (or a path in ``removed`` that was not a data file
+                at the version read).
+            ValueError: a name without a namespace or malformed, a stream batch with
+                ``txn``, malformed ``reads`` or filters, a condition with no exact
+                translation, a file holding more than one value of a partition
+                column, a ``read_version`` the table did not exist at (as this
+                table), or ``txn`` is not a transaction id.
+            NoSuchTableError: no such table, or it is not table ``id`` the statement
+                loaded (dropped or replaced since).
+            RetryableConflictError: a table the query read changed where it read
+                since; a file committed or removed since the version read may hold
+                rows the overwrite or rewrite did not see; a file the rewrite read
+                is no longer live (inside ``txn``: the transaction removed it); or
+                the commit lost to a concurrent commit (for a stream batch, 20
+                times in a row).
+            IncompatibleConflictError: the commit no longer makes sense.
+            CorruptDataFileError: a written file is not Parquet, or its footer is
+                unreadable.
+            FileNotFoundError, ObjectStoreError: a written file is missing, or
+                reading its footer failed.
+            StaleDataFileError: the files got too old to publish before the commit.
+            SnapshotTooOldError: a version read is past retention.
+            TransactionStateError, DurableTransactionExpiredError: ``txn`` does not
+                exist or is not active.
+            LockConflictError: a durable transaction's lock forbids the commit.
+        """
         stream = _stream_arg(args)
         if stream is None:
             return self._commit_written(args)
@@ -617,6 +865,25 @@ class ControlPlane:
         return entry_from_footer(self._lake.objects, path, entry["crc32c"], table.schema, list(table.partition_by))
 
     def op_drop_table(self, args: Mapping[str, Any]) -> bool:
+        """Drop table ``name``; answers whether it existed.
+
+        Without ``purge`` its files stay for time travel until gc; with it
+        (Spark's ``purgeTable``) they are deleted before the answer.
+
+        Raises:
+            ProtocolError: ``name`` is not a list of names, or a session argument
+                has the wrong type.
+            ValueError: a name without a namespace or malformed, ``purge`` inside
+                ``txn``, or ``txn`` is not a transaction id.
+            ReadOnlyError: the request is pinned to a past version.
+            RetryableConflictError, IncompatibleConflictError: it lost to a
+                concurrent commit.
+            LockConflictError: a durable transaction's lock forbids it.
+            ObjectStoreError: with ``purge``, deleting a file failed (the drop is
+                committed; gc deletes what is left).
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         name = _name(args)
         purge = bool(args.get("purge"))
         if purge and args.get("txn") is not None:
@@ -637,11 +904,43 @@ class ControlPlane:
         return True
 
     def op_rename_table(self, args: Mapping[str, Any]) -> None:
+        """Rename table ``old`` to ``new`` (both name parts; staged in ``txn`` if given).
+
+        Raises:
+            ProtocolError: ``old`` or ``new`` is not a list of names, or a session
+                argument has the wrong type.
+            ValueError: a name without a namespace or malformed, or ``txn`` is not a
+                transaction id.
+            NoSuchTableError: no table ``old``.
+            NoSuchNamespaceError: the namespace of ``new`` does not exist.
+            TableAlreadyExistsError: a table or view named ``new`` exists.
+            ReadOnlyError: the request is pinned to a past version.
+            RetryableConflictError, IncompatibleConflictError: it lost to a
+                concurrent commit.
+            LockConflictError: a durable transaction's lock forbids it.
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         with self._session(args) as session:
             session.rename_table(_name(args, "old"), _name(args, "new"))
 
     def op_plan_scan(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """The data files a scan at ``version`` reads, pruned by the pushed ``filters``."""
+        """The data files a scan at ``version`` reads, pruned by the pushed ``filters``.
+
+        Answers each file's path, size and rows, and whether every file
+        records Parquet field ids (else Spark reads them through the Python
+        source).
+
+        Raises:
+            ProtocolError: ``name`` is not a list of names, or a session argument
+                has the wrong type.
+            ValueError: a name without a namespace or malformed, a malformed filter,
+                a table that is not native, or ``txn`` is not a transaction id.
+            NoSuchTableError: no such table in the session, or it is not table
+                ``id`` the query was planned on.
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         name = _name(args)
         with self._session(args) as session:
             table = session.load_table(name)
@@ -660,7 +959,17 @@ class ControlPlane:
     # -- durable transactions: staged CREATE TABLE AS SELECT / REPLACE --
 
     def op_begin(self, args: Mapping[str, Any]) -> str:
-        """A new durable transaction (a child of ``parent``, if given: a staged CTAS inside a session's transaction)."""
+        """A new durable transaction (a child of ``parent``, if given: a staged CTAS inside a session's transaction).
+
+        Answers its id; ``timeout_s`` and ``title`` (default ``"spark"``) are
+        passed on.
+
+        Raises:
+            ProtocolError: ``parent`` is not a string, or ``timeout_s`` not a number.
+            ValueError: a bad ``timeout_s``, or ``parent`` is not a transaction id.
+            TransactionStateError, DurableTransactionExpiredError: ``parent`` does
+                not exist or is not active.
+        """
         parent = args.get("parent")
         if parent is not None and not isinstance(parent, str):
             raise ProtocolError("argument 'parent' must be a transaction id")
@@ -671,6 +980,19 @@ class ControlPlane:
         return str(txn.id)
 
     def op_commit(self, args: Mapping[str, Any]) -> int:
+        """Commit durable transaction ``txn``: answers the lakehouse version it made, or -1 if it went into its parent.
+
+        Raises:
+            ProtocolError: ``txn`` is not a string.
+            ValueError: ``txn`` is not a transaction id.
+            TransactionStateError: no such transaction, it is already committed or
+                aborted, or a child of it is still open.
+            DurableTransactionExpiredError: it or an ancestor expired.
+            RetryableConflictError: a read check or staged operation no longer holds
+                against what others committed; nothing is applied.
+            IncompatibleConflictError, NoSuchTableError: a staged operation no
+                longer applies to the catalog (e.g. its table was dropped).
+        """
         txid = args.get("txn")
         if not isinstance(txid, str):
             raise ProtocolError("argument 'txn' must be a transaction id")
@@ -678,6 +1000,13 @@ class ControlPlane:
         return -1 if version is None else int(version)  # -1: committed into its parent transaction
 
     def op_abort(self, args: Mapping[str, Any]) -> None:
+        """Abort durable transaction ``txn`` and its descendants; a no-op if it already aborted or expired.
+
+        Raises:
+            ProtocolError: ``txn`` is not a string.
+            ValueError: ``txn`` is not a transaction id.
+            TransactionStateError: no such transaction, or it is already committed.
+        """
         txid = args.get("txn")
         if not isinstance(txid, str):
             raise ProtocolError("argument 'txn' must be a transaction id")
@@ -686,10 +1015,36 @@ class ControlPlane:
     # -- views --
 
     def op_list_views(self, args: Mapping[str, Any]) -> list[list[str]]:
+        """The views of namespace ``namespace``, each as its name parts.
+
+        Raises:
+            ProtocolError: ``namespace`` is not a list of names, or a session
+                argument has the wrong type.
+            ValueError: the root or a malformed namespace, or ``txn`` is not a
+                transaction id.
+            NoSuchNamespaceError: the namespace does not exist.
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         with self._session(args) as lake:
             return [name.split(".") for name in lake.list_views(_namespace(args))]
 
     def op_load_view(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """View ``name`` as Spark needs it: its SQL, properties and the Spark view metadata stored with it.
+
+        That metadata (schema, catalog and namespace, query column names, SQL
+        configs, schema mode) is what :meth:`op_create_view` kept; a view
+        created otherwise answers empty values.
+
+        Raises:
+            ProtocolError: ``name`` is not a list of names, or a session argument
+                has the wrong type.
+            ValueError: a name without a namespace or malformed, or ``txn`` is not
+                a transaction id.
+            NoSuchViewError: no such view.
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         with self._session(args) as lake:
             view = lake.load_view(_name(args))
         spark = (view.metadata or {}).get("spark") or {}
@@ -705,6 +1060,29 @@ class ControlPlane:
         }
 
     def op_create_view(self, args: Mapping[str, Any]) -> None:
+        """Create view ``name`` of Spark SQL ``sql``, keeping Spark's view metadata with it (see :meth:`op_load_view`).
+
+        With ``replace``, an existing view of that name is replaced instead.
+
+        Raises:
+            ProtocolError: ``sql`` is empty or not a string, ``name`` not a list of
+                names, ``sql_configs`` or ``properties`` not an object of strings,
+                ``schema`` not an object or with a comment that is not a string, or
+                a session argument has the wrong type.
+            KeyError, ValueError, TypeError: a ``schema`` pyspark cannot read (see
+                :func:`arrow_schema`).
+            ValueError: a name without a namespace or malformed, a malformed
+                property, or ``txn`` is not a transaction id.
+            NoSuchNamespaceError: the namespace does not exist.
+            ViewAlreadyExistsError: a view or table of that name exists (a view only
+                without ``replace``).
+            ReadOnlyError: the request is pinned to a past version.
+            RetryableConflictError, IncompatibleConflictError: it lost to a
+                concurrent commit.
+            LockConflictError: a durable transaction's lock forbids it.
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         name = _name(args)
         sql = args.get("sql")
         if not isinstance(sql, str) or not sql.strip():
@@ -726,6 +1104,20 @@ class ControlPlane:
             session.create_view(name, sql, properties=properties, schema=schema, metadata={"spark": spark})
 
     def op_drop_view(self, args: Mapping[str, Any]) -> bool:
+        """Drop view ``name``; answers whether it existed.
+
+        Raises:
+            ProtocolError: ``name`` is not a list of names, or a session argument
+                has the wrong type.
+            ValueError: a name without a namespace or malformed, or ``txn`` is not
+                a transaction id.
+            ReadOnlyError: the request is pinned to a past version.
+            RetryableConflictError, IncompatibleConflictError: it lost to a
+                concurrent commit.
+            LockConflictError: a durable transaction's lock forbids it.
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         name = _name(args)
         with self._session(args) as session:
             if not session.view_exists(name):
@@ -734,6 +1126,25 @@ class ControlPlane:
         return True
 
     def op_rename_view(self, args: Mapping[str, Any]) -> None:
+        """Rename view ``old`` to ``new``: create ``new`` with ``old``'s definition and drop ``old``, together.
+
+        Both steps commit as one: in one lakehouse transaction, or staged in ``txn``.
+
+        Raises:
+            ProtocolError: ``old`` or ``new`` is not a list of names, or a session
+                argument has the wrong type.
+            ValueError: a name without a namespace or malformed, or ``txn`` is not
+                a transaction id.
+            NoSuchViewError: no view ``old``.
+            NoSuchNamespaceError: the namespace of ``new`` does not exist.
+            ViewAlreadyExistsError: a view or table named ``new`` exists.
+            ReadOnlyError: the request is pinned to a past version.
+            RetryableConflictError, IncompatibleConflictError: it lost to a
+                concurrent commit.
+            LockConflictError: a durable transaction's lock forbids it.
+            SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
+                the session (see :class:`ControlPlane`).
+        """
         old, new = _name(args, "old"), _name(args, "new")
         with self._session(args) as session:
             view = session.load_view(old)

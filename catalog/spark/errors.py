@@ -66,7 +66,13 @@ def _note(exc: CatalogConflictError) -> str:
 
 @contextmanager
 def annotated_conflicts() -> Iterator[None]:
-    """Worker side: give a catalog conflict raised inside the note :func:`conflict_from` reads."""
+    """Worker side: give a catalog conflict raised inside the note :func:`conflict_from` reads.
+
+    Raises:
+        RetryableConflictError, IncompatibleConflictError: raised inside, re-raised
+            with the note added (once: a conflict that has it is re-raised as is).
+            Every other exception passes through unchanged.
+    """
     try:
         yield
     except CatalogConflictError as exc:
@@ -142,6 +148,11 @@ def catalog_errors() -> Iterator[None]:
     The rebuilt ``RetryableConflictError`` / ``IncompatibleConflictError``
     is chained ``from`` the Spark exception (its traceback stays available);
     every other exception passes through unchanged.
+
+    Raises:
+        RetryableConflictError, IncompatibleConflictError: an exception raised
+            inside is, or reports, one (see :func:`conflict_from`).
+        Any other exception raised inside, unchanged.
     """
     try:
         yield

@@ -156,6 +156,10 @@ def _as_number(raw: str) -> float | None:
 def parse_timestamp(raw: str) -> float:
     """Epoch seconds from ``raw``: a number, or ISO-8601 (a naive time is UTC).
 
+    Raises:
+        ValueError: ``raw`` is neither a number nor an ISO-8601 time (the message
+            names option ``timestampAsOf``).
+
     >>> parse_timestamp("1700000000.5")
     1700000000.5
     >>> parse_timestamp("2024-01-01T00:00:00")

@@ -68,7 +68,25 @@ def _step(title: str, action: Callable[[], T]) -> T:
 
 
 def run(url: str, scale: float) -> dict[str, Any]:
-    """Run the pipeline on the lakehouse at ``url``; returns the figures it printed."""
+    """Run the pipeline on the lakehouse at ``url``; returns the figures it printed.
+
+    Once the lakehouse is open, the handle is closed and the Spark session
+    stopped whatever happens.
+
+    Raises:
+        RuntimeError: the closing check failed (lineitem changed before the
+            transaction's commit, a cancelled order is left, the ``VERSION AS OF``
+            answer is not the earlier one, or the current one did not change);
+            or the duckdb-ext-tpch wheel has no extensions directory.
+        ValueError: ``scale`` is not positive, or ``url`` is a bad lakehouse URL.
+        ModuleNotFoundError: duckdb or duckdb-ext-tpch is not installed.
+        FileNotFoundError: the Spark plugin jar is not built (``make install``).
+        TypeError, StoreError: ``url`` is not a str, or the lakehouse cannot be opened.
+        PySparkException: a SQL statement failed (e.g. ``AnalysisException``).
+        CatalogError: a catalog call failed, e.g. another writer made the
+            cancellation's durable transaction conflict (``LockConflictError``,
+            ``RetryableConflictError``).
+    """
     import pyarrow.compute as pc
 
     import catalog
@@ -161,6 +179,13 @@ def run(url: str, scale: float) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m catalog.spark.pipeline URL [--scale S]``: parse ``argv`` (default: sys.argv), run, return 0.
+
+    Raises:
+        SystemExit: ``--help`` (status 0), or bad arguments or a non-positive
+            ``--scale`` (status 2, with argparse's usage message).
+        Anything :func:`run` raises.
+    """
     parser = argparse.ArgumentParser(prog="python -m catalog.spark.pipeline", description=__doc__.splitlines()[0])
     parser.add_argument("url", help="lakehouse URL or directory (make run: ./data/lakehouse)")
     parser.add_argument("--scale", type=float, default=0.01, help="TPC-H scale factor (default 0.01)")

@@ -47,6 +47,11 @@ def catalog_conf(name: str, url: object, **options: Any) -> dict[str, str]:
             ``secret``, ``session_token``, ``region``, ``fsync``,
             ``commit_store``), ``uri`` and ``token`` for a shared ``lakekv
             serve``, ``python``.
+
+    Raises:
+        ValueError: ``name`` is not a str that is a Python identifier.
+        TypeError: ``url`` (or, for a Lakehouse, its ``url``) is not a non-empty
+            str or os.PathLike.
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"catalog name must be an identifier, got {name!r}")

@@ -196,6 +196,24 @@ class LakehouseReader(DataSourceReader):
         yield from filters
 
     def partitions(self) -> list[InputPartition]:
+        """Plan the read: the table's live files at the version the options name, in input partitions.
+
+        Loads the table (at ``versionAsOf``/``timestampAsOf`` or the version
+        the DataFrame pinned, in option ``transaction``, or the latest),
+        checks its columns are still the DataFrame's, lists its live files
+        (pruned by the pushed filters for :class:`CatalogScanSource` only) and
+        packs them with :func:`plan_partitions`.
+
+        Raises:
+            ValueError: the table's columns changed since the DataFrame was
+                defined, or it is not a native (parquet) table.
+            NoSuchTableError: no such table at that version.
+            SnapshotTooOldError: the version or time is past retention.
+            TransactionStateError, DurableTransactionExpiredError: option
+                ``transaction`` names no active durable transaction.
+            TypeError: a column's type has no lossless Spark type.
+            FileNotFoundError, StoreError: no lakehouse at the URL, or it cannot be read.
+        """
         options = self._options
         with reading_session(options) as session:
             table = _native_table(session, options.table)
@@ -215,6 +233,20 @@ class LakehouseReader(DataSourceReader):
             return list(plan_partitions(files, options.partition_bytes, table.schema, planning_cores()))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Stream one partition's data files, in order, as Arrow batches of the DataFrame's schema.
+
+        Each file is checked against its catalog entry (size, CRC32C) and read
+        as the table schema the partition carries; the next batch is decoded
+        while Spark takes the current one. Spark's stand-in partition of a
+        plan without files yields nothing.
+
+        Raises:
+            CorruptDataFileError: a file is not the file its entry describes, or
+                does not decode as Parquet.
+            FileNotFoundError: a data file is missing.
+            ObjectStoreError: a read from storage failed.
+            ValueError: a bad lakehouse URL or storage option.
+        """
         if not isinstance(partition, FilesPartition):
             return  # Spark's stand-in partition for a plan with no files
         target = spark_arrow_schema(self._spark_schema)
@@ -273,6 +305,25 @@ class LakehouseWriter(DataSourceArrowWriter):
         return table
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenFiles:
+        """Write one task's rows as Parquet files under the table's location, committing nothing.
+
+        Hands the table about ``targetFileBytes`` of rows at a time and
+        returns the entries of the files written, for :meth:`commit`. On any
+        failure the files this task wrote are deleted before the exception
+        propagates.
+
+        Raises:
+            NoSuchTableError: the table is gone, or was dropped or replaced since
+                the write was planned.
+            ValueError: it is not a native (parquet) table, or a bad lakehouse URL
+                or storage option.
+            SchemaMismatchError: the rows do not fit the table's schema.
+            TransactionStateError, DurableTransactionExpiredError: option
+                ``transaction`` names no active durable transaction.
+            FileNotFoundError, StoreError: no lakehouse at the URL, or storage failed
+                (``ObjectStoreError`` for a file write).
+            Any exception raised by ``iterator``.
+        """
         written: list[DataFile] = []
         pending: list[pa.RecordBatch] = []
         pending_bytes = 0
@@ -299,6 +350,35 @@ class LakehouseWriter(DataSourceArrowWriter):
         return WrittenFiles([entry.to_json() for entry in written])
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Commit every task's files as ONE catalog operation on the table.
+
+        An append, or an overwrite replacing the rows of option
+        ``overwriteCondition``, the partitions written (``dynamicOverwrite``)
+        or the whole table. It commits in the session of
+        :func:`catalog.spark.commits.reads_checked`: the lakehouse, one
+        lakehouse transaction that first checks the query's reads (option
+        ``readSet``), or staged in the durable transaction of option
+        ``transaction``. An append, or a dynamic overwrite, without files
+        commits nothing. A catalog conflict carries the note
+        :func:`catalog.spark.errors.catalog_errors` rebuilds it from.
+
+        Raises:
+            RetryableConflictError: a table the query read changed where it read
+                since, the table got files since option ``readVersion``, or the
+                commit lost to a concurrent commit it could not rebase over.
+            IncompatibleConflictError: the commit no longer makes sense (e.g. the
+                table's schema changed incompatibly meanwhile).
+            NoSuchTableError: the table was dropped or replaced while the write ran.
+            ValueError: option ``readVersion`` is a version the table did not exist
+                at (as this table), a read of ``readSet`` is malformed, or
+                ``overwriteCondition`` no longer translates (a column it names is gone).
+            SnapshotTooOldError: a version read is past retention.
+            StaleDataFileError: the files got too old to publish before the commit.
+            TransactionStateError, DurableTransactionExpiredError: option
+                ``transaction`` names no active durable transaction.
+            LockConflictError: a durable transaction's lock forbids the commit.
+            FileNotFoundError, StoreError: no lakehouse at the URL, or storage failed.
+        """
         files = [DataFile.from_json(entry) for message in messages if isinstance(message, WrittenFiles) for entry in message.files]
         mode = "overwrite" if self._overwrite else "append"
         if not files and (mode == "append" or self._options.dynamic_overwrite):
@@ -318,6 +398,12 @@ class LakehouseWriter(DataSourceArrowWriter):
                 table.commit_files(files, mode=mode, filter=replaced, read_files=read_files)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Delete the files of the tasks that finished; a file that cannot be deleted is left to ``lake.gc()``.
+
+        Raises:
+            ValueError, ObjectStoreError: a bad lakehouse URL or storage option, or
+                the store cannot be reached (then no delete is tried).
+        """
         paths = [entry["path"] for message in messages if isinstance(message, WrittenFiles) for entry in message.files]
         if not paths:
             return
@@ -367,9 +453,25 @@ class LakehouseDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        """The format name Spark knows this source by: ``"lakehouse"``."""
         return FORMAT_NAME
 
     def schema(self) -> StructType:
+        """The Spark schema of the table the read options name, as of the version they ask for.
+
+        A read of the latest version also pins the version read here, so every
+        query over this DataFrame reads that version (see :meth:`reader`).
+
+        Raises:
+            ValueError: a missing, malformed or unknown option, a write option, or
+                the table is not a native (parquet) table.
+            NoSuchTableError: no such table at that version.
+            SnapshotTooOldError: ``versionAsOf``/``timestampAsOf`` is past retention.
+            TransactionStateError, DurableTransactionExpiredError: option
+                ``transaction`` names no active durable transaction.
+            TypeError: a column's type has no lossless Spark type.
+            FileNotFoundError, StoreError: no lakehouse at the URL, or it cannot be read.
+        """
         options = parse_options(self.options, "read")
         with reading_session(options) as session:
             if options.version_as_of is None and options.timestamp_as_of is None and options.transaction is None:
@@ -383,6 +485,11 @@ class LakehouseDataSource(DataSource):
             return spark_schema(_native_table(session, options.table).schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        """A :class:`LakehouseReader` of the read options, at the version :meth:`schema` pinned unless they name one.
+
+        Raises:
+            ValueError: a missing, malformed or unknown option, or a write option.
+        """
         options = parse_options(self.options, "read")
         pinned = getattr(self, "pinned_version", None)  # set by schema(); a given schema skips it
         if pinned is not None and options.version_as_of is None and options.timestamp_as_of is None:
@@ -390,6 +497,30 @@ class LakehouseDataSource(DataSource):
         return LakehouseReader(options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> LakehouseWriter:
+        """Check a write of ``schema`` rows (an append, or ``overwrite``) and return its :class:`LakehouseWriter`.
+
+        Runs at planning, before any task writes: the options are parsed,
+        the table is loaded (created from ``schema`` and option
+        ``partitionBy`` when missing and ``createIfMissing`` is set, in option
+        ``transaction`` if given) and the DataFrame's columns are checked
+        against it.
+
+        Raises:
+            ValueError: a missing, malformed or unknown option or a read option; an
+                overwrite-only option on an append; ``overwriteCondition`` with
+                ``dynamicOverwrite``, or a condition with no exact translation; a
+                malformed ``readSet``; a ``partitionBy`` column the DataFrame lacks
+                or that differs from the table's; a table that is not native.
+            NoSuchTableError: no such table and ``createIfMissing`` is not set.
+            SchemaMismatchError: the DataFrame's columns do not fit the table.
+            NoSuchNamespaceError, TableAlreadyExistsError: creating the table failed.
+            RetryableConflictError, IncompatibleConflictError: creating it lost to a
+                concurrent commit.
+            TransactionStateError, DurableTransactionExpiredError: option
+                ``transaction`` names no active durable transaction.
+            LockConflictError: a durable transaction's lock forbids creating the table.
+            FileNotFoundError, StoreError: no lakehouse at the URL, or it cannot be read.
+        """
         options = parse_options(self.options, "write")  # refuses read options and unknown ones
         for given, name in ((options.read_version is not None, "readVersion"),
                             (options.overwrite_condition is not None, "overwriteCondition"),
@@ -414,9 +545,15 @@ class CatalogScanSource(LakehouseDataSource):
 
     @classmethod
     def name(cls) -> str:
+        """The short name the catalog plugin registers this source under: ``"lakehouse_catalog_scan"``."""
         return CATALOG_SCAN_NAME
 
     def schema(self) -> StructType:
+        """Refuse to infer a schema: the plugin always passes the table's, so a call is a user's ``load()``.
+
+        Raises:
+            ValueError: always, naming the ``lakehouse`` format to read with instead.
+        """
         # The plugin always passes the schema; a user's format(...).load()
         # would make a long-lived DataFrame, the case pruning is unsafe for.
         raise ValueError(
@@ -425,5 +562,10 @@ class CatalogScanSource(LakehouseDataSource):
         )
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        """A :class:`LakehouseReader` of the options the plugin passed that prunes files by the scan's filters.
+
+        Raises:
+            ValueError: a missing, malformed or unknown option.
+        """
         options = parse_options(self.options, "read")
         return LakehouseReader(dataclasses.replace(options, prune_files=True), schema)

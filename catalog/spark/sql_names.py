@@ -108,6 +108,14 @@ def register(spark: SparkSession, lake: catalog.Lakehouse, namespace: str | None
 
     Returns:
         The names registered and skipped.
+
+    Raises:
+        TypeError: ``spark`` is not a SparkSession, or ``lake`` not a catalog.Lakehouse.
+        ValueError: ``namespace`` is a malformed name.
+        NoSuchNamespaceError: ``namespace`` does not exist.
+        PySparkException: Spark refuses a table's temporary view (a view whose SQL
+            fails is skipped instead, with the reason).
+        StoreError: the lakehouse could not be refreshed or read.
     """
     if not isinstance(spark, SparkSession):
         raise TypeError(f"spark must be a SparkSession, not {type(spark).__name__}")
