@@ -277,6 +277,7 @@ class Table:
                 commit (see :mod:`catalog.conflicts`).
         """
         expr = self._filter(filter)
+        self._host.check_writable()  # before any file is written: a refused write leaves none behind
         table = self._conformed(data)
         if expr is not None and table.num_rows:
             hit = matches(table, expr)

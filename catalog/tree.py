@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 import uuid
-import functools
+import types
 from typing import Any, Callable, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 import pyarrow as pa
@@ -558,7 +558,8 @@ class tree_method(Generic[_P, _R]):  # noqa: N801 - used like a decorator
         if session is None:
             return self._method  # on the class: the tree's function (what help() and inspect show)
         tree: LakeTree = session.tree  # type: ignore[attr-defined]
-        return functools.partial(self._method, tree)
+        # A method bound to the tree: help() shows the tree method's name and docstring.
+        return types.MethodType(self._method, tree)
 
 
 class TreeMethods:

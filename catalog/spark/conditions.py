@@ -54,7 +54,6 @@ def literal(encoded: Any) -> Any:
         ValueError: ``encoded`` is no literal form this knows, or its date, time
             or microsecond count does not parse.
         TypeError: a date, time or microsecond count of the wrong JSON type.
-        decimal.InvalidOperation: a ``decimal`` that is not a decimal number.
 
     >>> literal({"decimal": "1.50"})
     Decimal('1.50')
@@ -68,7 +67,10 @@ def literal(encoded: Any) -> Any:
     if isinstance(encoded, dict) and len(encoded) == 1:
         (kind, value), = encoded.items()
         if kind == "decimal":
-            return decimal.Decimal(value)
+            try:
+                return decimal.Decimal(value)
+            except (decimal.InvalidOperation, TypeError, ValueError):
+                raise ValueError(f"filter literal {encoded!r}: not a decimal number") from None
         if kind == "date":
             return dt.date.fromisoformat(value)
         if kind == "timestamp_us":

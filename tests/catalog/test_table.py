@@ -504,13 +504,6 @@ def test_a_table_of_an_ended_transaction_refuses_every_write(lake: catalog.Lakeh
         inside.scan().to_arrow()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Table.overwrite writes its data files before commit_files calls host.check_writable(), "
-    "so on a table that takes no writes (a past version, a transaction that ended) it raises ReadOnlyError / "
-    "TransactionClosedError but leaves the new Parquet files under the table's location, referenced by "
-    "nothing (append and delete check first; overwrite should too)",
-)
 @pytest.mark.parametrize("host", ["past", "ended-transaction"])
 @pytest.mark.parametrize("write", ["overwrite", "overwrite-filter"])
 def test_a_refused_overwrite_writes_no_files(lake: catalog.Lakehouse, table: Table, write: str, host: str) -> None:

@@ -268,13 +268,6 @@ def test_a_session_s_method_is_its_tree_s_method(built: catalog.Lakehouse) -> No
         built.create_namespace(42)  # type: ignore[arg-type]  # the tree's argument checks
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: tree_method.__get__ returns a functools.partial, so on an instance (lake.create_table) "
-    "__doc__ is functools.partial's docstring and there is no __name__: help(lake.create_table) does not show "
-    "the tree's docstring, though tree_method's docstring says the instance method has it "
-    "(types.MethodType(method, tree) would keep both)",
-)
 def test_a_session_s_method_keeps_the_tree_s_docstring_and_name(built: catalog.Lakehouse) -> None:
     assert built.create_table.__doc__ == LakeTree.create_table.__doc__
     assert built.create_table.__name__ == "create_table"

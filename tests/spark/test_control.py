@@ -157,6 +157,8 @@ def test_literals() -> None:
     assert literal(5) == 5 and literal("x") == "x" and literal(None) is None
     with pytest.raises(ValueError, match="unknown filter literal"):
         literal({"blob": "x"})
+    with pytest.raises(ValueError, match="not a decimal number"):  # a bad argument, not an internal error
+        literal({"decimal": "1.2.3"})
 
 
 def test_stdio_protocol_opens_first_and_answers_line_by_line(tmp_path: Path) -> None:
