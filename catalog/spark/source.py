@@ -43,7 +43,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 import catalog
-from catalog.datafiles import DataFile, discard_files, read_file_batches
+from catalog.datafiles import DEFAULT_TARGET_FILE_BYTES, DataFile, discard_files, read_file_batches, write_files
 from catalog.errors import NoSuchTableError
 from catalog.spark.commits import files_read_at, reads_checked, replaced_rows
 from catalog.spark.conditions import exact_condition
@@ -51,8 +51,10 @@ from catalog.spark.errors import annotated_conflicts
 from catalog.spark.filters import pruning_expression
 from catalog.spark.options import SourceOptions, parse_options
 from catalog.spark.readahead import read_ahead
+from catalog.schema import conform
 from catalog.spark.types import check_writable, spark_arrow_schema, spark_schema, to_spark_batches, to_table_batches
 from kvstore.objstore import open_store
+from kvstore.objstore.base import ObjectStore
 
 __all__ = ["LakehouseDataSource", "FilesPartition", "WrittenFiles", "open_lakehouse", "plan_partitions"]
 
@@ -285,14 +287,17 @@ class WrittenFiles(WriterCommitMessage):
 class LakehouseWriter(DataSourceArrowWriter):
     """One ``df.write`` into one table (pickled from the planning worker to tasks and commit)."""
 
-    def __init__(self, options: SourceOptions, table_name: str, table_id: str, table_schema: pa.Schema, overwrite: bool) -> None:
+    def __init__(self, options: SourceOptions, table: catalog.Table, overwrite: bool) -> None:
         self._options = options
-        self._table_name = table_name
-        self._table_id = table_id
-        self._table_schema = table_schema
+        self._table_name = table.name
+        self._table_id = table.id
+        self._table_schema = table.schema
+        # What a task needs to write the table's files without opening the lakehouse.
+        self._location = table.location
+        self._partition_by = list(table.partition_by)
         self._overwrite = overwrite
         if options.overwrite_condition is not None:  # refused at planning, before any task writes
-            exact_condition(json.loads(options.overwrite_condition), table_schema)
+            exact_condition(json.loads(options.overwrite_condition), table.schema)
         if options.read_set is not None and not isinstance(_json_or_none(options.read_set), list):
             raise ValueError("option readSet must be a JSON list of the query's scans (the catalog plugin sets it)")
 
@@ -307,47 +312,50 @@ class LakehouseWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenFiles:
         """Write one task's rows as Parquet files under the table's location, committing nothing.
 
-        Hands the table about ``targetFileBytes`` of rows at a time and
-        returns the entries of the files written, for :meth:`commit`. On any
-        failure the files this task wrote are deleted before the exception
-        propagates.
+        Writes about ``targetFileBytes`` of rows at a time (so a task's memory
+        stays bounded whatever its input size) straight to the object store:
+        a task opens no lakehouse handle, only the store the files go to. The
+        table is checked at planning and again at :meth:`commit` (dropped or
+        replaced meanwhile: nothing is committed and :meth:`abort` deletes the
+        files). On
+        any failure the files this task wrote are deleted before the
+        exception propagates.
 
         Raises:
-            NoSuchTableError: the table is gone, or was dropped or replaced since
-                the write was planned.
-            ValueError: it is not a native (parquet) table, or a bad lakehouse URL
-                or storage option.
             SchemaMismatchError: the rows do not fit the table's schema.
-            TransactionStateError, DurableTransactionExpiredError: option
-                ``transaction`` names no active durable transaction.
-            FileNotFoundError, StoreError: no lakehouse at the URL, or storage failed
-                (``ObjectStoreError`` for a file write).
+            ValueError: a bad lakehouse URL or storage option.
+            ObjectStoreError: storage failed writing a file.
             Any exception raised by ``iterator``.
         """
         written: list[DataFile] = []
         pending: list[pa.RecordBatch] = []
         pending_bytes = 0
-        with open_lakehouse(self._options.lakehouse, self._options.storage_options) as lake:
-            table = self._load(writing_session(lake, self._options))
-            try:
-                # Hand the catalog about one target file of rows at a time, so
-                # a task's memory stays bounded whatever its input size.
-                for batch in to_table_batches(iterator, self._table_schema):
-                    if batch.num_rows == 0:
-                        continue
-                    pending.append(batch)
-                    pending_bytes += batch.nbytes
-                    if pending_bytes >= self._options.target_file_bytes:
-                        written.extend(table.write_files(pending))
-                        pending, pending_bytes = [], 0
-                if pending:
-                    written.extend(table.write_files(pending))
-            except BaseException:
-                # This task's files can never be committed: remove the ones we
-                # know of (gc catches any a half-finished write_files left).
-                discard_files(lake.objects, [entry.path for entry in written], "its Spark task failed")
-                raise
+        objects = open_store(self._options.lakehouse, **self._options.storage_options)
+        try:
+            for batch in to_table_batches(iterator, self._table_schema):
+                if batch.num_rows == 0:
+                    continue
+                pending.append(batch)
+                pending_bytes += batch.nbytes
+                if pending_bytes >= self._options.target_file_bytes:
+                    written.extend(self._write(objects, pending))
+                    pending, pending_bytes = [], 0
+            if pending:
+                written.extend(self._write(objects, pending))
+        except BaseException:
+            # This task's files can never be committed: remove the ones we
+            # know of (gc catches any a half-finished write_files left).
+            discard_files(objects, [entry.path for entry in written], "its Spark task failed")
+            raise
+        finally:
+            objects.close()
         return WrittenFiles([entry.to_json() for entry in written])
+
+    def _write(self, objects: ObjectStore, batches: list[pa.RecordBatch]) -> list[DataFile]:
+        """As ``Table.write_files`` does for a handle on the table: the rows conformed
+        to the table's schema, cut into files of the lakehouse's default target size."""
+        data = conform(pa.Table.from_batches(batches), self._table_schema)
+        return write_files(objects, self._location, data, self._table_schema, self._partition_by, DEFAULT_TARGET_FILE_BYTES)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Commit every task's files as ONE catalog operation on the table.
@@ -445,7 +453,7 @@ def _prepare_write(options: SourceOptions, schema: StructType, overwrite: bool) 
                     f"{list(options.partition_by)}; partitionBy only applies when createIfMissing creates it"
                 )
         check_writable(schema, table.schema, table=options.table)
-        return LakehouseWriter(options, table.name, table.id, table.schema, overwrite)
+        return LakehouseWriter(options, table, overwrite)
 
 
 class LakehouseDataSource(DataSource):
