@@ -18,6 +18,7 @@ in the same object store.
 
 from __future__ import annotations
 
+import warnings
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -81,7 +82,7 @@ class Lakehouse(TreeMethods):
     * ``at()`` and ``history()`` — time travel (:mod:`catalog.timetravel`);
     * ``compact_table()``, ``gc()``, ``export()``, ``verify()`` — maintenance
       (:mod:`catalog.maintenance`, :mod:`catalog.verify`);
-    * ``durable`` and ``begin()`` ... — durable transactions and locks
+    * ``durable`` and ``begin_durable()`` ... — durable transactions and locks
       (:mod:`catalog.durable`).
     """
 
@@ -254,8 +255,10 @@ class Lakehouse(TreeMethods):
         return self._durable
 
     @checked
-    def begin(self, timeout: float | None = None, parent: Any = None, title: str | None = None) -> Any:
+    def begin_durable(self, timeout: float | None = None, parent: Any = None, title: str | None = None) -> Any:
         """Start a durable transaction (long-running, pinged, nestable, with locks); see catalog.durable.
+
+        Not an optimistic one: that is :meth:`transaction` here, ``store.begin()`` in the engine.
 
         Raises:
             TypeError: an argument of the wrong type.
@@ -263,6 +266,25 @@ class Lakehouse(TreeMethods):
             TransactionStateError / DurableTransactionExpiredError: the parent is not active.
         """
         return self.durable.begin(timeout=timeout, parent=parent, title=title)
+
+    @checked
+    def begin(self, timeout: float | None = None, parent: Any = None, title: str | None = None) -> Any:
+        """Deprecated alias of :meth:`begin_durable` (removed in the next release): warns, then starts one.
+
+        Renamed because ``store.begin()`` starts an optimistic engine transaction.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a bad ``timeout`` or parent id.
+            TransactionStateError / DurableTransactionExpiredError: the parent is not active.
+        """
+        # stacklevel 3: past this method and the @checked wrapper, to the caller.
+        warnings.warn(
+            "Lakehouse.begin() is deprecated: it was renamed begin_durable(); the old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return self.begin_durable(timeout=timeout, parent=parent, title=title)
 
     @checked
     def attach(self, txid: str) -> Any:

@@ -9,7 +9,7 @@ three ways to commit one:
 * **multi-table** (:class:`OpenTransaction`, ``with lake.transaction() as tx``):
   ops are applied to one open lakekv transaction as they come and commit
   together;
-* **durable** (``lake.begin()``, :mod:`catalog.durable`): ops are checked
+* **durable** (``lake.begin_durable()``, :mod:`catalog.durable`): ops are checked
   against the transaction's view and *staged* as records with their
   implicit locks (:func:`stage_durable`); the topmost commit applies them all
   in the lakekv transaction that marks it committed (:func:`apply_staged`).

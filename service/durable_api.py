@@ -95,7 +95,7 @@ def _record(txn: Any) -> dict[str, Any]:
 async def begin(request: Request) -> JSONResponse:
     data, lake = await read_json(request), _lake(request)
     record = await _run(
-        lambda: _record(lake.begin(timeout=data.get("timeout"), parent=data.get("parent"), title=data.get("title")))
+        lambda: _record(lake.begin_durable(timeout=data.get("timeout"), parent=data.get("parent"), title=data.get("title")))
     )
     return JSONResponse(record, status_code=201)
 

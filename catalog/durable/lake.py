@@ -1,6 +1,6 @@
 """Durable transactions of one lakehouse: the catalog side of the topmost commit, and gc.
 
-``lake.begin/attach/transactions/locks`` delegate to a :class:`DurableLake`
+``lake.begin_durable/attach/transactions/locks`` delegate to a :class:`DurableLake`
 (one per :class:`~catalog.lakehouse.Lakehouse` handle). At a topmost commit,
 :func:`catalog.transactions.apply_staged` re-applies every staged operation
 record to the catalog inside the very lakekv transaction that marks the

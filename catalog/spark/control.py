@@ -976,7 +976,7 @@ class ControlPlane:
         timeout = args.get("timeout_s")
         if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)):
             raise ProtocolError("argument 'timeout_s' must be a number of seconds")
-        txn = self._lake.begin(timeout=timeout, parent=parent, title=str(args.get("title") or "spark"))
+        txn = self._lake.begin_durable(timeout=timeout, parent=parent, title=str(args.get("title") or "spark"))
         return str(txn.id)
 
     def op_commit(self, args: Mapping[str, Any]) -> int:

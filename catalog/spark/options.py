@@ -20,7 +20,8 @@ option                  when   meaning
                                ``createIfMissing`` (``.partitionBy()`` itself
                                is refused by Spark for Python sources)
 ``targetFileBytes``     write  target size of the Parquet files tasks write
-``transaction``         both   id of a durable transaction (``lake.begin()``):
+``transaction``         both   id of a durable transaction
+                               (``lake.begin_durable()``):
                                a write is staged in it and becomes visible,
                                with the transaction's other writes, at its
                                commit; a read sees what it staged

@@ -142,7 +142,7 @@ def run(url: str, scale: float) -> dict[str, Any]:
         # Python API: two tables change in one durable transaction (SQL has no BEGIN ... COMMIT here yet).
         cancelled = [r[0] for r in sql(f"SELECT o_orderkey FROM {names['orders']} ORDER BY o_orderkey DESC LIMIT {CANCELLED}")]
         lines_before = sql(f"SELECT count(*) FROM {names['lineitem']}")[0][0]
-        tx = lake.begin(timeout=600, title="cancel orders")
+        tx = lake.begin_durable(timeout=600, title="cancel orders")
         tx.load_table("tpch.lineitem").delete(pc.field("l_orderkey").isin(cancelled))
         tx.load_table("tpch.orders").delete(pc.field("o_orderkey").isin(cancelled))
         unchanged = sql(f"SELECT count(*) FROM {names['lineitem']}")[0][0] == lines_before

@@ -138,7 +138,7 @@ def world(tmp_path: Any) -> Iterator[dict[str, Any]]:
     table = lake.create_table("s.o", ORDERS, properties={"a": "1", "b": "2", "c": "3"})
     table.append(orders([1, 2]))
     lake.create_view("s.v", "select 1")
-    durable = lake.begin()
+    durable = lake.begin_durable()
     lock = durable.lock("s.o", "shared", child_key="k")
     objects = {
         catalog.Lakehouse: lake,

@@ -121,7 +121,7 @@ def test_a_young_file_from_another_handle_commits() -> None:
 
 def test_staging_an_old_file_into_a_durable_transaction_is_refused() -> None:
     with files_aged(GRACE_S / 2 + 1) as (other, files):
-        txn = other.begin()
+        txn = other.begin_durable()
         with pytest.raises(StaleDataFileError, match="past half the GC grace period"):
             txn.load_table("s.o").commit_files(files)
         txn.commit()
@@ -131,7 +131,7 @@ def test_staging_an_old_file_into_a_durable_transaction_is_refused() -> None:
 def _staging_peer(url: str, ready: Any, done: Any) -> None:
     """Stage an append into a durable transaction, report its id, commit once told."""
     lake = catalog.open(url, poll_interval_s=0, background_maintenance=False, fsync=False)
-    txn = lake.begin()
+    txn = lake.begin_durable()
     txn.load_table("s.o").append(orders([7, 8]))
     ready.put(txn.id)
     done.wait(60)

@@ -113,7 +113,7 @@ def test_set_and_reset_join_and_leave_a_transaction_begun_elsewhere(spark: Spark
     spark.sql(f"CREATE TABLE {ns}.t (id BIGINT)")
     url = lake_url_of(spark)
     with catalog.open(url) as lake:
-        txn = lake.begin(timeout=600, title="from python")
+        txn = lake.begin_durable(timeout=600, title="from python")
     spark.sql(f"SET {KEY}={txn.id}")
     spark.sql(f"INSERT INTO {ns}.t VALUES (1)")
     spark.sql(f"RESET {KEY}")

@@ -300,7 +300,7 @@ def test_transaction_option_makes_writes_to_two_tables_visible_together(spark: S
     with catalog.open(lake_url) as lake:
         lake.create_namespace("m")
         lake.create_table("m.a", pa.schema([("id", pa.int64())]))
-        tx = lake.begin(timeout=900, title="two tables")  # Spark jobs on a busy machine take minutes
+        tx = lake.begin_durable(timeout=900, title="two tables")  # Spark jobs on a busy machine take minutes
         df = spark.createDataFrame([(1,), (2,)], "id bigint")
         staged = df.write.format("lakehouse").option("lakehouse", lake_url).option("transaction", tx.id).mode("append")
         staged.save("m.a")

@@ -45,7 +45,7 @@ def count(lake: catalog.Lakehouse, name: str) -> int:
 
 
 def test_staged_appends_commit_as_one_version(lake: catalog.Lakehouse) -> None:
-    tx = lake.begin(timeout=600, title="nightly load")
+    tx = lake.begin_durable(timeout=600, title="nightly load")
     tx.load_table("sales.t1").append(rows(3))
     tx.load_table("sales.t2").append(rows(2))
     tx.load_table("sales.t1").append(rows(1, 10))
@@ -63,8 +63,22 @@ def test_staged_appends_commit_as_one_version(lake: catalog.Lakehouse) -> None:
     assert lake.locks("sales.t1") == [] and tx.state == "committed"
 
 
+def test_the_deprecated_lake_begin_warns_and_still_begins_a_durable_transaction(lake: catalog.Lakehouse) -> None:
+    with pytest.warns(DeprecationWarning, match=r"Lakehouse\.begin\(\) is deprecated.*begin_durable") as caught:
+        tx = lake.begin(timeout=600, title="old name")
+    assert caught[0].filename == __file__  # the warning points at the caller
+    assert (tx.state, tx.record().title) == ("active", "old name")
+    assert [r.id for r in lake.transactions()] == [tx.id]
+    tx.load_table("sales.t1").append(rows(2))
+    assert count(lake, "sales.t1") == 0  # staged, not visible
+    tx.commit()
+    assert count(lake, "sales.t1") == 2 and tx.state == "committed"
+    with pytest.raises(TypeError, match=r"Lakehouse\.begin\(\): timeout"):  # checked like the new name
+        lake.begin(timeout="soon")  # type: ignore[arg-type]
+
+
 def test_implicit_locks(lake: catalog.Lakehouse) -> None:
-    tx1, tx2 = lake.begin(), lake.begin()
+    tx1, tx2 = lake.begin_durable(), lake.begin_durable()
     tx1.load_table("sales.t1").append(rows(1))
     tx1.load_table("sales.t1").append(rows(1))  # no second lock
     assert [(lock.txn, lock.mode, lock.implicit) for lock in lake.locks("sales.t1")] == [(tx1.id, "shared", True)]
@@ -79,7 +93,7 @@ def test_implicit_locks(lake: catalog.Lakehouse) -> None:
 
 
 def test_rejected_operation_deletes_its_files(lake: catalog.Lakehouse) -> None:
-    holder, other = lake.begin(), lake.begin()
+    holder, other = lake.begin_durable(), lake.begin_durable()
     holder.lock("sales.t1", "exclusive")
     before = {meta.path for meta in lake.objects.list("data/")}
     with pytest.raises(LockConflictError):
@@ -89,7 +103,7 @@ def test_rejected_operation_deletes_its_files(lake: catalog.Lakehouse) -> None:
 
 
 def test_create_table_locks_name_in_namespace(lake: catalog.Lakehouse) -> None:
-    tx1, tx2 = lake.begin(), lake.begin()
+    tx1, tx2 = lake.begin_durable(), lake.begin_durable()
     tx1.create_table("sales.new", SCHEMA)
     locks = {(lock.node, lock.mode, lock.child_key) for lock in lake.durable.manager.attach(tx1.id).locks()}
     assert locks == {("sales.new", "exclusive", None), ("sales", "shared", "new")}
@@ -105,7 +119,7 @@ def test_create_table_locks_name_in_namespace(lake: catalog.Lakehouse) -> None:
 
 
 def test_property_keys(lake: catalog.Lakehouse) -> None:
-    tx1, tx2 = lake.begin(), lake.begin()
+    tx1, tx2 = lake.begin_durable(), lake.begin_durable()
     tx1.update_properties("sales.t1", {"owner": "ann"})
     with pytest.raises(LockConflictError, match="attribute_key='owner'"):
         tx2.update_properties("sales.t1", {"owner": "bob"})
@@ -118,7 +132,7 @@ def test_property_keys(lake: catalog.Lakehouse) -> None:
 
 def test_snapshot_lock_sees_old_value_and_cannot_write(lake: catalog.Lakehouse) -> None:
     lake.load_table("sales.t1").append(rows(2))
-    tx = lake.begin()
+    tx = lake.begin_durable()
     tx.lock("sales.t1", "snapshot")
     lake.load_table("sales.t1").append(rows(5, 100))  # an outside write
     assert count(lake, "sales.t1") == 7
@@ -130,14 +144,14 @@ def test_snapshot_lock_sees_old_value_and_cannot_write(lake: catalog.Lakehouse) 
 
 
 def test_nested_child_commits_into_parent(lake: catalog.Lakehouse) -> None:
-    outer = lake.begin()
-    inner = lake.begin(parent=outer)
+    outer = lake.begin_durable()
+    inner = lake.begin_durable(parent=outer)
     inner.load_table("sales.t1").append(rows(2))
     assert outer.load_table("sales.t1").scan().count() == 0
     inner.commit()
     assert outer.load_table("sales.t1").scan().count() == 2
     assert count(lake, "sales.t1") == 0
-    dropped = lake.begin(parent=outer)
+    dropped = lake.begin_durable(parent=outer)
     dropped.load_table("sales.t2").append(rows(9))
     dropped.abort()
     outer.commit()
@@ -145,7 +159,7 @@ def test_nested_child_commits_into_parent(lake: catalog.Lakehouse) -> None:
 
 
 def test_gc_removes_staged_files_of_aborted_transactions_only(lake: catalog.Lakehouse) -> None:
-    kept, aborted = lake.begin(), lake.begin()
+    kept, aborted = lake.begin_durable(), lake.begin_durable()
     kept.load_table("sales.t1").append(rows(2))
     aborted.load_table("sales.t2").append(rows(2))
     paths = lambda table: {m.path for m in lake.objects.list(f"data/{lake.load_table(table).id}/")}  # noqa: E731
@@ -160,7 +174,7 @@ def test_gc_removes_staged_files_of_aborted_transactions_only(lake: catalog.Lake
 
 
 def test_pending_lock_on_dropped_table_is_dropped(lake: catalog.Lakehouse) -> None:
-    dropper, waiter = lake.begin(), lake.begin()
+    dropper, waiter = lake.begin_durable(), lake.begin_durable()
     dropper.drop_table("sales.t3")
     waiting = waiter.lock("sales.t3", "exclusive", waitable=True)
     assert waiting.state == "pending"
@@ -173,7 +187,7 @@ def test_pending_lock_on_dropped_table_is_dropped(lake: catalog.Lakehouse) -> No
 
 
 def test_commit_of_expired_transaction_shows_nothing(lake: catalog.Lakehouse) -> None:
-    tx = lake.begin(timeout=600)
+    tx = lake.begin_durable(timeout=600)
     tx.load_table("sales.t1").append(rows(3))
     lake.durable.manager.clock = lambda: 10**15  # far in the future: every deadline passed
     with pytest.raises(catalog.errors.DurableTransactionExpiredError):
@@ -182,8 +196,8 @@ def test_commit_of_expired_transaction_shows_nothing(lake: catalog.Lakehouse) ->
 
 
 def test_parent_cannot_write_where_child_locked(lake: catalog.Lakehouse) -> None:
-    outer = lake.begin()
-    inner = lake.begin(parent=outer)
+    outer = lake.begin_durable()
+    inner = lake.begin_durable(parent=outer)
     inner.load_table("sales.t1").overwrite(rows(1))  # exclusive, held by the child
     with pytest.raises(LockConflictError, match=inner.id):
         outer.load_table("sales.t1").append(rows(1))
@@ -194,7 +208,7 @@ def test_parent_cannot_write_where_child_locked(lake: catalog.Lakehouse) -> None
 
 
 def test_plain_commits_respect_durable_locks(lake: catalog.Lakehouse, monkeypatch: pytest.MonkeyPatch) -> None:
-    tx = lake.begin()
+    tx = lake.begin_durable()
     tx.lock("sales.t1", "exclusive")
     with pytest.raises(LockConflictError, match=tx.id):
         lake.load_table("sales.t1").append(rows(1))
@@ -204,7 +218,7 @@ def test_plain_commits_respect_durable_locks(lake: catalog.Lakehouse, monkeypatc
             plain.load_table("sales.t1").append(rows(1))
     assert (count(lake, "sales.t1"), count(lake, "sales.t2")) == (0, 0)
     assert [p for p in lake.objects.list("data/")] == []  # the refused commits' files are gone
-    shared = lake.begin()
+    shared = lake.begin_durable()
     shared.lock("sales.t2", "shared")
     lake.load_table("sales.t2").append(rows(1))  # append is shared: compatible
     with pytest.raises(LockConflictError):
@@ -212,7 +226,7 @@ def test_plain_commits_respect_durable_locks(lake: catalog.Lakehouse, monkeypatc
     tx.commit()
     lake.load_table("sales.t1").append(rows(2))
     assert count(lake, "sales.t1") == 2
-    expired = lake.begin(timeout=1)
+    expired = lake.begin_durable(timeout=1)
     expired.lock("sales.t3", "exclusive")
     import catalog.durable.guard as guard
 

@@ -48,7 +48,7 @@ def _staged_files(lake: catalog.Lakehouse) -> set[str]:
 
 def test_three_writers_one_committer(url: str) -> None:
     with catalog.open(url, **LAKE_OPTIONS) as lake:
-        tx = lake.begin(timeout=600, title="multi-table load")
+        tx = lake.begin_durable(timeout=600, title="multi-table load")
         ctx = multiprocessing.get_context("spawn")
         writers = [ctx.Process(target=append_in_transaction, args=(url, tx.id, t, 10 * (i + 1))) for i, t in enumerate(TABLES)]
         for proc in writers:
@@ -71,7 +71,7 @@ def test_committer_killed_transaction_expires(url: str) -> None:
         # This process judges expiry on a wall clock it can move on (TransactionManager.clock,
         # the seam tests inject a clock through); the other processes are done or dead by then.
         clock = lake.durable.manager.clock = SkewedClock()
-        tx = lake.begin(timeout=8, title="doomed load")
+        tx = lake.begin_durable(timeout=8, title="doomed load")
         stop_pinging = threading.Event()
 
         def keep_alive() -> None:  # the coordinator pings while the others start up

@@ -43,7 +43,7 @@ def test_the_commit_conflicts_exactly_when_a_selected_partition_changed(
     lake = new_lake(tmp_path_factory.mktemp("lake"))
     try:
         version = lake.version
-        tx = lake.begin(timeout=600)
+        tx = lake.begin_durable(timeout=600)
         scope = pc.field("p").isin(selected) if selected else pc.scalar(False)
         tx.require_unchanged("s.t", version, scope)
         tx.load_table("s.out").append(pa.table({"id": [99], "p": ["x"]}, schema=SCHEMA))
@@ -67,7 +67,7 @@ def test_the_commit_conflicts_exactly_when_a_selected_partition_changed(
 def test_a_replaced_table_conflicts_and_bad_arguments_change_nothing(tmp_path: Path) -> None:
     with new_lake(tmp_path / "lake") as lake:
         version = lake.version
-        tx = lake.begin(timeout=600)
+        tx = lake.begin_durable(timeout=600)
         for bad, error in ((True, TypeError), (-1, TypeError), ("3", TypeError)):
             with pytest.raises(error, match="version"):
                 tx.require_unchanged("s.t", bad)  # type: ignore[arg-type]
@@ -81,7 +81,7 @@ def test_a_replaced_table_conflicts_and_bad_arguments_change_nothing(tmp_path: P
         with pytest.raises(RetryableConflictError, match="dropped or replaced"):
             tx.commit()
         # Staging checks at once, against the transaction's view, too.
-        later = lake.begin(timeout=600)
+        later = lake.begin_durable(timeout=600)
         with pytest.raises(RetryableConflictError):
             later.require_unchanged("s.t", version - 1)
 
@@ -106,7 +106,7 @@ def test_every_operation_kind_has_a_conflict_rule() -> None:
 def test_a_transaction_losing_to_a_commit_with_a_read_check_gets_the_catalog_rule(tmp_path: Path) -> None:
     with new_lake(tmp_path / "lake") as lake:
         version = lake.version
-        durable = lake.begin(timeout=600)
+        durable = lake.begin_durable(timeout=600)
         durable.require_unchanged("s.t", version)
         durable.load_table("s.out").append(pa.table({"id": [7], "p": ["x"]}, schema=SCHEMA))
         with pytest.raises(RetryableConflictError):
@@ -120,7 +120,7 @@ def test_a_transaction_losing_to_a_commit_with_a_read_check_gets_the_catalog_rul
 def test_a_read_check_is_about_others_commits_not_the_transactions_own_writes(tmp_path: Path) -> None:
     with new_lake(tmp_path / "lake") as lake:
         version = lake.version
-        tx = lake.begin(timeout=600)
+        tx = lake.begin_durable(timeout=600)
         # The transaction replaces s.t with rows computed from s.t (CREATE OR REPLACE ... AS SELECT FROM itself).
         tx.drop_table("s.t")
         tx.create_table("s.t", SCHEMA).append(pa.table({"id": [100], "p": ["a"]}, schema=SCHEMA))
