@@ -1,9 +1,10 @@
 """Reading and writing catalog records through one lakekv view.
 
-:class:`CatalogReader` reads namespaces, objects, table definitions,
-properties and live files from anything with lakekv's read API (a
-``Snapshot`` for time travel and plain reads, a ``Transaction`` inside a
-commit). :class:`CatalogWriter` adds the writes, on a ``Transaction``.
+:class:`CatalogReader` reads namespaces, entries (the tables and views of a
+namespace), table definitions, properties and live files from anything with
+lakekv's read API (a ``Snapshot`` for time travel and plain reads, a
+``Transaction`` inside a commit). :class:`CatalogWriter` adds the writes,
+on a ``Transaction``.
 
 Reads made on behalf of the *caller* of a multi-table transaction (a scan of
 table A before writing table B) can be recorded with a digest of what they
@@ -23,7 +24,7 @@ from catalog import keys
 from catalog.datafiles import DataFile
 from catalog.errors import NoSuchNamespaceError, NoSuchTableError, NoSuchViewError
 from catalog.names import Namespace, join
-from catalog.objects import TABLE, VIEW, NamespaceRecord, Pointer, TableDef
+from catalog.records import TABLE, VIEW, NamespaceRecord, Pointer, TableDef
 
 
 class KVReader(Protocol):
@@ -152,16 +153,16 @@ class CatalogReader:
         prefix = keys.namespace_properties(ns)
         return {k[len(prefix) :].decode(): v.decode() for k, v in self._scan(prefix)}
 
-    # -- objects -------------------------------------------------------------
+    # -- entries: the tables and views of a namespace -----------------------
 
     def pointer(self, ns: Namespace, name: str) -> Pointer | None:
         """The catalog entry (table or view) named ``name`` in ``ns``, or None."""
         raw = self._get(keys.obj(ns, name))
         return None if raw is None else Pointer.decode(raw)
 
-    def objects(self, ns: Namespace) -> list[tuple[str, Pointer]]:
+    def entries(self, ns: Namespace) -> list[tuple[str, Pointer]]:
         """Every ``(name, pointer)`` of the tables and views directly in ``ns``, by name."""
-        prefix = keys.objects_in(ns)
+        prefix = keys.entries_in(ns)
         return [(k[len(prefix) :].decode(), Pointer.decode(v)) for k, v in self._scan(prefix)]
 
     def require_table(self, ns: Namespace, name: str) -> tuple[Pointer, TableDef]:

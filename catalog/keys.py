@@ -68,10 +68,10 @@ def namespace_properties(parts: Sequence[str]) -> bytes:
 
 def obj(parts: Sequence[str], name: str) -> bytes:
     """The key of the pointer to table or view ``name`` in namespace ``parts``."""
-    return objects_in(parts) + name.encode()
+    return entries_in(parts) + name.encode()
 
 
-def objects_in(parts: Sequence[str]) -> bytes:
+def entries_in(parts: Sequence[str]) -> bytes:
     """Prefix of the tables and views directly in namespace ``parts``."""
     return OBJ + _ns(parts) + _LEAF
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from catalog.datafiles import DataFile
-from catalog.objects import TableDef, ViewRecord
+from catalog.records import TableDef, ViewRecord
 from catalog.schema import SchemaChange, schema_from_json, schema_to_json
 
 

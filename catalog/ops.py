@@ -46,9 +46,9 @@ from catalog.errors import (
     ViewAlreadyExistsError,
 )
 from catalog.names import Namespace, join
-from catalog.objects import TABLE, VIEW, NamespaceRecord, Pointer, TableDef, ViewRecord
 from catalog.opcodec import decode_value, encode_value
 from catalog.planning import matches, prune, whole_matches
+from catalog.records import TABLE, VIEW, NamespaceRecord, Pointer, TableDef, ViewRecord
 from catalog.schema import SchemaChange, by_id, can_widen, field_id
 from kvstore.objstore.base import ObjectStore
 
@@ -168,14 +168,14 @@ class DropNamespace(Op):
         """
         w.require_namespace(self.ns)
         children = w.child_namespaces(self.ns, recursive=True)
-        objects = w.objects(self.ns)
-        if (children or objects) and not self.cascade:
-            what = f"namespace {join(children[0])!r}" if children else f"object {join((*self.ns, objects[0][0]))!r}"
+        entries = w.entries(self.ns)
+        if (children or entries) and not self.cascade:
+            what = f"namespace {join(children[0])!r}" if children else f"object {join((*self.ns, entries[0][0]))!r}"
             raise NamespaceNotEmptyError(f"namespace {join(self.ns)!r} is not empty (holds {what}); pass cascade=True")
         dropped_tables = 0
         files_removed = rows_removed = 0
         for ns in sorted(children, key=len, reverse=True) + [self.ns]:
-            for name, pointer in w.objects(ns):
+            for name, pointer in w.entries(ns):
                 if pointer.kind == TABLE:
                     f, r = _drop_table_keys(w, pointer.id, purge=False)
                     files_removed += f

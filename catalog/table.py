@@ -20,10 +20,10 @@ from catalog.arguments import checked
 from catalog.access import CatalogReader
 from catalog.datafiles import DataFile, read_file, write_files
 from catalog.names import Namespace, join
-from catalog.objects import TableDef
 from catalog.ops import Append, Delete, Op, Overwrite, UpdateProperties, UpdateSchema
 from catalog.planning import matches, prune
 from catalog.predicates import check_expression
+from catalog.records import TableDef
 from catalog.schema import SchemaChange, check_column_name, conform
 from kvstore.objstore.base import ObjectStore
 

@@ -31,7 +31,6 @@ from catalog.arguments import checked
 from catalog import keys, names
 from catalog.access import CatalogReader
 from catalog.errors import NoSuchTableError, NoSuchViewError
-from catalog.objects import FORMATS, TABLE, VIEW, TableDef, ViewRecord
 from catalog.ops import (
     CommitMetadata,
     CreateNamespace,
@@ -44,6 +43,7 @@ from catalog.ops import (
     RenameTable,
     UpdateNamespaceProperties,
 )
+from catalog.records import FORMATS, TABLE, VIEW, TableDef, ViewRecord
 from catalog.schema import assign_field_ids, check_column_name, field_id
 from catalog.table import Table, TableHost
 
@@ -305,13 +305,13 @@ class LakeTree:
             ValueError: a malformed namespace name.
             NoSuchNamespaceError: the namespace does not exist.
         """
-        return self._list_objects(namespace, TABLE)
+        return self._list_entries(namespace, TABLE)
 
-    def _list_objects(self, namespace: str, kind: str) -> list[str]:
+    def _list_entries(self, namespace: str, kind: str) -> list[str]:
         ns = names.parse_namespace(namespace)
         with self.host.reading() as r:
             r.require_namespace(ns)
-            return [names.join((*ns, n)) for n, p in r.objects(ns) if p.kind == kind]
+            return [names.join((*ns, n)) for n, p in r.entries(ns) if p.kind == kind]
 
     @checked
     def rename_table(self, old: str, new: str) -> Any:
@@ -469,7 +469,7 @@ class LakeTree:
             ValueError: a malformed namespace name.
             NoSuchNamespaceError: the namespace does not exist.
         """
-        return self._list_objects(namespace, VIEW)
+        return self._list_entries(namespace, VIEW)
 
     @checked
     def drop_view(self, name: str) -> Any:

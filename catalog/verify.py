@@ -28,7 +28,7 @@ from catalog.context import LakeContext
 from catalog.datafiles import DataFile, check_body
 from catalog.errors import CorruptDataFileError
 from catalog.names import join
-from catalog.objects import TABLE
+from catalog.records import TABLE
 
 if TYPE_CHECKING:
     from kvstore.verify import VerifyReport
@@ -122,7 +122,7 @@ def _collect(reader: CatalogReader, wanted: dict[str, tuple[DataFile, str | None
 def _table_names(reader: CatalogReader) -> dict[str, str]:
     names: dict[str, str] = {}
     for ns in [(), *reader.child_namespaces((), recursive=True)]:
-        for name, pointer in reader.objects(ns):
+        for name, pointer in reader.entries(ns):
             if pointer.kind == TABLE:
                 names[pointer.id] = join((*ns, name))
     return names

@@ -8,7 +8,7 @@ import pytest
 
 from catalog import conflicts, ops
 from catalog.datafiles import DataFile
-from catalog.objects import TableDef, ViewRecord
+from catalog.records import TableDef, ViewRecord
 from catalog.schema import SchemaChange, assign_field_ids
 
 SCHEMA, LAST = assign_field_ids(pa.schema([("id", pa.int64()), ("day", pa.string())]))

@@ -1,4 +1,4 @@
-"""The catalog's records: namespace, object pointer, table definition, view.
+"""The catalog's records: namespace, entry pointer (table or view), table definition, view.
 
 Each record is stored as compact JSON in one key (:mod:`catalog.keys`) and
 has one ``encode``/``decode`` pair here, so the stored form has one home.
