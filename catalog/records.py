@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 
@@ -164,13 +164,24 @@ class ViewRecord:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ViewRecord:
-        """The view :meth:`to_json` produced."""
+        """The view :meth:`to_json` produced.
+
+        A field written as None stays None: that is how a ``replace_view``
+        operation's record says "keep the current value" (a stored view has
+        every field), and a durable transaction stages that record as JSON.
+        """
+
+        def kept(name: str, default: Any, convert: Callable[[Any], Any]) -> Any:
+            if name not in d:
+                return default
+            return None if d[name] is None else convert(d[name])
+
         return cls(
             sql=d["sql"],
             dialect=d["dialect"],
-            properties=dict(d.get("properties") or {}),
+            properties=kept("properties", {}, dict),
             schema=None if d.get("schema") is None else schema_from_json(d["schema"]),
             metadata=d.get("metadata"),
-            created_ms=int(d.get("created_ms", 0)),
-            version=int(d.get("version", 1)),
+            created_ms=kept("created_ms", 0, int),
+            version=kept("version", 1, int),
         )

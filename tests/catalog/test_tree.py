@@ -138,19 +138,7 @@ def test_a_transaction_write_returns_none_and_shows_outside_only_after_commit(bu
     assert probe(built) == after
 
 
-REPLACE_VIEW_STAGED = pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="bug: replace_view stages a CreateView(replace=True) whose ViewRecord has created_ms=None and "
-    "version=None; the record is encoded so, but ViewRecord.from_json does int(None) when it is read back, so "
-    "after a durable replace_view every read of the transaction, its commit, and lake.gc() (even after the "
-    "transaction is aborted, until its records go) raise TypeError",
-)
-
-
-@pytest.mark.parametrize(
-    "write", [pytest.param(w, marks=REPLACE_VIEW_STAGED) if w == "replace_view" else w for w in sorted(WRITES)]
-)
+@pytest.mark.parametrize("write", sorted(WRITES))
 def test_a_durable_write_is_staged_and_shows_outside_only_after_commit(built: catalog.Lakehouse, write: str) -> None:
     call, probe = WRITES[write]
     before = probe(built)
