@@ -1,6 +1,6 @@
 """The import graph of the project's packages, and a cycle finder: the one
-implementation the structure tests share (tests/kvstore/test_structure.py,
-tests/test_import_structure.py).
+implementation the structure tests share (tests/test_structure.py,
+tests/catalog/test_layers.py).
 
 Every ``import``/``from ... import`` of a project module counts, at any depth
 (inside functions and ``TYPE_CHECKING`` blocks too: a lazy import is still a

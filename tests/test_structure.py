@@ -1,22 +1,24 @@
-"""Import structure of the lakehouse and the service, and the layering between packages (issue 24).
+"""The import structure of every package, and the layering between them (shared/STYLE.md, issue 24).
 
-* No import cycles among catalog modules (``catalog/``, its ``durable/`` and
-  ``spark/`` subpackages, and the package ``__init__`` itself), none among
-  service modules: every import counts, lazy ones inside functions and
-  ``TYPE_CHECKING`` ones too (tests/import_graph.py).
+* No import cycles within a package: ``kvstore/``, ``kvclient/``,
+  ``catalog/`` (with its ``durable/`` and ``spark/`` subpackages and the
+  package ``__init__`` itself) and ``service/``, nor across them. Every import
+  counts, lazy ones inside functions and ``TYPE_CHECKING`` ones too
+  (tests/import_graph.py). Inside the engine, only the modules that sit on top
+  of it like any user may import the package itself (its public API).
 * Layers (docs/architecture.md): the engine imports nothing from the HTTP
   client, the catalog or the service; the client (``kvclient/``) imports only
   the engine (and the standard library and third-party packages); the catalog
   imports nothing from the client or the service. The service sits on top and
   may import any of them. The named exceptions below are checked to still
   exist, so they cannot go stale; none of them is an import of the client.
+  The catalog's own layers are tests/catalog/test_layers.py.
 * Across packages only public names: no module imports an underscore-prefixed
   module or name of another package (``from kvstore._x import y``,
   ``import kvstore._x``, ``from kvstore.x import _y``), lazily or not.
 
-(This file is not named test_structure.py: tests/ has no ``__init__.py``, so
-two test files of one name, this and tests/kvstore/test_structure.py, cannot
-be collected in one pytest run.)
+That every exception class lives in an ``errors`` module, in every package,
+is tests/test_exception_names.py.
 """
 
 from __future__ import annotations
@@ -60,6 +62,32 @@ def _imports_across(importer: str, imported: tuple[str, ...]) -> set[tuple[str, 
         for dep in deps
         if package_of(dep) in imported
     }
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+# Engine modules that may "import kvstore" (the public API): the CLI, demo and
+# doctor sit on top of it, like any user. No other module imports the package.
+ENGINE_PACKAGE_IMPORTERS = {"kvstore.cli", "kvstore.demo", "kvstore.doctor"}
+
+
+def test_no_import_cycles_among_engine_modules() -> None:
+    graph = _within("kvstore")
+    importers = sorted(name for name, deps in graph.items() if "kvstore" in deps and name != "kvstore")
+    assert [name for name in importers if name not in ENGINE_PACKAGE_IMPORTERS] == []
+    # The package __init__ re-exports everything: an edge into it is not a cycle of modules.
+    cycle = find_cycle({name: deps - {"kvstore"} for name, deps in graph.items()})
+    assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_no_import_cycles_among_client_modules() -> None:
+    graph = _within("kvclient")
+    assert "kvclient.transport" in graph
+    cycle = find_cycle(graph)
+    assert cycle is None, " -> ".join(cycle or [])
 
 
 def test_the_graph_counts_lazy_imports() -> None:
