@@ -11,10 +11,9 @@ classification catches the subclass.
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING, Final
 
-from kvstore.errors import ConflictError, CorruptionError, StoreError
+from kvstore.errors import ConflictError, CorruptionError, StoreError, deprecated_name
 from kvstore.errors import TransactionExpiredError as _KvTransactionExpiredError
 
 
@@ -192,38 +191,15 @@ class CorruptDataFileError(CatalogError, CorruptionError):
 
 # Old names of classes renamed so that each name has one meaning (issue 24),
 # kept for one release (CHANGELOG.md): importing one still works but warns.
-# The same mechanism as kvstore.errors.RENAMED, for the catalog's names.
+# The same mechanism as kvstore.errors.RENAMED (kvstore.errors.deprecated_name), for the catalog's names.
 RENAMED: Final[dict[str, type[CatalogError]]] = {
     "TransactionExpiredError": DurableTransactionExpiredError,
 }
-
-
-def deprecated_name(module: str, name: str, exported: frozenset[str]) -> type[CatalogError]:
-    """The class old name ``name`` (one of ``exported``) now has, warning that ``module.name`` goes away.
-
-    For a module-level ``__getattr__`` (PEP 562), as
-    :func:`kvstore.errors.deprecated_name`; any other name raises
-    ``AttributeError`` as a missing attribute would.
-
-    Raises:
-        AttributeError: ``name`` is not one of ``exported``.
-    """
-    if name not in exported:
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
-    new = RENAMED[name]
-    # stacklevel 3: past this function and the module's __getattr__, to the
-    # line that used the old name.
-    warnings.warn(
-        f"{module}.{name} is deprecated: it was renamed {new.__name__}; the old name goes in the next release",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return new
 
 
 # Hidden from the type checker so that it reports an old name in checked code
 # as missing instead of typing every unknown attribute of this module.
 if not TYPE_CHECKING:
 
-    def __getattr__(name: str) -> type[CatalogError]:
-        return deprecated_name(__name__, name, frozenset(RENAMED))
+    def __getattr__(name: str) -> type[Exception]:
+        return deprecated_name(__name__, name, frozenset(RENAMED), RENAMED)

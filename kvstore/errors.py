@@ -7,7 +7,7 @@ with a message naming the argument.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Mapping
 
 
 class StoreError(Exception):
@@ -160,16 +160,23 @@ RENAMED: Final[dict[str, type[StoreError]]] = {
 }
 
 
-def deprecated_name(module: str, name: str, exported: frozenset[str]) -> type[StoreError]:
+def deprecated_name(
+    module: str, name: str, exported: frozenset[str], renamed: Mapping[str, type[Exception]] = RENAMED
+) -> type[Exception]:
     """The class old name ``name`` (one of ``exported``) now has, warning that ``module.name`` goes away.
 
     For a module-level ``__getattr__`` (PEP 562), which Python calls only
     for names the module does not define; any other name raises
-    ``AttributeError`` as a missing attribute would.
+    ``AttributeError`` as a missing attribute would. ``renamed`` maps old
+    names to classes: the engine's :data:`RENAMED` by default (the catalog
+    passes its own, ``catalog.errors.RENAMED``).
+
+    Raises:
+        AttributeError: ``name`` is not one of ``exported``.
     """
     if name not in exported:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
-    new = RENAMED[name]
+    new = renamed[name]
     # stacklevel 3: past this function and the module's __getattr__, to the
     # line that used the old name.
     warnings.warn(

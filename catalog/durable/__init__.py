@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from catalog.durable.errors import DurableTransactionExpiredError, LockConflictError, TransactionStateError
 from catalog.durable.manager import DurableTransaction, Lock, TransactionManager
 from catalog.durable.records import DurableConfig, LockRecord, TxnRecord
-from catalog.errors import deprecated_name
+from catalog.errors import RENAMED
+from kvstore.errors import deprecated_name
 
 __all__ = [
     "TransactionManager",
@@ -24,8 +25,8 @@ __all__ = [
 ]
 
 # The old name this package exported before the rename (issue 24), kept one
-# release; see catalog.errors.deprecated_name.
+# release; see kvstore.errors.deprecated_name and catalog.errors.RENAMED.
 if not TYPE_CHECKING:
 
     def __getattr__(name: str) -> type[BaseException]:
-        return deprecated_name(__name__, name, frozenset({"TransactionExpiredError"}))
+        return deprecated_name(__name__, name, frozenset({"TransactionExpiredError"}), RENAMED)

@@ -8,9 +8,10 @@ from catalog.errors import (
     CatalogError,
     DurableTransactionExpiredError,
     LockConflictError,
+    RENAMED,
     TransactionStateError,
-    deprecated_name,
 )
+from kvstore.errors import deprecated_name
 
 # Raised by operations that may still commit the expiry clean-ups they did (see work.run).
 DEFERRABLE_ERRORS = (LockConflictError, DurableTransactionExpiredError, TransactionStateError)
@@ -24,8 +25,8 @@ __all__ = [
 ]
 
 # The old name this module exported before the rename (issue 24), kept one
-# release; see catalog.errors.deprecated_name.
+# release; see kvstore.errors.deprecated_name and catalog.errors.RENAMED.
 if not TYPE_CHECKING:
 
     def __getattr__(name: str) -> type[BaseException]:
-        return deprecated_name(__name__, name, frozenset({"TransactionExpiredError"}))
+        return deprecated_name(__name__, name, frozenset({"TransactionExpiredError"}), RENAMED)
