@@ -1,0 +1,93 @@
+"""How many calls a commit takes to reach its root file: the numbers in docs/architecture.md.
+
+Run: ``.venv/bin/python benchmarks/commit_path_hops.py`` (from any directory;
+``PYTHONPATH=<another checkout>`` measures that checkout's code instead). For
+``table.append`` and for the Spark catalog plugin's commit request
+(``ControlPlane.handle`` of ``commit_written``, what a Spark save sends), it
+takes the stack at the moment the root file is published
+(``VersionChain.publish``) and prints the project's frames from the entry
+point to ``publish``, then their count and the number of files they are in.
+Commits run on the caller's thread (``background=False``), so the stack is
+the whole path.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+
+import catalog
+from catalog.spark.control import ControlPlane, data_root
+from kvstore.chain import VersionChain
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(catalog.__file__)))
+
+
+def publish_stack(action: Callable[[], Any]) -> list[traceback.FrameSummary]:
+    """The stack at the first root-file publish ``action`` makes."""
+    stacks: list[traceback.StackSummary] = []
+    publish = VersionChain.publish
+
+    def spy(self: VersionChain, data: bytes, version: int) -> bool:
+        stacks.append(traceback.extract_stack())
+        return publish(self, data, version)
+
+    VersionChain.publish = spy  # type: ignore[method-assign]
+    try:
+        action()
+    finally:
+        VersionChain.publish = publish  # type: ignore[method-assign]
+    return list(stacks[0])
+
+
+def report(label: str, stack: list[traceback.FrameSummary], entry: str) -> None:
+    """Print the project's frames from the last call of ``entry`` to ``publish``, their count and files."""
+    ours = [
+        f for f in stack
+        if f.filename.startswith(ROOT + os.sep)
+        and os.sep + ".venv" + os.sep not in f.filename
+        and os.path.abspath(f.filename) != os.path.abspath(__file__)  # the spy standing in for publish
+    ]
+    start = max(i for i, frame in enumerate(ours) if frame.name == entry)
+    frames = [(os.path.relpath(f.filename, ROOT), f.name) for f in ours[start:]]
+    frames.append((os.path.join("kvstore", "chain.py"), "publish"))
+    print(f"{label}:")
+    for path, name in frames:
+        print(f"    {path} {name}")
+    print(f"  {len(frames)} frames in {len({path for path, _ in frames})} files, entry to publish included")
+
+
+def main() -> int:
+    """Measure both paths on a fresh local lakehouse."""
+    print(f"code under {ROOT}")
+    with tempfile.TemporaryDirectory() as directory:
+        lake = catalog.open(directory, background=False)
+        try:
+            lake.create_namespace("ns")
+            table = lake.create_table("ns.t", pa.schema([("id", pa.int64())]))
+            table.append(pa.table({"id": [0]}))
+            report("table.append", publish_stack(lambda: table.append(pa.table({"id": [1, 2]}))), "append")
+            plane = ControlPlane(lake, data_root(lake))
+            written = table.write_files(pa.table({"id": [3]}))  # as Spark's writer leaves them
+            request = {
+                "op": "commit_written",
+                "args": {"name": ["ns", "t"], "id": table.id, "files": [{"path": f.path, "crc32c": f.crc32c} for f in written]},
+            }
+            answers: list[dict[str, Any]] = []
+            stack = publish_stack(lambda: answers.append(plane.handle(request)))
+            if not answers[0]["ok"]:
+                raise SystemExit(f"commit_written failed: {answers[0]}")
+            report("Spark save (ControlPlane.handle of commit_written)", stack, "handle")
+        finally:
+            lake.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
