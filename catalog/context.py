@@ -3,22 +3,32 @@
 A :class:`~catalog.lakehouse.Lakehouse` builds one :class:`LakeContext` and
 hands it to its parts (commits, maintenance, time travel, verification,
 durable transactions), so no part needs the facade or reaches into its
-private state. It holds no hooks: a part that needs another calls it
-(a plain commit checks durable locks through :mod:`catalog.durable.guard`,
-GC asks :mod:`catalog.durable.lake` which files are staged).
+private state. It imports no other catalog module and holds no hooks: a part
+that needs another calls it (a plain commit checks durable locks through
+:mod:`catalog.durable.guard`, GC asks :mod:`catalog.durable.lake` which
+files are staged).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from catalog.ops import Context
+from kvstore.objstore.base import ObjectStore
 from kvstore.store import Store
 
 
 @dataclass
+class Context:
+    """What a catalog operation (:meth:`catalog.ops.Op.apply`) needs besides its transaction:
+    where data files live and the size they are cut to."""
+
+    objects: ObjectStore
+    target_file_bytes: int
+
+
+@dataclass
 class LakeContext(Context):
-    """One lakehouse's store; being a :class:`~catalog.ops.Context`, operations apply with it too."""
+    """One lakehouse: its store (with its options), and, as a :class:`Context`, its data files."""
 
     store: Store
 

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from catalog import keys
 from catalog.access import CatalogWriter
+from catalog.context import Context
 from catalog.datafiles import DataFile, read_file, write_files
 from catalog.errors import (
     NamespaceAlreadyExistsError,
@@ -50,20 +51,11 @@ from catalog.opcodec import decode_value, encode_value
 from catalog.planning import matches, prune, whole_matches
 from catalog.records import TABLE, VIEW, NamespaceRecord, Pointer, TableDef, ViewRecord
 from catalog.schema import SchemaChange, by_id, can_widen, field_id
-from kvstore.objstore.base import ObjectStore
 
 
 def now_ms() -> int:
     """The current time in milliseconds since the Unix epoch."""
     return int(time.time() * 1000)
-
-
-@dataclass
-class Context:
-    """What an op needs besides the transaction: the data files' store."""
-
-    objects: ObjectStore
-    target_file_bytes: int
 
 
 def summary(kind: str, obj: str, **counts: Any) -> dict[str, Any]:

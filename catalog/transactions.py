@@ -43,7 +43,7 @@ from typing import Any, Sequence
 from catalog.access import CatalogReader, CatalogWriter
 from catalog.arguments import checked
 from catalog.conflicts import FAIL, RETRY, classify
-from catalog.context import LakeContext
+from catalog.context import Context, LakeContext
 from catalog.datafiles import discard_files
 from catalog.durable import keys as durable_keys
 from catalog.durable import lifecycle, locks
@@ -62,7 +62,7 @@ from catalog.errors import (
     StaleObservationError,
 )
 from catalog.freshness import publish_deadline
-from catalog.ops import CheckRead, Context, Op, from_record
+from catalog.ops import CheckRead, Op, from_record
 from kvstore.backoff import backoff_delay
 from kvstore.errors import ConflictError, StaleOutputError, TransactionClosedError
 from kvstore.store import Store

@@ -15,10 +15,10 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("records", {
         "catalog.errors", "catalog.names", "catalog.keys", "catalog.records", "catalog.schema", "catalog.predicates",
         "catalog.arguments", "catalog.conflicts", "catalog.datafiles", "catalog.opcodec", "catalog.planning",
-        "catalog.access", "catalog.freshness", "catalog.durable.errors", "catalog.durable.records", "catalog.durable.keys",
+        "catalog.access", "catalog.freshness", "catalog.context", "catalog.durable.errors", "catalog.durable.records", "catalog.durable.keys",
     }),
     ("operations and the durable protocol", {
-        "catalog.ops", "catalog.context", "catalog.durable", "catalog.durable.compat", "catalog.durable.work",
+        "catalog.ops", "catalog.durable", "catalog.durable.compat", "catalog.durable.work",
         "catalog.durable.implicit", "catalog.durable.locks", "catalog.durable.lifecycle", "catalog.durable.checks",
         "catalog.durable.manager", "catalog.durable.guard",
     }),
@@ -63,6 +63,10 @@ def test_imports_go_down_the_layers_only() -> None:
         if dep.startswith("catalog") and _layer_of(dep) > _layer_of(module)
     ]
     assert upward == []
+
+
+def test_the_context_imports_no_other_catalog_module() -> None:
+    assert sorted(dep for dep in GRAPH["catalog.context"] if dep.startswith("catalog")) == []
 
 
 def test_the_check_sees_an_upward_import() -> None:
