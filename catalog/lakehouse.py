@@ -51,8 +51,9 @@ def open(url: object, create: bool = True, background: bool = True, **options: A
 
     Raises:
         TypeError: ``url`` is not a str or os.PathLike.
-        FileNotFoundError, StoreError, ValueError: as for :func:`kvstore.open` (no store
-            there and ``create`` is false, a bad URL or option).
+        FileNotFoundError, StoreError, ValueError: as for :func:`kvstore.open_embedded` (no
+            store there and ``create`` is false, a bad URL or option, or the URL of a
+            ``lakekv serve`` server: a lakehouse opens its store itself).
     """
     import os
 
