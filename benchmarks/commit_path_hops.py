@@ -9,12 +9,17 @@ takes the stack at the moment the root file is published
 point to ``publish``, then their count and the number of files they are in.
 Commits run on the caller's thread (``background=False``), so the stack is
 the whole path.
+
+``--whole-call`` also profiles one whole ``table.append`` (``sys.setprofile``,
+every thread): the deepest chain of project frames, and how many project
+files and functions it called.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import tempfile
 import traceback
 from collections.abc import Callable
@@ -63,6 +68,41 @@ def report(label: str, stack: list[traceback.FrameSummary], entry: str) -> None:
     print(f"  {len(frames)} frames in {len({path for path, _ in frames})} files, entry to publish included")
 
 
+def whole_call(action: Callable[[], Any]) -> tuple[int, int, int]:
+    """(deepest chain of project frames, project files, project functions) of one call of ``action``."""
+    files: set[str] = set()
+    functions: set[tuple[str, str]] = set()
+    deepest = 0
+
+    def ours(filename: str) -> bool:
+        return (
+            filename.startswith(ROOT + os.sep)
+            and os.sep + ".venv" + os.sep not in filename
+            and os.path.abspath(filename) != os.path.abspath(__file__)
+        )
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal deepest
+        if event != "call" or not ours(frame.f_code.co_filename):
+            return
+        files.add(frame.f_code.co_filename)
+        functions.add((frame.f_code.co_filename, frame.f_code.co_name))
+        depth, outer = 0, frame
+        while outer is not None:
+            depth += ours(outer.f_code.co_filename)
+            outer = outer.f_back
+        deepest = max(deepest, depth)
+
+    sys.setprofile(profile)
+    threading.setprofile(profile)
+    try:
+        action()
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+    return deepest, len(files), len(functions)
+
+
 def main() -> int:
     """Measure both paths on a fresh local lakehouse."""
     print(f"code under {ROOT}")
@@ -73,6 +113,9 @@ def main() -> int:
             table = lake.create_table("ns.t", pa.schema([("id", pa.int64())]))
             table.append(pa.table({"id": [0]}))
             report("table.append", publish_stack(lambda: table.append(pa.table({"id": [1, 2]}))), "append")
+            if "--whole-call" in sys.argv[1:]:
+                deepest, files, functions = whole_call(lambda: table.append(pa.table({"id": [4]})))
+                print(f"  whole call: deepest chain {deepest} frames; {files} files, {functions} functions called")
             plane = ControlPlane(lake, data_root(lake))
             written = table.write_files(pa.table({"id": [3]}))  # as Spark's writer leaves them
             request = {

@@ -27,9 +27,14 @@ from catalog.arguments import checked
 from catalog.context import LakeContext
 from catalog.datafiles import DEFAULT_TARGET_FILE_BYTES
 from catalog.durable.lake import DurableLake
+from catalog.durable.manager import DurableTransaction
+from catalog.durable.records import LockRecord, TxnRecord
+from catalog.durable.session import DurableCatalogTransaction
+from catalog.maintenance import CompactionReport, ExportReport, GCReport
 from catalog.timetravel import HistoryEntry, PastLakehouse
 from catalog.transactions import LiveHost, OpenTransaction
 from catalog.tree import LakeTree, TreeMethods
+from catalog.verify import LakeVerifyReport
 from catalog.verify import verify as verify_lake
 from kvstore.store import Store
 from kvstore.store import open_embedded as open_kv
@@ -190,7 +195,7 @@ class Lakehouse(TreeMethods):
     # -- maintenance -------------------------------------------------------------
 
     @checked
-    def compact_table(self, name: str, target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, progress: bool = False) -> Any:
+    def compact_table(self, name: str, target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, progress: bool = False) -> CompactionReport:
         """Rewrite the table's small files into files of about ``target_file_bytes``, in one commit.
 
         Returns a :class:`catalog.maintenance.CompactionReport`; see
@@ -205,7 +210,7 @@ class Lakehouse(TreeMethods):
         return maintenance.compact_table(self.context, name, target_file_bytes, progress)
 
     @checked
-    def gc(self, dry_run: bool = False, grace_s: float | None = None, progress: bool = False) -> Any:
+    def gc(self, dry_run: bool = False, grace_s: float | None = None, progress: bool = False) -> GCReport:
         """Delete data files no retained version can reach, and the staged files of dead durable transactions.
 
         Returns a :class:`catalog.maintenance.GCReport` (``dry_run`` only reports);
@@ -221,7 +226,7 @@ class Lakehouse(TreeMethods):
         return report
 
     @checked
-    def export(self, dest_url: str, version: int | None = None, progress: bool = False, **dest_options: Any) -> Any:
+    def export(self, dest_url: str, version: int | None = None, progress: bool = False, **dest_options: Any) -> ExportReport:
         """Copy the lakehouse as of ``version`` (default the newest) to ``dest_url``.
 
         Returns the export report; see :func:`catalog.maintenance.export`.
@@ -233,7 +238,7 @@ class Lakehouse(TreeMethods):
         return maintenance.export(self.context, dest_url, version, progress, **dest_options)
 
     @checked
-    def verify(self) -> Any:
+    def verify(self) -> LakeVerifyReport:
         """Check the catalog's store and every data file of every retained version.
 
         Returns a :class:`catalog.verify.LakeVerifyReport`: ``ok``, and one
@@ -256,7 +261,9 @@ class Lakehouse(TreeMethods):
         return self._durable
 
     @checked
-    def begin_durable(self, timeout: float | None = None, parent: Any = None, title: str | None = None) -> Any:
+    def begin_durable(
+        self, timeout: float | None = None, parent: DurableTransaction | str | None = None, title: str | None = None
+    ) -> DurableCatalogTransaction:
         """Start a durable transaction (long-running, pinged, nestable, with locks); see catalog.durable.
 
         Not an optimistic one: that is :meth:`transaction` here, ``store.begin()`` in the engine.
@@ -269,7 +276,9 @@ class Lakehouse(TreeMethods):
         return self.durable.begin(timeout=timeout, parent=parent, title=title)
 
     @checked
-    def begin(self, timeout: float | None = None, parent: Any = None, title: str | None = None) -> Any:
+    def begin(
+        self, timeout: float | None = None, parent: DurableTransaction | str | None = None, title: str | None = None
+    ) -> DurableCatalogTransaction:
         """Deprecated alias of :meth:`begin_durable` (removed in the next release): warns, then starts one.
 
         Renamed because ``store.begin()`` starts an optimistic engine transaction.
@@ -288,7 +297,7 @@ class Lakehouse(TreeMethods):
         return self.begin_durable(timeout=timeout, parent=parent, title=title)
 
     @checked
-    def attach(self, txid: str) -> Any:
+    def attach(self, txid: str) -> DurableCatalogTransaction:
         """The durable transaction ``txid``, begun by any process.
 
         Raises:
@@ -299,7 +308,7 @@ class Lakehouse(TreeMethods):
         return self.durable.attach(txid)
 
     @checked
-    def transactions(self, include_finished: bool = False) -> list[Any]:
+    def transactions(self, include_finished: bool = False) -> list[TxnRecord]:
         """Durable transaction records (like YTsaurus ``//sys/transactions``).
 
         Raises:
@@ -308,7 +317,7 @@ class Lakehouse(TreeMethods):
         return self.durable.transactions(include_finished)
 
     @checked
-    def locks(self, node: str) -> list[Any]:
+    def locks(self, node: str) -> list[LockRecord]:
         """The locks on a node, in queue order (like YTsaurus ``//sys/locks``).
 
         Raises:

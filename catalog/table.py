@@ -162,7 +162,15 @@ class Table:
 
     @checked
     def write_files(self, data: object) -> list[DataFile]:
-        """Write ``data`` as Parquet files under the table's location; commit nothing."""
+        """Write ``data`` as Parquet files under the table's location; commit nothing.
+
+        Raises:
+            TypeError: ``data`` is not Arrow data.
+            ValueError: the table is not a native parquet table.
+            SchemaMismatchError: ``data`` does not fit the table's schema.
+            ReadOnlyError: the table was loaded from a past version (or the host's own
+                error: ``TransactionClosedError`` for an ended transaction).
+        """
         self._host.check_writable()
         return self._write(data)
 
@@ -177,9 +185,14 @@ class Table:
         """Add rows in one commit; returns the new lakehouse version (None inside a transaction).
 
         Raises:
+            TypeError: ``data`` is not Arrow data.
+            ValueError: the table is not a native parquet table.
             SchemaMismatchError: a column is missing, extra, or of another type.
+            ReadOnlyError: the table was loaded from a past version (or the host's own
+                error: ``TransactionClosedError`` for an ended transaction).
             IncompatibleConflictError: the table was dropped or its schema
                 changed incompatibly meanwhile.
+            LockConflictError: a durable transaction's lock forbids it.
         """
         self._host.check_writable()
         files = self._write(data)

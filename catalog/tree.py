@@ -7,7 +7,8 @@ each kind of session is a host and a tree, not a subclass:
 
 * the live lakehouse (:class:`catalog.transactions.LiveHost`): a fresh
   snapshot per read, each write committed at once (returns the version);
-* a multi-table transaction (:class:`catalog.transactions.LakeTransaction`):
+* a multi-table transaction (:class:`catalog.lakehouse.LakeTransaction`, hosted by
+  :class:`catalog.transactions.OpenTransaction`):
   reads see its own changes, writes are applied to it (return None);
 * a past version (:class:`catalog.timetravel.PastLakehouse`): a fixed
   snapshot, writes refused with ``ReadOnlyError``;

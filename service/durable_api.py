@@ -41,8 +41,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 import catalog
-from catalog.errors import LockConflictError, TransactionStateError
-from kvstore.errors import TransactionExpiredError
+from catalog.errors import DurableTransactionExpiredError, LockConflictError, TransactionStateError
 from service.codec import query_bool, read_json
 from service.routing import route
 from service.errors import ApiError
@@ -64,7 +63,7 @@ def _error(exc: BaseException) -> ApiError | None:
         return ApiError(409, "LockConflictError", str(exc))
     if isinstance(exc, TransactionStateError):
         return ApiError(409, "TransactionStateError", str(exc))
-    if isinstance(exc, TransactionExpiredError):  # DurableTransactionExpiredError: same wire name as before
+    if isinstance(exc, DurableTransactionExpiredError):  # the wire name is the one it had before the rename
         return ApiError(410, "TransactionExpiredError", str(exc))
     if isinstance(exc, (ValueError, TypeError)):
         return ApiError(400, type(exc).__name__, str(exc))

@@ -45,7 +45,12 @@ class DurableLake:
     def begin(
         self, timeout: float | None = None, parent: DurableTransaction | str | None = None, title: str | None = None
     ) -> DurableCatalogTransaction:
-        """See :meth:`.manager.TransactionManager.begin`; the handle also has the catalog's methods."""
+        """See :meth:`.manager.TransactionManager.begin`; the handle also has the catalog's methods.
+
+        Raises:
+            TypeError, ValueError: a bad ``timeout``, ``parent`` or ``title``.
+            TransactionStateError, DurableTransactionExpiredError: the parent is not active.
+        """
         return DurableCatalogTransaction(self.manager, self.context, self.manager.begin(timeout, parent, title).id)
 
     def attach(self, txid: str) -> DurableCatalogTransaction:
@@ -111,10 +116,7 @@ def _is_finished(work: Work, txid: str) -> bool:
 
 
 def staged_paths(store: Store) -> set[str]:
-    """Every data file a staged operation in ``store`` names: lake.gc() must keep them.
-
-    ``lake.gc()`` keeps them (:func:`catalog.maintenance.gc`).
-    """
+    """Every data file a staged operation in ``store`` names: ``lake.gc()`` keeps them (:func:`catalog.maintenance.gc`)."""
     paths: set[str] = set()
     with store.snapshot(fresh=True) as snapshot:
         for _, raw in snapshot.scan(prefix=keys.OP_PREFIX):

@@ -114,6 +114,7 @@ class DurableCatalogTransaction(DurableTransaction, TreeMethods):
         replaces or writes can be checked too.
 
         Raises:
+            TypeError: ``version`` is not an int >= 0, or ``filter`` not an expression.
             NoSuchTableError: ``name`` was not a table at ``version``.
             RetryableConflictError: it already changed.
         """
