@@ -161,6 +161,12 @@ class KeyLocks:
             self._apply_released_later()
             return len(self._holder)
 
+    def waiting_count(self) -> int:
+        """How many transactions wait for a key now."""
+        with self._mutex:
+            self._apply_released_later()
+            return len(self._waiting_for)
+
     # -- under the mutex ---------------------------------------------------------
 
     def _grant(self, owner: int, key: bytes) -> None:

@@ -598,7 +598,8 @@ class Store:
         ``floor_seq`` (the retention floor the tree was built at),
         ``l0_files`` and ``sorted_runs`` (the LSM shape: compaction keeps
         both small); ``running_transactions`` (this handle's open optimistic
-        transactions) and ``key_locks`` (keys locked by ``get_for_update``);
+        transactions), ``key_locks`` (keys locked by ``get_for_update``) and
+        ``key_lock_waiters`` (transactions queued for one of those locks);
         ``groups_committed``, ``races_lost`` (commit attempts that lost the
         version race to another writer), ``hint_writes`` and ``cache``.
         """
@@ -617,6 +618,7 @@ class Store:
             "sorted_runs": len(tree.runs),
             "running_transactions": self._txns.running_count(),
             "key_locks": self._txns.key_lock_count(),
+            "key_lock_waiters": self._txns.key_lock_waiter_count(),
             "groups_committed": self._committer.groups_committed,
             "races_lost": self._committer.races_lost,
             "hint_writes": self._hint.writes,

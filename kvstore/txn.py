@@ -609,6 +609,10 @@ class OptimisticTransactions:
         """Keys locked by ``get_for_update`` right now."""
         return len(self.locks)
 
+    def key_lock_waiter_count(self) -> int:
+        """Transactions of this handle queued for a key's lock right now."""
+        return self.locks.waiting_count()
+
     def begin(self, isolation: str = SERIALIZABLE, ttl: float | None = None, fresh: bool | None = None) -> Transaction:
         """Start a transaction at the current snapshot.
 

@@ -17,6 +17,7 @@ from kvstore.chain import VersionChain
 from kvstore.errors import StoreError
 from kvstore.objstore.faulty import FaultyStore
 from kvstore.objstore.memory import MemoryStore
+from kvstore.testing.seams import check_memtable
 
 KEYS_PER_BATCH = 3
 # Keep retries short: a crashed store fails every call, and each commit would
@@ -39,7 +40,7 @@ def _check_all_or_nothing(inner: MemoryStore, acked: set[int], attempted: int) -
                 assert present == [b"value-%d" % i] * KEYS_PER_BATCH, f"acknowledged batch {i} lost"
             else:
                 assert present in ([None] * KEYS_PER_BATCH, [b"value-%d" % i] * KEYS_PER_BATCH), f"batch {i} torn"
-        db._state.layers.memtable.check_invariants()  # internals: the memtable's own consistency check
+        check_memtable(db)
         versions = VersionChain(inner).list_versions()
         assert versions == list(range(db.version + 1))
 

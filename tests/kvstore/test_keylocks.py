@@ -182,3 +182,31 @@ def test_a_release_note_stays_for_later_holders_until_its_owner_forgets_it() -> 
     assert locks.handed_over(b"k") is newer and locks.handed_over(b"j") is None
     locks.forget({b"k"}, newer)
     assert locks.handed_over(b"k") is None and len(locks) == 0
+
+
+def test_store_stats_count_the_transactions_waiting_for_a_key() -> None:
+    import time
+
+    import kvstore
+
+    with kvstore.open("memory://key-lock-waiters", poll_interval_s=0) as db:
+        holder = db.begin()
+        holder.get_for_update(b"k")
+        waiter = db.begin()
+        done = threading.Event()
+
+        def wait_for_the_key() -> None:
+            waiter.get_for_update(b"k")
+            done.set()
+
+        thread = threading.Thread(target=wait_for_the_key)
+        thread.start()
+        for _ in range(5_000):  # until the waiter has queued
+            if db.stats()["key_lock_waiters"] == 1:
+                break
+            time.sleep(0.001)
+        assert db.stats()["key_lock_waiters"] == 1 and not done.is_set()
+        holder.rollback()
+        thread.join(10)
+        assert done.is_set() and db.stats()["key_lock_waiters"] == 0
+        waiter.rollback()

@@ -17,7 +17,7 @@ import pytest
 import kvstore
 from kvstore.chain import VersionChain
 from kvstore.format.rows import PUT
-from kvstore.reader import get_row
+from kvstore.testing.seams import row_at
 
 KEYSPACE = 40  # small, so writers overlap on keys constantly
 
@@ -72,9 +72,8 @@ def check_history(url: str, options: dict[str, Any], acked: list[tuple[bytes, by
             seq_column = [row[1] for row in root.delta_rows()]
             assert all(root.first_seq <= s <= root.last_seq for s in seq_column)
         assert previous_last == db.seq == max(seqs)
-        layers = db._state.layers  # internals: each acknowledged row, at its own seq, in the read layers
-        for key, value, seq in acked:
-            assert get_row(layers, key, seq) == (key, seq, PUT, value, None), f"acknowledged write {key!r}@{seq} lost"
+        for key, value, seq in acked:  # each acknowledged row, at its own seq, in the read layers
+            assert row_at(db, key, seq) == (key, seq, PUT, value, None), f"acknowledged write {key!r}@{seq} lost"
         final: dict[bytes, tuple[int, bytes]] = {}
         for key, value, seq in acked:
             if key not in final or seq > final[key][0]:

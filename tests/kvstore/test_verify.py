@@ -11,7 +11,9 @@ import pytest
 
 import kvstore
 from kvstore.cli import main
+from kvstore.chain import VersionChain
 from kvstore.format.root import root_path
+from kvstore.format.tree import decode_tree
 from kvstore.objstore.memory import MemoryStore
 from kvstore.verify import verify_store
 from maintenance_util import QUIET, wait_for
@@ -29,7 +31,7 @@ def _store_with_history(inner: MemoryStore) -> kvstore.Store:
 
 
 def _referenced_ssts(db: kvstore.Store) -> list[str]:
-    tree = db._state.tree  # internals: which SSTs to damage
+    tree = decode_tree(db.objects.get(db.stats()["tree"]), db.stats()["tree"])  # the head's tree: SSTs to damage
     return [info["path"] for run in tree.runs for info in run]
 
 
@@ -57,7 +59,7 @@ def test_a_missing_sst_tree_or_root_is_reported() -> None:
     inner = MemoryStore()
     with _store_with_history(inner) as db:
         inner.delete(_referenced_ssts(db)[0])
-        older_tree = db._state.chain.read_root(11).tree  # internals: the first flush's tree, to damage
+        older_tree = VersionChain(inner).read_root(11).tree  # the first flush's tree, to damage
         assert older_tree is not None and older_tree != db.stats()["tree"]
         inner.delete(older_tree)
         inner.delete(root_path(3))

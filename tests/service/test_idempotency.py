@@ -132,11 +132,9 @@ def test_duplicates_queued_on_the_record_lock_replay_the_first(tmp_path) -> None
         ]
         for racer in racers:
             racer.start()
-        locks = store._txns.locks  # internals: the key locks, to wait until every racer is queued
         for _ in range(30_000):  # every racer checked the record and queued for its lock
-            with locks._mutex:  # internals: the wait-for graph's lock
-                if len(locks._waiting_for) == len(racers):  # internals: no public query says who is waiting
-                    break
+            if store.stats()["key_lock_waiters"] == len(racers):
+                break
             time.sleep(0.001)
         version = store.version
         gate.rollback()
