@@ -550,11 +550,9 @@ def test_a_lock_granted_after_expiry_is_released(db) -> None:
 
     thread = threading.Thread(target=wait_for_key)
     thread.start()
-    locks = db._txns.locks  # internals: the key locks, to wait until the waiter is queued
-    for _ in range(30_000):
-        with locks._mutex:  # internals: the wait-for graph's lock
-            if waiter.id in locks._waiting_for:  # internals: no public query says who is waiting
-                break
+    for _ in range(30_000):  # until the waiter (the only one) has queued for the key
+        if db.stats()["key_lock_waiters"] == 1:
+            break
         time.sleep(0.001)
     waiter._expired_by_oracle()  # internals: what the oracle's expiry sweep calls
     holder.rollback()  # hands the key to the expired waiter
