@@ -17,6 +17,7 @@ files and functions it called.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import threading
@@ -105,6 +106,9 @@ def whole_call(action: Callable[[], Any]) -> tuple[int, int, int]:
 
 def main() -> int:
     """Measure both paths on a fresh local lakehouse."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--whole-call", action="store_true", help="also profile one whole table.append")
+    args = parser.parse_args()
     print(f"code under {ROOT}")
     with tempfile.TemporaryDirectory() as directory:
         lake = catalog.open(directory, background=False)
@@ -113,7 +117,7 @@ def main() -> int:
             table = lake.create_table("ns.t", pa.schema([("id", pa.int64())]))
             table.append(pa.table({"id": [0]}))
             report("table.append", publish_stack(lambda: table.append(pa.table({"id": [1, 2]}))), "append")
-            if "--whole-call" in sys.argv[1:]:
+            if args.whole_call:
                 deepest, files, functions = whole_call(lambda: table.append(pa.table({"id": [4]})))
                 print(f"  whole call: deepest chain {deepest} frames; {files} files, {functions} functions called")
             plane = ControlPlane(lake, data_root(lake))
