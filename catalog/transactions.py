@@ -90,10 +90,11 @@ def begin(store: Store, isolation: str, fresh: bool | None = None) -> tuple[Tran
     return txn, CatalogWriter(txn)
 
 
-def apply_one(op: Op, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
+def apply_one(op: Op, w: CatalogWriter, ctx: Context, rebase: bool, where: str = "") -> dict[str, Any]:
     """Apply one op; a precondition it observed that no longer holds is a retryable conflict.
 
-    Returns the op's summary.
+    Returns the op's summary. ``where`` prefixes the conflict's message (e.g.
+    which durable transaction the op was staged in).
 
     Raises:
         RetryableConflictError: what the op observed has changed.
@@ -102,7 +103,7 @@ def apply_one(op: Op, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str,
     try:
         return op.apply(w, ctx, rebase)
     except StaleObservationError as exc:
-        raise RetryableConflictError(str(exc), ours=op.kind, object=op.object_name) from None
+        raise RetryableConflictError(f"{where}{exc}", ours=op.kind, object=op.object_name) from None
 
 
 def apply_all(ops: Sequence[Op], w: CatalogWriter, ctx: Context, rebase: bool) -> list[dict[str, Any]]:
@@ -539,7 +540,7 @@ def stage_durable(ctx: LakeContext, manager: TransactionManager, txid: str, op: 
         # A read check is about committed data (what a query read at a lakehouse version), not
         # about what this transaction staged: it checks, and at the commit applies, before them.
         with durable_view(ctx, manager, txid, staged=not isinstance(op, CheckRead)) as view:
-            op.apply(view, ctx, rebase=False)
+            apply_one(op, view, ctx, rebase=False)
         requests = implicit_locks(op)
         record = op.to_record()
         files = op.new_files()
@@ -586,12 +587,7 @@ def apply_staged(ctx: LakeContext, work: Work, record: TxnRecord, ops: list[dict
     decoded = [from_record(op_record) for op_record in ops]
     decoded.sort(key=lambda op: not isinstance(op, CheckRead))
     for op in decoded:
-        try:
-            summaries.append(op.apply(writer, ctx, rebase=True))
-        except StaleObservationError as exc:
-            raise RetryableConflictError(
-                f"durable transaction {record.id}: {exc}", ours=op.kind, object=op.object_name
-            ) from exc
+        summaries.append(apply_one(op, writer, ctx, rebase=True, where=f"durable transaction {record.id}: "))
         for node in removed_nodes(op):
             locks.drop_pending(work, node, except_txn=frozenset({record.id}))
     work.txn.set_summary({"ops": bounded(summaries), "durable_transaction": record.id, "title": record.title})
