@@ -40,6 +40,25 @@ def test_java_unit_tests_pass() -> None:
     assert "all passed" in result.stdout
 
 
+def test_reader_factories_are_shared_only_by_equal_settings(tmp_path: Path) -> None:
+    """ParquetReaderFactoriesTest: a Java test main in a local Spark, run by spark-submit (Spark's JVM options)."""
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(SPARK_HOME))
+    result = subprocess.run(
+        [
+            str(SPARK_HOME / "bin" / "spark-submit"),
+            "--master", "local[1]",
+            "--conf", "spark.ui.enabled=false",
+            "--conf", "spark.driver.bindAddress=127.0.0.1",
+            "--jars", jar_path(),
+            "--class", "io.lakekv.spark.ParquetReaderFactoriesTest",
+            str(TEST_JAR), str(tmp_path),
+        ],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert "all passed" in result.stdout
+
+
 def test_spark_sql_shell_runs_ddl_dml_and_time_travel(tmp_path: Path) -> None:
     """bin/spark-sql from the pyspark wheel, with only the jar and catalog options: no Python registration."""
     url = str(tmp_path / "lake")

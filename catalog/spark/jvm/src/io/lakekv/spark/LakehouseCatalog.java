@@ -83,6 +83,7 @@ public class LakehouseCatalog
     private String name;
     private ControlPlane control;
     private PythonSource pythonSource;
+    private ScanPlans scanPlans;
 
     @Override
     public void initialize(String name, CaseInsensitiveStringMap options) {
@@ -118,6 +119,7 @@ public class LakehouseCatalog
             this.control = new ControlPlane.Child(python, url, storage);
         }
         this.pythonSource = new PythonSource(this, url, storage);
+        this.scanPlans = new ScanPlans(control);
         ControlPlane closing = control;
         Runtime.getRuntime().addShutdownHook(new Thread(closing::close, "lakekv-control-close"));
     }
@@ -159,6 +161,10 @@ public class LakehouseCatalog
 
     ControlPlane control() {
         return control;
+    }
+
+    ScanPlans scanPlans() {
+        return scanPlans;
     }
 
     PythonSource pythonSource() {

@@ -2,7 +2,6 @@ package io.lakekv.spark;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.classic.SparkSession;
@@ -14,6 +13,7 @@ import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.execution.datasources.FileStatusCache;
 import org.apache.spark.sql.execution.datasources.InMemoryFileIndex;
 import org.apache.spark.sql.execution.datasources.PartitionSpec;
+import org.apache.spark.sql.execution.datasources.v2.parquet.ParquetScan;
 import org.apache.spark.sql.execution.datasources.v2.parquet.ParquetScanBuilder;
 import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.StructType;
@@ -73,10 +73,8 @@ final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters
 
     @Override
     public Scan build() {
-        ObjectNode args = table.versionArgs();
         ArrayNode filters = Filters.encode(pushed);
-        args.set("filters", filters);
-        JsonNode plan = table.catalog.control().call("plan_scan", args);
+        JsonNode plan = table.catalog.scanPlans().plan(table, filters);
         QueryReads.record(table, filters);
         if (rewrite != null) {
             rewrite.scanned(plan, filters);  // refuses files without field ids: no Python scan for a rewrite
@@ -109,6 +107,7 @@ final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters
         if (rewrite == null) {
             // A rewrite must read every row of its files: no row group skipped.
             parquet.pushedDataFilters_$eq(parquet.pushDataFilters(pushed));
+            return new PlannedParquetScan((ParquetScan) parquet.build());
         }
         return parquet.build();
     }

@@ -21,7 +21,7 @@ import java.util.Map;
 
 /**
  * Unit tests of the plugin's pure pieces (no Spark session): filter encoding,
- * attribute splitting, option refusal. Run by tests/spark/test_plugin_java.py
+ * attribute splitting, option refusal. Run by tests/spark/test_plugin_jvm.py
  * ({@code java -cp ... io.lakekv.spark.FiltersTest}); exit status 1 on a failure.
  */
 public final class FiltersTest {

@@ -1,0 +1,161 @@
+package io.lakekv.spark;
+
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.connector.expressions.Expression;
+import org.apache.spark.sql.connector.metric.CustomMetric;
+import org.apache.spark.sql.connector.metric.CustomTaskMetric;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.HasPartitionKey;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.Statistics;
+import org.apache.spark.sql.connector.read.SupportsReportPartitioning;
+import org.apache.spark.sql.connector.read.SupportsReportStatistics;
+import org.apache.spark.sql.connector.read.partitioning.KeyGroupedPartitioning;
+import org.apache.spark.sql.connector.read.partitioning.Partitioning;
+import org.apache.spark.sql.connector.read.partitioning.UnknownPartitioning;
+import org.apache.spark.sql.execution.datasources.v2.parquet.ParquetScan;
+import org.apache.spark.sql.internal.connector.SupportsMetadata;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * Spark's Parquet scan of the files a query's plan kept, as the query
+ * hands it to Spark: the same reads, planned once per query.
+ *
+ * <p>Two things differ from handing Spark the Parquet scan itself:
+ * <ul>
+ *   <li>Its reader factory is made once per scan (Spark asks each copy of
+ *       the physical scan node for one) and comes from
+ *       {@link ParquetReaderFactories}, which reuses an earlier query's
+ *       broadcast of the same settings.</li>
+ *   <li>When the kept files fit in one task, the scan says so. Spark does
+ *       not know that a V2 scan of one input partition holds every row in
+ *       one place, so a global aggregate, sort or window over it would
+ *       shuffle into one partition and run as two stages. Pruning often
+ *       leaves a selective query one small split: the scan then reports a
+ *       key-grouped partitioning with no key columns over that one
+ *       partition, which means exactly "all rows in one partition", and the
+ *       aggregate runs in the scan's own task.</li>
+ * </ul>
+ */
+final class PlannedParquetScan implements Scan, Batch, SupportsReportPartitioning, SupportsReportStatistics, SupportsMetadata {
+    private final ParquetScan parquet;
+    private final InputPartition[] splits;
+    private PartitionReaderFactory factory;
+
+    PlannedParquetScan(ParquetScan parquet) {
+        this.parquet = parquet;
+        InputPartition[] planned = parquet.planInputPartitions();
+        this.splits = planned.length == 1 ? new InputPartition[] {new KeylessSplit(planned[0])} : planned;
+    }
+
+    @Override
+    public StructType readSchema() {
+        return parquet.readSchema();
+    }
+
+    @Override
+    public String description() {
+        return parquet.description();
+    }
+
+    @Override
+    public scala.collection.immutable.Map<String, String> getMetaData() {
+        return parquet.getMetaData();
+    }
+
+    @Override
+    public Batch toBatch() {
+        return this;
+    }
+
+    @Override
+    public InputPartition[] planInputPartitions() {
+        return splits.clone();
+    }
+
+    @Override
+    public synchronized PartitionReaderFactory createReaderFactory() {
+        if (factory == null) {
+            factory = new Unwrapping(ParquetReaderFactories.forScan(parquet));
+        }
+        return factory;
+    }
+
+    @Override
+    public Partitioning outputPartitioning() {
+        return splits.length == 1
+                ? new KeyGroupedPartitioning(new Expression[0], 1)
+                : new UnknownPartitioning(splits.length);
+    }
+
+    @Override
+    public Statistics estimateStatistics() {
+        return parquet.estimateStatistics();
+    }
+
+    @Override
+    public CustomMetric[] supportedCustomMetrics() {
+        return parquet.supportedCustomMetrics();
+    }
+
+    @Override
+    public CustomTaskMetric[] reportDriverMetrics() {
+        return parquet.reportDriverMetrics();
+    }
+
+    @Override
+    public ColumnarSupportMode columnarSupportMode() {
+        return parquet.columnarSupportMode();
+    }
+
+    // Spark compares scans to reuse exchanges and subqueries: two are equal when their Parquet scans are.
+    @Override
+    public boolean equals(Object other) {
+        return other instanceof PlannedParquetScan scan && parquet.equals(scan.parquet);
+    }
+
+    @Override
+    public int hashCode() {
+        return parquet.hashCode();
+    }
+
+    /** The one split, under the empty partition key that every row has. */
+    record KeylessSplit(InputPartition split) implements HasPartitionKey {
+        @Override
+        public InternalRow partitionKey() {
+            return new GenericInternalRow(0);
+        }
+
+        @Override
+        public String[] preferredLocations() {
+            return split.preferredLocations();
+        }
+    }
+
+    /** The Parquet reader factory, given back the Parquet scan's own split. */
+    record Unwrapping(PartitionReaderFactory parquet) implements PartitionReaderFactory {
+        private static InputPartition unwrapped(InputPartition partition) {
+            return partition instanceof KeylessSplit keyless ? keyless.split() : partition;
+        }
+
+        @Override
+        public PartitionReader<InternalRow> createReader(InputPartition partition) {
+            return parquet.createReader(unwrapped(partition));
+        }
+
+        @Override
+        public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+            return parquet.createColumnarReader(unwrapped(partition));
+        }
+
+        @Override
+        public boolean supportColumnarReads(InputPartition partition) {
+            return parquet.supportColumnarReads(unwrapped(partition));
+        }
+    }
+}
