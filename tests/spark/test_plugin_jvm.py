@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pyspark
+import pytest
 
 from catalog.spark import jar_path
 
@@ -31,10 +32,11 @@ def test_a_missing_javac_fails_the_build_naming_the_package_and_keeps_the_jar() 
     assert jar.stat().st_mtime_ns == before
 
 
-def test_java_unit_tests_pass() -> None:
+@pytest.mark.parametrize("test_class", ["FiltersTest", "ScanPlansTest"])
+def test_java_unit_tests_pass(test_class: str) -> None:
     classpath = os.pathsep.join([str(TEST_JAR), jar_path(), str(SPARK_HOME / "jars" / "*")])
     result = subprocess.run(
-        ["java", "-cp", classpath, "io.lakekv.spark.FiltersTest"], capture_output=True, text=True, timeout=120
+        ["java", "-cp", classpath, f"io.lakekv.spark.{test_class}"], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "all passed" in result.stdout

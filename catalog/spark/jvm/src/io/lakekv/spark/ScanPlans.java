@@ -4,8 +4,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 
+import java.util.Iterator;
 import java.util.LinkedHashMap;
-import java.util.Map;
 
 /**
  * The catalog's scan plans (the files a scan reads), kept per table version
@@ -20,16 +20,15 @@ import java.util.Map;
  * version (VERSION AS OF, whose files may be expired) are always asked for.
  */
 final class ScanPlans {
-    /** Enough for the distinct filters of a session's repeated queries; plans of large tables are large. */
-    private static final int KEPT = 64;
+    /** Enough for the distinct filters of a session's repeated queries... */
+    private static final int KEPT_PLANS = 64;
+    /** ...as long as they list at most this many files in all (a file's entry is a few hundred bytes). */
+    private static final int KEPT_FILES = 100_000;
 
     private final ControlPlane control;
-    private final Map<String, JsonNode> kept = new LinkedHashMap<>(16, 0.75f, true) {
-        @Override
-        protected boolean removeEldestEntry(Map.Entry<String, JsonNode> eldest) {
-            return size() > KEPT;
-        }
-    };
+    /** In access order: the least recently used plan is dropped first. */
+    private final LinkedHashMap<String, JsonNode> kept = new LinkedHashMap<>(16, 0.75f, true);
+    private int keptFiles;
 
     ScanPlans(ControlPlane control) {
         this.control = control;
@@ -50,8 +49,18 @@ final class ScanPlans {
             }
         }
         JsonNode plan = control.call("plan_scan", args);
+        int files = plan.path("files").size();
+        if (files > KEPT_FILES) {
+            return plan;  // too large to keep
+        }
         synchronized (kept) {
-            kept.put(key, plan);
+            JsonNode replaced = kept.put(key, plan);  // another thread may have asked for the same plan
+            keptFiles += files - (replaced == null ? 0 : replaced.path("files").size());
+            Iterator<JsonNode> eldest = kept.values().iterator();
+            while (kept.size() > KEPT_PLANS || keptFiles > KEPT_FILES) {
+                keptFiles -= eldest.next().path("files").size();
+                eldest.remove();
+            }
         }
         return plan;
     }
