@@ -1,5 +1,7 @@
 package io.lakekv.spark;
 
+import static io.lakekv.spark.Checks.check;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import org.apache.spark.sql.sources.AlwaysTrue;
 import org.apache.spark.sql.sources.And;
@@ -25,17 +27,6 @@ import java.util.Map;
  * ({@code java -cp ... io.lakekv.spark.FiltersTest}); exit status 1 on a failure.
  */
 public final class FiltersTest {
-    private static int failures;
-
-    private static void check(String what, Object actual, Object expected) {
-        if (!String.valueOf(actual).equals(String.valueOf(expected))) {
-            failures++;
-            System.err.println("FAIL " + what + ": expected " + expected + ", got " + actual);
-        } else {
-            System.out.println("ok   " + what);
-        }
-    }
-
     public static void main(String[] args) {
         check("equal-to long", Filters.encode(new EqualTo("a", 5L)),
                 "{\"type\":\"EqualTo\",\"attribute\":[\"a\"],\"value\":5}");
@@ -77,10 +68,6 @@ public final class FiltersTest {
         Options.refuseAll(Map.of(), "read");
         check("no options is fine", true, true);
 
-        if (failures > 0) {
-            System.err.println(failures + " failure(s)");
-            System.exit(1);
-        }
-        System.out.println("all passed");
+        Checks.finish();
     }
 }

@@ -1,5 +1,7 @@
 package io.lakekv.spark;
 
+import static io.lakekv.spark.Checks.check;
+
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.classic.SparkSession;
@@ -33,17 +35,6 @@ import java.util.TreeMap;
  * argument; exit status 1 on a failure.
  */
 public final class ParquetReaderFactoriesTest {
-    private static int failures;
-
-    private static void check(String what, Object actual, Object expected) {
-        if (!String.valueOf(actual).equals(String.valueOf(expected))) {
-            failures++;
-            System.err.println("FAIL " + what + ": expected " + expected + ", got " + actual);
-        } else {
-            System.out.println("ok   " + what);
-        }
-    }
-
     private static ParquetScan scan(SparkSession spark, String dir, StructType schema, StructType required, Filter... filters) {
         List<Path> paths = List.of(new Path(dir));
         scala.collection.immutable.Map<String, String> none = scala.collection.immutable.Map.from(CollectionConverters.asScala(Map.<String, String>of()));
@@ -112,10 +103,6 @@ public final class ParquetReaderFactoriesTest {
         check("a new SparkContext: nothing kept from the stopped one", fresh.broadcastedConf() != first.broadcastedConf(), true);
         spark.stop();
 
-        if (failures > 0) {
-            System.err.println(failures + " failure(s)");
-            System.exit(1);
-        }
-        System.out.println("all passed");
+        Checks.finish();
     }
 }

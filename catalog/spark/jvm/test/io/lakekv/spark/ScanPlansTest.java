@@ -1,5 +1,7 @@
 package io.lakekv.spark;
 
+import static io.lakekv.spark.Checks.check;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -12,17 +14,6 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
  * exit status 1 on a failure.
  */
 public final class ScanPlansTest {
-    private static int failures;
-
-    private static void check(String what, Object actual, Object expected) {
-        if (!String.valueOf(actual).equals(String.valueOf(expected))) {
-            failures++;
-            System.err.println("FAIL " + what + ": expected " + expected + ", got " + actual);
-        } else {
-            System.out.println("ok   " + what);
-        }
-    }
-
     /** Answers every request with a plan of {@link #files} files. */
     static final class CountingControl extends ControlPlane {
         int requests;
@@ -107,10 +98,6 @@ public final class ScanPlansTest {
         plans.plan(latest, filter(3));
         check("a plan over the bound is never kept", control.requests, 5);
 
-        if (failures > 0) {
-            System.err.println(failures + " failure(s)");
-            System.exit(1);
-        }
-        System.out.println("all passed");
+        Checks.finish();
     }
 }
