@@ -76,6 +76,20 @@ def test_a_global_aggregate_over_one_task_needs_no_shuffle(spark: SparkSession, 
     assert rows(spark, pruned) == [(5, sum(v for k, v in tables["many"] if k < 15))]
 
 
+def test_one_task_is_claimed_only_when_small_and_without_bucketed_shuffles(spark: SparkSession, ns: str, tables: dict) -> None:
+    """Rows AQE would not coalesce into one partition, or Spark's shuffle-to-match-keys on: the shuffle stays."""
+    query = f"SELECT count(*), sum(v) FROM {ns}.one WHERE k >= 5"
+    expected = [(15, sum(v for k, v in tables["one"] if k >= 5))]
+    with settings(spark, spark__sql__adaptive__advisoryPartitionSizeInBytes="64b"):  # 20 rows of 16 bytes
+        assert "Exchange SinglePartition" in physical_plan(spark, query)
+        assert rows(spark, query) == expected
+    with settings(spark, spark__sql__sources__v2__bucketing__shuffle__enabled="true"):
+        assert "Exchange SinglePartition" in physical_plan(spark, query)
+        joined = f"SELECT count(*) FROM {ns}.one o JOIN {ns}.many m ON o.k = m.k"
+        assert rows(spark, joined) == [(10,)]
+    assert "Exchange" not in physical_plan(spark, query)
+
+
 @pytest.mark.parametrize("bucketing", ["true", "false"])
 def test_queries_over_one_task_scans_answer_right(spark: SparkSession, ns: str, tables: dict, bucketing: str) -> None:
     """With Spark's key-grouped planning on (the default) and off."""

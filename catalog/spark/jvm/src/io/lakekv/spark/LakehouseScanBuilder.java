@@ -85,7 +85,9 @@ final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters
         String root = table.dataRoot.endsWith("/") ? table.dataRoot : table.dataRoot + "/";
         Map<Path, FileStatus[]> statuses = new HashMap<>();
         List<Path> paths = new ArrayList<>();
+        long rows = 0;
         for (JsonNode file : plan.get("files")) {
+            rows += file.path("rows").asLong();
             Path path = new Path(root + file.get("path").asText());
             // The catalog knows every file's size: no listing, no HEAD per file.
             statuses.put(path, new FileStatus[] {new FileStatus(file.get("size").asLong(), false, 1, 128L << 20, 0L, path)});
@@ -107,7 +109,7 @@ final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters
         if (rewrite == null) {
             // A rewrite must read every row of its files: no row group skipped.
             parquet.pushedDataFilters_$eq(parquet.pushDataFilters(pushed));
-            return new PlannedParquetScan((ParquetScan) parquet.build());
+            return new PlannedParquetScan((ParquetScan) parquet.build(), rows);
         }
         return parquet.build();
     }

@@ -73,6 +73,8 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, Sup
     final String txn;
     /** Loaded with VERSION / TIMESTAMP AS OF: an immutable version, whose reads never conflict. */
     final boolean timeTravel;
+    /** {@link System#nanoTime()} when the control plane answered the load: how fresh {@link #version} is. */
+    final long loadedAtNanos = System.nanoTime();
 
     LakehouseTable(LakehouseCatalog catalog, JsonNode info, String txn) {
         this(catalog, info, txn, false);

@@ -18,6 +18,7 @@ import org.apache.spark.sql.connector.read.partitioning.KeyGroupedPartitioning;
 import org.apache.spark.sql.connector.read.partitioning.Partitioning;
 import org.apache.spark.sql.connector.read.partitioning.UnknownPartitioning;
 import org.apache.spark.sql.execution.datasources.v2.parquet.ParquetScan;
+import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.internal.connector.SupportsMetadata;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
@@ -32,25 +33,39 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  *       the physical scan node for one) and comes from
  *       {@link ParquetReaderFactories}, which reuses an earlier query's
  *       broadcast of the same settings.</li>
- *   <li>When the kept files fit in one task, the scan says so. Spark does
- *       not know that a V2 scan of one input partition holds every row in
- *       one place, so a global aggregate, sort or window over it would
- *       shuffle into one partition and run as two stages. Pruning often
- *       leaves a selective query one small split: the scan then reports a
+ *   <li>When the kept files are small and fit in one task, the scan says
+ *       so. Spark does not know that a V2 scan of one input partition holds
+ *       every row in one place, so a global aggregate over it would shuffle
+ *       into one partition and run as two stages. Pruning often leaves a
+ *       selective query one small split: the scan then reports a
  *       key-grouped partitioning with no key columns over that one
- *       partition, which means exactly "all rows in one partition", and the
- *       aggregate runs in the scan's own task.</li>
+ *       partition, which means exactly "all rows in one partition", and a
+ *       global aggregate (or a window) runs in the scan's own task.
+ *       "Small" is what adaptive execution would coalesce into one
+ *       partition anyway: the planned rows times the read schema's default
+ *       row size at most {@code spark.sql.adaptive.advisoryPartitionSizeInBytes},
+ *       so nothing that needed a shuffle's parallelism loses it. With
+ *       {@code spark.sql.sources.v2.bucketing.shuffle.enabled} Spark would
+ *       shuffle the other side of a join into that one partition, so the
+ *       scan then reports nothing.</li>
  * </ul>
  */
 final class PlannedParquetScan implements Scan, Batch, SupportsReportPartitioning, SupportsReportStatistics, SupportsMetadata {
     private final ParquetScan parquet;
     private final InputPartition[] splits;
+    private final boolean oneTask;
     private PartitionReaderFactory factory;
 
-    PlannedParquetScan(ParquetScan parquet) {
+    /** {@code plannedRows}: the rows of the files the catalog planned (the plan says each file's). */
+    PlannedParquetScan(ParquetScan parquet, long plannedRows) {
         this.parquet = parquet;
         InputPartition[] planned = parquet.planInputPartitions();
-        this.splits = planned.length == 1 ? new InputPartition[] {new KeylessSplit(planned[0])} : planned;
+        SQLConf conf = parquet.conf();
+        long advisory = (Long) conf.getConf(SQLConf.ADVISORY_PARTITION_SIZE_IN_BYTES());
+        this.oneTask = planned.length == 1
+                && !conf.v2BucketingShuffleEnabled()
+                && plannedRows <= advisory / Math.max(1, parquet.readSchema().defaultSize());
+        this.splits = oneTask ? new InputPartition[] {new KeylessSplit(planned[0])} : planned;
     }
 
     @Override
@@ -88,9 +103,7 @@ final class PlannedParquetScan implements Scan, Batch, SupportsReportPartitionin
 
     @Override
     public Partitioning outputPartitioning() {
-        return splits.length == 1
-                ? new KeyGroupedPartitioning(new Expression[0], 1)
-                : new UnknownPartitioning(splits.length);
+        return oneTask ? new KeyGroupedPartitioning(new Expression[0], 1) : new UnknownPartitioning(splits.length);
     }
 
     @Override

@@ -55,8 +55,9 @@ public final class ScanPlansTest {
 
     public static void main(String[] args) {
         CountingControl control = new CountingControl();
-        ScanPlans plans = new ScanPlans(control);
         LakehouseTable latest = table(7, null, false);
+        long[] later = {0};  // how far past latest's load the test moved the clock
+        ScanPlans plans = new ScanPlans(control, () -> latest.loadedAtNanos + later[0]);
 
         plans.plan(latest, filter(1));
         plans.plan(latest, filter(1));
@@ -71,9 +72,15 @@ public final class ScanPlansTest {
         plans.plan(table(-1, "txn-1", false), filter(1));
         plans.plan(table(-1, "txn-1", false), filter(1));
         check("inside a durable transaction: asked every time", control.requests, 7);
+        later[0] = 2_000_000_000L;
+        plans.plan(latest, filter(1));
+        check("a table loaded two seconds ago (a DataFrame planned again): asked", control.requests, 8);
+        later[0] = 0;
+        plans.plan(latest, filter(1));
+        check("the answer is kept for a fresh load", control.requests, 8);
 
         // 64 plans are kept: the 65th new one drops the least recently used.
-        plans = new ScanPlans(control);
+        plans = new ScanPlans(control, () -> latest.loadedAtNanos);
         control.requests = 0;
         for (int i = 0; i < 65; i++) {
             plans.plan(latest, filter(i));
@@ -84,7 +91,7 @@ public final class ScanPlansTest {
         check("the least recently used one was dropped", control.requests, 66);
 
         // At most 100,000 files in all; a plan larger than that is not kept.
-        plans = new ScanPlans(control);
+        plans = new ScanPlans(control, () -> latest.loadedAtNanos);
         control.requests = 0;
         control.files = 60_000;
         plans.plan(latest, filter(1));
