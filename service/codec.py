@@ -68,18 +68,18 @@ def b64decode(text: object, what: str) -> bytes:
     >>> b64decode("YR==", "value")
     Traceback (most recent call last):
     ...
-    service.errors.ApiError: value 'YR==' is not canonical base64 (RFC 4648 §4): it should be 'YQ=='
+    service.errors.ApiError: value is not valid base64 (RFC 4648 §4): 'YR==' is not canonical, 'YQ==' is
     """
     if not isinstance(text, str):
         raise ApiError(400, "TypeError", f"{what} must be a base64 string, not {type(text).__name__}")
     try:
         data = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise ApiError(400, "ValueError", f"{what} {_shown(text)} is not valid base64 (RFC 4648 §4)") from None
+        raise ApiError(400, "ValueError", f"{what} is not valid base64 (RFC 4648 §4): {_shown(text)}") from None
     if not _canonical(text, data, base64.b64encode, padded=True):
         raise ApiError(
             400, "ValueError",
-            f"{what} {_shown(text)} is not canonical base64 (RFC 4648 §4): it should be {_shown(b64encode(data))}",
+            f"{what} is not valid base64 (RFC 4648 §4): {_shown(text)} is not canonical, {_shown(b64encode(data))} is",
         )
     return data
 
@@ -102,24 +102,25 @@ def path_key_decode(text: str, what: str) -> bytes:
     >>> path_key_decode("a+b", "key")
     Traceback (most recent call last):
     ...
-    service.errors.ApiError: key 'a+b' is not unpadded base64url (RFC 4648 §5): it has the character '+' (base64url writes '-' and '_' for '+' and '/')
+    service.errors.ApiError: key is not valid unpadded base64url (RFC 4648 §5): 'a+b' has the character '+' (base64url writes '-' and '_' for '+' and '/')
     """
     bad = next((c for c in text if c not in _BASE64URL), None)
     if bad is not None:
         hint = " (base64url writes '-' and '_' for '+' and '/')" if bad in "+/" else ""
         hint = " (no padding)" if bad == "=" else hint
         raise ApiError(
-            400, "ValueError", f"{what} {_shown(text)} is not unpadded base64url (RFC 4648 §5): it has the character {bad!r}{hint}"
+            400, "ValueError",
+            f"{what} is not valid unpadded base64url (RFC 4648 §5): {_shown(text)} has the character {bad!r}{hint}",
         )
     try:
         data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (binascii.Error, ValueError):
-        raise ApiError(400, "ValueError", f"{what} {_shown(text)} is not valid unpadded base64url (RFC 4648 §5)") from None
+        raise ApiError(400, "ValueError", f"{what} is not valid unpadded base64url (RFC 4648 §5): {_shown(text)}") from None
     if not _canonical(text, data, base64.urlsafe_b64encode, padded=False):
         raise ApiError(
             400, "ValueError",
-            f"{what} {_shown(text)} is not canonical unpadded base64url (RFC 4648 §5): it should be "
-            f"{_shown(path_key_encode(data))}",
+            f"{what} is not valid unpadded base64url (RFC 4648 §5): {_shown(text)} is not canonical, "
+            f"{_shown(path_key_encode(data))} is",
         )
     return data
 

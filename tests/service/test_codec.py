@@ -43,7 +43,7 @@ def test_a_path_key_is_accepted_only_in_its_one_canonical_form(text: str) -> Non
         data = path_key_decode(text, "key")
     except ApiError as refused:
         assert (refused.status, refused.error_type) == (400, "ValueError")
-        assert refused.message.startswith(f"key {text!r}")
+        assert refused.message.startswith("key is not valid unpadded base64url") and repr(text) in refused.message
         return
     assert path_key_encode(data) == text
 
@@ -54,20 +54,20 @@ def test_a_body_field_is_accepted_only_in_its_one_canonical_form(text: str) -> N
         data = b64decode(text, "ops[0].key")
     except ApiError as refused:
         assert (refused.status, refused.error_type) == (400, "ValueError")
-        assert refused.message.startswith(f"ops[0].key {text!r}")
+        assert refused.message.startswith("ops[0].key is not valid base64") and repr(text) in refused.message
         return
     assert b64encode(data) == text
 
 
 @pytest.mark.parametrize("text", ["a+b", "a/b", "-_8=", "YQ==", "YQ=", "YR", "Y", "++8"])
 def test_the_other_alphabet_padding_and_stray_bits_are_refused_in_paths(text: str) -> None:
-    with pytest.raises(ApiError, match="not (canonical |valid )?unpadded base64url"):
+    with pytest.raises(ApiError, match="key is not valid unpadded base64url"):
         path_key_decode(text, "key")
 
 
 @pytest.mark.parametrize("text", ["-_8=", "YR==", "YWJj=", "YQ", "YQ==YQ=="])
 def test_the_other_alphabet_padding_and_stray_bits_are_refused_in_bodies(text: str) -> None:
-    with pytest.raises(ApiError, match="not (canonical|valid) base64"):
+    with pytest.raises(ApiError, match="value is not valid base64"):
         b64decode(text, "value")
 
 
@@ -97,17 +97,19 @@ def test_a_standard_alphabet_key_is_a_400_and_not_the_url_safe_one(server: Serve
     for method, payload in (("GET", None), ("PUT", {"value": base64.b64encode(b"two").decode()}), ("DELETE", None)):
         status, body = _call(server, method, "/kv/v1/keys/++__", payload)
         assert status == 400, (method, body)
-        assert body["error"]["message"].startswith("key '++__'") and "'+'" in body["error"]["message"]
+        assert body["error"]["message"].startswith("key is not valid") and "'++__' has the character '+'" in body["error"]["message"]
     status, body = _call(server, "GET", "/kv/v1/keys/--__")
     assert status == 200 and base64.b64decode(body["value"]) == b"one"  # untouched by the refused PUT
     # Padding, stray bits, and the same in a scan bound.
     assert _call(server, "GET", "/kv/v1/keys/YQ==")[0] == 400
     assert _call(server, "GET", "/kv/v1/keys/YR")[0] == 400
     status, body = _call(server, "GET", "/kv/v1/scan?prefix=%2B%2B")
-    assert status == 400 and body["error"]["message"].startswith("prefix '++'")
+    assert status == 400 and body["error"]["message"].startswith("prefix is not valid unpadded base64url")
     # In a body: the stray-bit twin of a key is refused, naming the field.
     status, body = _call(server, "POST", "/kv/v1/batch", {"ops": [{"op": "put", "key": "YR==", "value": "YQ=="}]})
-    assert status == 400 and body["error"]["message"].startswith("ops[0].key 'YR=='"), body
+    assert status == 400 and body["error"]["message"] == (
+        "ops[0].key is not valid base64 (RFC 4648 §4): 'YR==' is not canonical, 'YQ==' is"
+    ), body
 
 
 def test_the_python_client_writes_the_url_safe_alphabet(server: ServerProcess) -> None:
