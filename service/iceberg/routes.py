@@ -440,7 +440,7 @@ async def unmatched(request: Request) -> Response:
     Starlette matches routes on the percent-decoded path and redirects a
     path that matches only without its trailing slash: ``GET
     /v1/namespaces/%2F`` was a 307 to ``/v1/namespaces``, and ``DELETE
-    /v1/namespaces/a%2F`` one to namespace ``a``. An encoded ``/`` or ``\``,
+    /v1/namespaces/a%2F`` one to namespace ``a``. An encoded ``/`` or ``\\``,
     an empty or dot segment is a malformed name (400; namespace parts are
     separated by ``%1F``), a path another route takes with another method is
     405, anything else 404.
