@@ -27,7 +27,8 @@ snapshot, which is serializable on its own.
 Thread-safety: one transaction is used by one thread at a time. Using one
 from two threads at once is detected where it could lose something: once
 ``commit()`` has begun (state ``"committing"``), a ``put``, ``delete`` or
-any other call raises :class:`~kvstore.errors.TransactionClosedError`, and a
+any other call but ``rollback()`` (a no-op then) raises
+:class:`~kvstore.errors.TransactionClosedError`, and a
 write that raced the start of the commit either is in the commit (the call
 returns) or raises; none is dropped silently. The writes' hot path takes no
 lock for this: a write checks the state again after storing itself, and only
@@ -356,15 +357,16 @@ class Transaction:
         return max(ancestor.seq for ancestor in self._ancestors)
 
     def rollback(self) -> None:
-        """Discard the transaction. Idempotent; a no-op after commit.
+        """Discard the transaction. Idempotent; a no-op after commit, and once
+        commit() has begun (in another thread: the commit decides, see :attr:`state`).
 
-        Raises:
-            TransactionClosedError: commit() is running (in another thread): it decides.
+        Cleanup paths roll back whatever they hold (a server's sweep of expired
+        transactions, ``__exit__`` after an error): they must never end a
+        commit half-way (releasing its pin and oracle entry) nor fail on one.
         """
         with self._commit_lock:
-            if self._state == "committing":
-                raise self._closed_error()
-            self._finish("rolled back")
+            if self._state != "committing":
+                self._finish("rolled back")
 
     def __enter__(self) -> Transaction:
         return self

@@ -25,7 +25,7 @@ HEAD_START = 200
 
 
 def _race_commit(db: kvstore.Store, write: Callable[[kvstore.Transaction, int], None]) -> tuple[set[int], set[int], int]:
-    """Thread A writes 0, 1, 2, ... until a call raises; thread B commits once A is under way.
+    """Thread A writes 0, 1, 2, ... until a call raises, then rolls back; thread B commits once A is under way.
 
     Returns (indices whose call returned, indices whose call raised, the commit's seq).
     """
@@ -42,6 +42,8 @@ def _race_commit(db: kvstore.Store, write: Callable[[kvstore.Transaction, int], 
                     write(txn, i)
                 except TransactionClosedError:
                     raised.add(i)
+                    # What cleanup code does: a no-op, during the commit as after it.
+                    txn.rollback()
                     return
                 returned.add(i)
                 if i == HEAD_START:
