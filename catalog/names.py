@@ -4,7 +4,16 @@ A name is dotted: ``"sales.eu.orders"`` is table ``orders`` in namespace
 ``sales.eu``. Every part is checked here, before it reaches a key or a path:
 no empty parts, no ``.``/``..``, no ``/`` or ``\\``, no control characters,
 no NUL (the key separator), at most :data:`MAX_PART_CHARS` characters a part
-and :data:`MAX_DEPTH` parts. A violation raises ``ValueError`` naming the part.
+and :data:`MAX_DEPTH` parts, and every part in Unicode NFC. A violation raises
+``ValueError`` naming the part.
+
+Why NFC, and why refuse rather than normalise: ``"café"`` typed as ``e`` +
+combining accent (NFD, as macOS file names are) and as ``é`` (NFC, as
+keyboards type it) look the same but are different strings, so they used to
+name two namespaces. Refusing keeps every name stored exactly as its caller
+wrote it, so a name read back (a listing, a history entry, Spark's
+identifiers) always equals the one used, and each name has one spelling. The
+Spark plugin and the Iceberg REST API reach the catalog through here.
 
 >>> split_table_name("sales.eu.orders")
 (('sales', 'eu'), 'orders')
@@ -18,6 +27,7 @@ ValueError: namespace 'sales..eu': part 2 is empty
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Final, Sequence
 
 MAX_PART_CHARS: Final = 255
@@ -38,6 +48,11 @@ def _check_part(what: str, name: str, index: int, part: str) -> None:
     for ch in part:
         if ch in _FORBIDDEN or ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0:
             raise ValueError(f"{where} ({part[:40]!r}) contains the forbidden character {ch!r}")
+    if not unicodedata.is_normalized("NFC", part):
+        raise ValueError(
+            f"{where} ({part[:40]!r}) is not in Unicode NFC: write it as "
+            f"{unicodedata.normalize('NFC', part)[:40]!r} (unicodedata.normalize('NFC', name))"
+        )
 
 
 def parse(name: object, what: str = "name") -> Namespace:

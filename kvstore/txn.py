@@ -24,12 +24,22 @@ processes do not see these locks; validation still decides between them.
 A transaction with no writes commits trivially: its reads were a consistent
 snapshot, which is serializable on its own.
 
-Thread-safety: one transaction is used by one thread at a time.
+Thread-safety: one transaction is used by one thread at a time. Using one
+from two threads at once is detected where it could lose something: once
+``commit()`` has begun (state ``"committing"``), a ``put``, ``delete`` or
+any other call but ``rollback()`` (a no-op then) raises
+:class:`~kvstore.errors.TransactionClosedError`, and a
+write that raced the start of the commit either is in the commit (the call
+returns) or raises; none is dropped silently. The writes' hot path takes no
+lock for this: a write checks the state again after storing itself, and only
+one that finds a commit started looks at what the commit took (see
+:meth:`Transaction._late_write`).
 """
 
 from __future__ import annotations
 
 import operator
+import threading
 import time
 import weakref
 from bisect import bisect_left
@@ -116,7 +126,12 @@ class Transaction:
         self._has_read = False
         self._summary: dict[str, Any] | None = None
         self._publish_deadline: float | None = None  # see publish_by
-        self._state = "active"  # active | committed | aborted | failed | rolled back | expired
+        # active | committing | committed | aborted | failed | rolled back | expired
+        self._state = "active"
+        # Taken by commit() in one step with leaving "active" (see _late_write):
+        # the state change and what it reads of the writes, read set and summary.
+        self._commit_lock = threading.Lock()
+        self._taken: dict[bytes, Mutation] | None = None  # the writes commit() took
         # The version whose root file holds our writes, once committed with writes.
         self.commit_version: int | None = None
         services.watermark.pin(start_seq)
@@ -141,16 +156,41 @@ class Transaction:
 
     def _check_active(self) -> None:
         if self._state != "active":
-            if self._state == "expired":
-                raise TransactionExpiredError(f"transaction {self.id} outlived its TTL")
-            raise TransactionClosedError(f"transaction {self.id} is already {self._state}")
+            raise self._closed_error()
         if time.monotonic() >= self._deadline:
             self._finish("expired")
             raise TransactionExpiredError(f"transaction {self.id} outlived its TTL")
         self._services.check_open()
 
+    def _closed_error(self) -> Exception:
+        """The error for a call on a transaction that is no longer active."""
+        if self._state == "expired":
+            return TransactionExpiredError(f"transaction {self.id} outlived its TTL")
+        if self._state == "committing":
+            return TransactionClosedError(
+                f"transaction {self.id} is committing: commit() began (in another thread?) and takes "
+                "nothing more; one transaction is used by one thread at a time"
+            )
+        return TransactionClosedError(f"transaction {self.id} is already {self._state}")
+
+    def _late_write(self, key: bytes, mutation: Mutation) -> None:
+        """A write that found the transaction no longer active right after storing itself.
+
+        commit() leaves "active" and takes the writes in one step under
+        ``_commit_lock``. A write stores itself, then reads the state: if it
+        reads "active", it was stored before that step and is in the commit;
+        if not, it may or may not have been stored before the step, and what
+        the commit took says which. In the commit: returns, as a write before
+        commit() does. Otherwise raises; the stored mutation is never read.
+        """
+        with self._commit_lock:  # held by commit() from leaving "active" until it has taken the writes
+            taken = self._taken
+        if taken is not None and taken.get(key) is mutation:
+            return
+        raise self._closed_error()
+
     def _finish(self, state: str) -> None:
-        if self._state == "active":
+        if self._state in ("active", "committing"):
             self._state = state
             if self._release.detach() is not None:  # not released by expiry meanwhile
                 self._services.watermark.unpin(self._pinned[0])
@@ -172,7 +212,7 @@ class Transaction:
     def state(self) -> str:
         """Where the transaction is in its life.
 
-        ``"active"``; ``"committed"``; ``"aborted"`` (commit raised
+        ``"active"``; ``"committing"`` (commit() is running); ``"committed"``; ``"aborted"`` (commit raised
         ConflictError or SnapshotTooOldError: nothing was written);
         ``"failed"`` (commit raised another error, e.g. CommitError, whose
         message says whether the outcome is known); ``"rolled back"``;
@@ -192,8 +232,10 @@ class Transaction:
             TypeError / ValueError: not a JSON-serialisable dict, or over 64 KiB encoded.
             TransactionClosedError / TransactionExpiredError: the transaction is not active.
         """
-        self._check_active()
-        self._summary = check_summary(summary)
+        summary = check_summary(summary)
+        with self._commit_lock:  # before commit() takes the summary, or refused
+            self._check_active()
+            self._summary = summary
 
     def publish_by(self, deadline: float) -> None:
         """Refuse to publish this transaction's commit after ``deadline`` (``time.monotonic()``).
@@ -212,7 +254,10 @@ class Transaction:
         self._check_active()
         if isinstance(deadline, bool) or not isinstance(deadline, (int, float)):
             raise TypeError(f"deadline must be a time.monotonic() value, got {type(deadline).__name__}")
-        self._publish_deadline = float(deadline) if self._publish_deadline is None else min(self._publish_deadline, deadline)
+        with self._commit_lock:  # before commit() takes the deadline, or refused
+            self._check_active()
+            previous = self._publish_deadline
+            self._publish_deadline = float(deadline) if previous is None else min(previous, deadline)
 
     def commit(self) -> int:
         """Validate and make the writes durable; return the commit seq.
@@ -225,12 +270,23 @@ class Transaction:
         Raises:
             ConflictError: a transaction that committed after our start
                 conflicts with us (retry the whole transaction).
-            TransactionExpiredError / TransactionClosedError: as named.
+            TransactionExpiredError / TransactionClosedError: as named
+                (TransactionClosedError also when another thread's commit() began first).
         """
-        self._check_active()
+        with self._commit_lock:
+            # One step: leave "active" and take everything the commit uses. A
+            # call racing this from another thread either came before (and is
+            # in the commit) or raises (see _late_write).
+            self._check_active()
+            self._state = "committing"
+            writes = self._taken = dict(self._writes)
+            lock_keys = frozenset(self._lock_keys)
+            read_keys = frozenset(self._read_keys)
+            read_ranges = tuple(self._read_ranges)
+            summary, publish_deadline = self._summary, self._publish_deadline
         handover: InFlight | None = None
         try:
-            if not self._writes and not self._ancestors:
+            if not writes and not self._ancestors:
                 return self.start_seq
             validation = TxnValidation(
                 txn_id=self.id,
@@ -239,26 +295,26 @@ class Transaction:
                 # else changed what was read: validated as SERIALIZABLE.
                 isolation=SERIALIZABLE if self._ancestors else self.isolation,
                 deadline=self._deadline,
-                write_keys=frozenset(self._writes) | frozenset(self._lock_keys),
-                read_keys=frozenset(self._read_keys),
-                read_ranges=tuple(self._read_ranges),
+                write_keys=frozenset(writes) | lock_keys,
+                read_keys=read_keys,
+                read_ranges=read_ranges,
                 ancestors=self._ancestors,
             )
-            if not self._writes:
+            if not writes:
                 return self._commit_read_only(validation)
             descriptor: dict[str, Any] = {
-                "op": "txn", "txn": self.id, "isolation": self.isolation, "keys": len(self._writes),
+                "op": "txn", "txn": self.id, "isolation": self.isolation, "keys": len(writes),
             }
-            if self._summary is not None:
-                descriptor["summary"] = self._summary
-            locked_only = self._lock_keys.difference(self._writes)
+            if summary is not None:
+                descriptor["summary"] = summary
+            locked_only = lock_keys.difference(writes)
             if locked_only:
                 # Other processes learn our write set from the root file: keys
                 # read with get_for_update conflict like written ones there too.
                 descriptor["lock_keys"] = sorted(key.hex() for key in locked_only)
-            pending = PendingCommit(dict(self._writes), descriptor, validation=validation, deadline=self._publish_deadline)
+            pending = PendingCommit(writes, descriptor, validation=validation, deadline=publish_deadline)
             on_queued = None
-            if self._lock_keys:
+            if lock_keys:
                 handover = InFlight(self._ancestors + (pending,))
                 locks, txn_id = self._services.locks, self.id
 
@@ -278,9 +334,9 @@ class Transaction:
             self._finish("failed")
             raise
         finally:
-            self._finish("committed" if self._state == "active" else self._state)
+            self._finish("committed")  # a no-op if an error above already finished it
             if handover is not None:
-                self._services.locks.forget(self._lock_keys, handover)
+                self._services.locks.forget(lock_keys, handover)
 
     def _commit_read_only(self, validation: TxnValidation) -> int:
         """Commit without writes: trivially, unless it read commits in flight.
@@ -301,8 +357,16 @@ class Transaction:
         return max(ancestor.seq for ancestor in self._ancestors)
 
     def rollback(self) -> None:
-        """Discard the transaction. Idempotent; a no-op after commit."""
-        self._finish("rolled back")
+        """Discard the transaction. Idempotent; a no-op after commit, and once
+        commit() has begun (in another thread: the commit decides, see :attr:`state`).
+
+        Cleanup paths roll back whatever they hold (a server's sweep of expired
+        transactions, ``__exit__`` after an error): they must never end a
+        commit half-way (releasing its pin and oracle entry) nor fail on one.
+        """
+        with self._commit_lock:
+            if self._state != "committing":
+                self._finish("rolled back")
 
     def __enter__(self) -> Transaction:
         return self
@@ -320,8 +384,16 @@ class Transaction:
 
         ``ttl`` (seconds from now) or ``expire_at_ms`` (an absolute time, ms
         since the epoch, as :meth:`expires_at` returns) makes it expire.
+
+        Raises:
+            TransactionClosedError / TransactionExpiredError: the transaction is
+                not active (also: commit() began in another thread).
         """
-        self._check_active()
+        # _check_active inlined: this is the transaction's hot path, and it
+        # pays the check after the store below (see _late_write).
+        if self._state != "active" or time.monotonic() >= self._deadline:
+            self._check_active()  # raises
+        self._services.check_open()
         key = check_key(key)
         mutation = put_mutation(value, ttl)
         if expire_at_ms is not None:
@@ -330,17 +402,23 @@ class Transaction:
             if isinstance(expire_at_ms, bool) or not isinstance(expire_at_ms, int) or expire_at_ms < 0:
                 raise TypeError(f"expire_at_ms must be an int >= 0 (ms since the epoch), not {expire_at_ms!r}")
             mutation = (mutation[0], mutation[1], expire_at_ms)
-        if key not in self._writes:
+        writes = self._writes
+        if key not in writes:
             self._sorted_writes = None
-        self._writes[key] = mutation
+        writes[key] = mutation
+        if self._state != "active":  # commit() began meanwhile, in another thread
+            self._late_write(key, mutation)
 
     def delete(self, key: bytes) -> None:
         """Buffer a delete of ``key``."""
         self._check_active()
         key = check_key(key)
-        if key not in self._writes:
+        writes = self._writes
+        if key not in writes:
             self._sorted_writes = None
-        self._writes[key] = DELETE_MUTATION
+        writes[key] = DELETE_MUTATION
+        if self._state != "active":  # commit() began meanwhile, in another thread
+            self._late_write(key, DELETE_MUTATION)
 
     # -- reads ---------------------------------------------------------------
 
@@ -353,6 +431,8 @@ class Transaction:
             return _local_value(local)
         if self.isolation == SERIALIZABLE or self._ancestors:
             self._read_keys.add(key)
+            if self._state != "active":  # commit() began meanwhile: the read may be unvalidated
+                raise self._closed_error()
         self._has_read = True
         if self._inherited is not None:
             inherited = self._inherited.get(key)
@@ -436,20 +516,24 @@ class Transaction:
             timeout = min(float(timeout), max(0.0, self._deadline - time.monotonic()))
             locks = self._services.locks
             locks.acquire(self.id, key, timeout)
-            self._lock_keys.add(key)
-            if self._state != "active":
-                # Expired while waiting: expiry released our other locks
-                # before this one was granted, and nothing will again.
-                locks.release_all(self.id)
-            elif not self._has_read and not self._writes:
-                # The note before the head: its commits settle meanwhile
-                # either way, and InFlight.ancestors_after needs the head first.
-                note = locks.handed_over(key)
-                self._move_to_head()
-                if isinstance(note, InFlight):
-                    self._ancestors = note.ancestors_after(self.start_seq)
-                    if self._ancestors:
-                        self._inherited = overlay_of(self._ancestors)
+            with self._commit_lock:  # not while commit() takes the lock keys and the snapshot
+                self._lock_keys.add(key)
+                if self._state != "active":
+                    if self._state != "committing":
+                        # Expired (or ended) while waiting: what ended it released
+                        # our other locks before this one was granted, and nothing will again.
+                        locks.release_all(self.id)
+                    # committing: commit() releases every lock of ours when it ends.
+                    raise self._closed_error()
+                if not self._has_read and not self._writes:
+                    # The note before the head: its commits settle meanwhile
+                    # either way, and InFlight.ancestors_after needs the head first.
+                    note = locks.handed_over(key)
+                    self._move_to_head()
+                    if isinstance(note, InFlight):
+                        self._ancestors = note.ancestors_after(self.start_seq)
+                        if self._ancestors:
+                            self._inherited = overlay_of(self._ancestors)
         return self.get(key)
 
     def _move_to_head(self) -> None:
@@ -491,6 +575,8 @@ class Transaction:
         check_limit(limit)
         if self.isolation == SERIALIZABLE or self._ancestors:
             self._read_ranges.append((lo, hi))
+            if self._state != "active":  # commit() began meanwhile: the range may be unvalidated
+                raise self._closed_error()
         self._has_read = True
         # Copy the local writes in range now: the caller may keep writing while
         # it iterates.

@@ -4,6 +4,10 @@ live in the store.
 * In JSON bodies, keys and values are standard base64 (RFC 4648 §4).
 * In paths and query strings, keys are base64url without padding (§5), so
   any byte string fits in one path segment.
+* Both are decoded strictly: only the one canonical text of each byte string
+  is accepted (no characters of the other alphabet, no missing or extra
+  padding, no set bits after the last byte). Otherwise ``a+b`` and ``a-b``,
+  or ``YQ`` and ``YR``, would name one key.
 * Client keys are stored under :data:`KV_PREFIX`. The server keeps its own
   records (idempotency, and the catalog in phase 2) in the same store under
   other prefixes, and no client key can reach them.
@@ -14,7 +18,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any, Final
+import string
+from typing import Any, Callable, Final
 
 from starlette.requests import Request
 
@@ -25,6 +30,7 @@ from kvstore.keyrange import prefix_bounds
 from service.errors import ApiError
 
 KV_PREFIX: Final = b"kv/"
+_BASE64URL: Final = frozenset(string.ascii_letters + string.digits + "-_")
 _KV_LO, _KV_HI = prefix_bounds(KV_PREFIX)
 # The longest client key: keys travel in URL paths (see kvclient.transport).
 MAX_CLIENT_KEY_BYTES: Final = MAX_REMOTE_KEY_BYTES
@@ -35,14 +41,47 @@ def b64encode(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+def _canonical(text: str, data: bytes, encode: Callable[[bytes], bytes], padded: bool) -> bool:
+    """Whether ``text`` is exactly the encoding of ``data`` it decoded to.
+
+    Groups but the last decode 24 bits each with no choice, so only the
+    length (padding) and the last group need comparing: cheap for a large value.
+    """
+    tail = data[len(data) - (len(data) % 3 or 3):]
+    expected_tail = encode(tail).decode("ascii")
+    whole = -(-len(data) // 3) * 4
+    if not padded:
+        expected_tail = expected_tail.rstrip("=")
+        whole -= 4 - len(expected_tail) if tail else 0
+    return len(text) == whole and text.endswith(expected_tail)
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:40] + "...")
+
+
 def b64decode(text: object, what: str) -> bytes:
-    """Decode standard base64 from a JSON field, or raise ApiError 400 naming ``what``."""
+    """Decode standard base64 from a JSON field, or raise ApiError 400 naming ``what``.
+
+    >>> b64decode("YQ==", "value")
+    b'a'
+    >>> b64decode("YR==", "value")
+    Traceback (most recent call last):
+    ...
+    service.errors.ApiError: value is not valid base64 (RFC 4648 §4): 'YR==' is not canonical, 'YQ==' is
+    """
     if not isinstance(text, str):
         raise ApiError(400, "TypeError", f"{what} must be a base64 string, not {type(text).__name__}")
     try:
-        return base64.b64decode(text, validate=True)
+        data = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise ApiError(400, "ValueError", f"{what} is not valid base64") from None
+        raise ApiError(400, "ValueError", f"{what} is not valid base64 (RFC 4648 §4): {_shown(text)}") from None
+    if not _canonical(text, data, base64.b64encode, padded=True):
+        raise ApiError(
+            400, "ValueError",
+            f"{what} is not valid base64 (RFC 4648 §4): {_shown(text)} is not canonical, {_shown(b64encode(data))} is",
+        )
+    return data
 
 
 def path_key_encode(key: bytes) -> str:
@@ -55,11 +94,35 @@ def path_key_encode(key: bytes) -> str:
 
 
 def path_key_decode(text: str, what: str) -> bytes:
-    """Inverse of :func:`path_key_encode`; ApiError 400 naming ``what`` if malformed."""
+    """Inverse of :func:`path_key_encode`; ApiError 400 naming ``what`` if malformed.
+
+    Strict: the standard alphabet's ``+`` and ``/``, padding, and set bits
+    after the last byte are refused, so each key has exactly one URL form.
+
+    >>> path_key_decode("a+b", "key")
+    Traceback (most recent call last):
+    ...
+    service.errors.ApiError: key is not valid unpadded base64url (RFC 4648 §5): 'a+b' has the character '+' (base64url writes '-' and '_' for '+' and '/')
+    """
+    bad = next((c for c in text if c not in _BASE64URL), None)
+    if bad is not None:
+        hint = " (base64url writes '-' and '_' for '+' and '/')" if bad in "+/" else ""
+        hint = " (no padding)" if bad == "=" else hint
+        raise ApiError(
+            400, "ValueError",
+            f"{what} is not valid unpadded base64url (RFC 4648 §5): {_shown(text)} has the character {bad!r}{hint}",
+        )
     try:
-        return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+        data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (binascii.Error, ValueError):
-        raise ApiError(400, "ValueError", f"{what} is not valid unpadded base64url") from None
+        raise ApiError(400, "ValueError", f"{what} is not valid unpadded base64url (RFC 4648 §5): {_shown(text)}") from None
+    if not _canonical(text, data, base64.urlsafe_b64encode, padded=False):
+        raise ApiError(
+            400, "ValueError",
+            f"{what} is not valid unpadded base64url (RFC 4648 §5): {_shown(text)} is not canonical, "
+            f"{_shown(path_key_encode(data))} is",
+        )
+    return data
 
 
 def store_key(key: bytes, what: str = "key") -> bytes:

@@ -4,13 +4,15 @@ The protocol sends a namespace as its parts: in paths joined by the unit
 separator ``\\x1f`` (each part percent-encoded, decoded by the router), in
 JSON as a list. The catalog names namespaces with dots (``"a.b"``) and tables
 ``"<ns>.<table>"``, so a part may not contain a dot; every other rule (no
-control characters, no ``/``, no ``..``, bounded length) is checked here too,
-so no client string reaches a key or a path unchecked.
+control characters, no ``/``, no ``..``, bounded length, Unicode NFC as
+:mod:`catalog.names` requires) is checked here too, so no client string
+reaches a key or a path unchecked.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any, Final
 
 from service.errors import ApiError
@@ -34,6 +36,11 @@ def check_part(part: object, what: str) -> str:
         raise ApiError(
             400, "BadRequestException",
             f"invalid {what} {part!r}: 1-{MAX_PART_CHARS} characters, no control characters, '.', '/' or '\\\\'",
+        )
+    if not unicodedata.is_normalized("NFC", part):
+        raise ApiError(
+            400, "BadRequestException",
+            f"invalid {what} {part!r}: not in Unicode NFC (write {unicodedata.normalize('NFC', part)!r})",
         )
     return part
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, Final, TypeVar
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Match, Route
 
 import catalog
 from catalog import errors as catalog_errors
@@ -430,6 +431,41 @@ async def rename_view(request: Request) -> Response:
     return Response(status_code=204)
 
 
+# -- any other /v1 path -------------------------------------------------------
+
+
+async def unmatched(request: Request) -> Response:
+    """A ``/v1`` path no route takes: a REST error body, never a redirect.
+
+    Starlette matches routes on the percent-decoded path and redirects a
+    path that matches only without its trailing slash: ``GET
+    /v1/namespaces/%2F`` was a 307 to ``/v1/namespaces``, and ``DELETE
+    /v1/namespaces/a%2F`` one to namespace ``a``. An encoded ``/`` or ``\\``,
+    an empty or dot segment is a malformed name (400; namespace parts are
+    separated by ``%1F``), a path another route takes with another method is
+    405, anything else 404.
+    """
+    for other in request.app.router.routes:
+        if other is not _UNMATCHED and other.matches(request.scope)[0] is Match.PARTIAL:
+            raise ApiError(405, "MethodNotAllowedException", f"{request.method} is not allowed on {request.url.path}")
+    raw = bytes(request.scope.get("raw_path") or request.url.path.encode()).decode("latin-1")
+    segments = raw.split("/")[2:]  # after "" and "v1"
+    if "%2f" in raw.lower() or "%5c" in raw.lower():
+        problem = "an encoded '/' or '\\' in a namespace or name (namespace parts are separated by %1F)"
+    elif "" in segments:
+        problem = "an empty namespace, table or view name (an empty path segment or a trailing '/')"
+    elif any(s in (".", "..") or s.lower() in ("%2e", "%2e%2e", ".%2e", "%2e.") for s in segments):
+        problem = "a '.' or '..' path segment"
+    else:
+        raise ApiError(404, "NotFoundException", f"no Iceberg REST endpoint {request.method} {raw}")
+    raise ApiError(400, "BadRequestException", f"{request.method} {raw}: {problem}")
+
+
+# Last: it takes every /v1 path (any method) that no route above takes.
+_UNMATCHED: Final = Route(
+    "/v1/{path:path}", unmatched, methods=["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+)
+
 NS = "/v1/namespaces/{namespace}"
 # HEAD routes come before GET ones: Starlette also answers HEAD from a GET
 # route, which for a table would read its metadata just to send no body.
@@ -457,4 +493,5 @@ ROUTES = [
     route(NS + "/views/{view}", replace_view, "POST", error_type="BadRequestException"),
     route(NS + "/views/{view}", drop_view, "DELETE", error_type="BadRequestException"),
     route("/v1/views/rename", rename_view, "POST", error_type="BadRequestException"),
+    _UNMATCHED,
 ]

@@ -9,7 +9,9 @@ in the lakehouse is the location of its current metadata JSON. A commit:
    (``AssertRefSnapshotId`` etc.): a failure is ``CommitFailedException``, 409;
 3. applies the updates with pyiceberg's ``update_table_metadata``: an unknown
    or invalid update is 400 (unknown ones already fail to parse);
-4. writes the new metadata file under the table location (inside the warehouse);
+4. writes the new metadata file under the table location (inside the warehouse;
+   the table properties that name where files go must lie under the location,
+   see :meth:`Warehouse.check_write_paths`);
 5. swaps the pointer with ``commit_metadata_location(name, new, expected=old)``.
 
 If the swap loses a race (another commit moved the pointer after step 1),
@@ -125,6 +127,8 @@ def _apply(warehouse: Warehouse, base: Current | None, request: CommitTableReque
     except (ValueError, ValidationError) as exc:
         raise ApiError(400, "BadRequestException", f"cannot apply updates: {exc}") from None
     warehouse.check(metadata.location, "table location")
+    # After the updates: a set-properties, a set-location, or both together.
+    warehouse.check_write_paths(metadata.properties, metadata.location)
     return metadata
 
 
@@ -233,6 +237,7 @@ def create_table(
         if request.location
         else warehouse.default_table_location(namespace, request.name)
     )
+    warehouse.check_write_paths(request.properties, location)
     try:
         metadata = new_table_metadata(
             schema=request.table_schema,
@@ -272,6 +277,7 @@ def register_table(
     except (OSError, ValueError) as exc:
         raise ApiError(400, "BadRequestException", f"cannot read metadata at {location}: {exc}") from None
     warehouse.check_table_location(metadata.location, other_locations(lake, name), "table location")
+    warehouse.check_write_paths(metadata.properties, metadata.location)
     if body.get("overwrite") and lake.table_exists(name):
         current = load_current(lake, warehouse, name)
         lake.commit_metadata_location(name, location, current.metadata_location)

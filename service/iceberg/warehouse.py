@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import os
 import threading
+import unicodedata
 import urllib.parse
 import uuid
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Final
 
 from pyiceberg.io import load_file_io
 from pyiceberg.serializers import FromInputFile, ToOutputFile
-from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadata
 
 from service.errors import ApiError
@@ -48,6 +49,32 @@ def to_uri(location: str) -> str:
 _SCHEMES: Final = {"file": "file", "s3": "s3", "s3a": "s3", "s3n": "s3"}
 _FORBIDDEN: Final = frozenset("\\?#")
 
+# Table properties that name where a table's files are written (Iceberg's
+# TableProperties: data, metadata, and the two older object/folder storage
+# names of the data path). Each must lie inside the table's own location:
+# inside the warehouse, apart from every other table (whose purge would
+# delete them) and from the store, and purged with the table.
+WRITE_PATH_PROPERTIES: Final = (
+    "write.data.path", "write.metadata.path", "write.object-storage.path", "write.folder-storage.path",
+)
+# Properties that name a class deciding where files go (Java's and
+# pyiceberg's): no path to check, and pyiceberg imports the named module.
+LOCATION_PROVIDER_PROPERTIES: Final = ("write.location-provider.impl", "write.py-location-provider.impl")
+
+
+def _dot_segment(segment: str) -> bool:
+    """Whether some server or client may take ``segment`` for ``.`` or ``..``.
+
+    Only dots (and spaces, which Windows strips), also as compatibility
+    characters (``\uff0e``, ``\u2025``), or such a segment with ``;``
+    parameters, which servlet containers drop (``..;``).
+
+    >>> [_dot_segment(s) for s in ("..;", ".;x", "...", "\uff0e\uff0e", ". ", "a.", ".hidden")]
+    [True, True, True, True, True, False, False]
+    """
+    head = unicodedata.normalize("NFKC", segment.split(";", 1)[0]).strip(" ")
+    return not head.strip(".")
+
 
 def normalize(location: object, what: str = "location") -> str:
     """``location`` as the one URI the filesystem that uses it will open, or ApiError 400.
@@ -55,8 +82,10 @@ def normalize(location: object, what: str = "location") -> str:
     What a client sends is decoded the way the file IO decodes it (one round
     of percent-decoding, scheme case, ``s3a``/``s3n`` as ``s3``, ``localhost``
     as no host, ``.`` and empty segments dropped), and refused when it is
-    ambiguous: a ``..`` segment, a ``%`` left after decoding (double
-    encoding), a backslash, query or fragment, or a control character.
+    ambiguous: a ``..`` segment or one some server or client may read as
+    ``.`` or ``..`` (``..;``, ``.;x``, ``...``, fullwidth dots), a ``%`` left
+    after decoding (double encoding), a backslash, query or fragment, or a
+    control character.
 
     >>> normalize("FILE:///wh//ns/./t/")
     'file:///wh/ns/t'
@@ -84,8 +113,12 @@ def normalize(location: object, what: str = "location") -> str:
             400, "BadRequestException", f"{what} {location!r} decodes to a path with the character {bad!r}"
         )
     segments = [s for s in path.split("/") if s not in ("", ".")]
-    if ".." in segments:
-        raise ApiError(400, "BadRequestException", f"{what} {location!r} has a '..' segment: it could lead outside the warehouse")
+    dots = next((s for s in segments if _dot_segment(s)), None)
+    if dots is not None:
+        raise ApiError(
+            400, "BadRequestException",
+            f"{what} {location!r} has a {dots!r} segment: read as '..' it could lead outside the warehouse",
+        )
     return f"{scheme}://{netloc}/" + "/".join(segments)
 
 
@@ -155,6 +188,40 @@ class Warehouse:
             raise ApiError(400, "BadRequestException", f"{what} {location!r} contains the lakehouse store {self.store}")
         return uri
 
+    def check_write_paths(self, properties: Mapping[str, str], location: str) -> None:
+        """Refuse (ApiError 400 naming the property) table ``properties`` that would put
+        files outside the table's ``location``.
+
+        Each of :data:`WRITE_PATH_PROPERTIES` is normalized as locations are
+        (:func:`normalize`) and must be ``location`` or below it; the
+        :data:`LOCATION_PROVIDER_PROPERTIES` are refused outright.
+        """
+        for key in LOCATION_PROVIDER_PROPERTIES:
+            if key in properties:
+                raise ApiError(
+                    400, "BadRequestException",
+                    f"table property {key} is not accepted: a custom location provider may write files "
+                    "outside the table location, where this server cannot confine them",
+                )
+        table = normalize(location, "table location")
+        for key in WRITE_PATH_PROPERTIES:
+            if key not in properties:
+                continue
+            value = properties[key]
+            uri = normalize(value, f"table property {key}")
+            if uri == self.root or not _under(uri, self.root):
+                raise ApiError(
+                    400, "BadRequestException",
+                    f"table property {key} {value!r} is outside the warehouse {self.root!r}",
+                )
+            if not _under(uri, table):
+                raise ApiError(
+                    400, "BadRequestException",
+                    f"table property {key} {value!r} is outside the table location {table!r} "
+                    "(a table's files must lie under its location: purging it removes them, "
+                    "and no other table's purge can reach them)",
+                )
+
     def prepare_location(self, location: str) -> None:
         """Create a local table location's ``data`` and ``metadata`` directories: a staged
         create writes no file there, but its writer puts data files and manifests there
@@ -169,10 +236,16 @@ class Warehouse:
         return f"{self.root}/{namespace.replace('.', '/')}/{name}-{uuid.uuid4().hex}"
 
     def next_metadata_location(self, metadata: TableMetadata, previous: str | None) -> str:
-        """``<location>/metadata/<version+1>-<uuid>.metadata.json``, as Iceberg names them."""
+        """``<location>/metadata/<version+1>-<uuid>.metadata.json``, as Iceberg names them
+        (under ``write.metadata.path`` if set: check it first, :meth:`check_write_paths`).
+
+        Computed here, not by pyiceberg's location provider, which imports
+        whatever class the table's ``write.py-location-provider.impl`` names.
+        """
         version = 0 if previous is None else _metadata_version(previous) + 1
-        provider = load_location_provider(metadata.location, metadata.properties)
-        return self.check(provider.new_table_metadata_file_location(version), "metadata location")
+        directory = metadata.properties.get("write.metadata.path") or f"{metadata.location.rstrip('/')}/metadata"
+        location = f"{directory.rstrip('/')}/{version:05d}-{uuid.uuid4()}.metadata.json"
+        return self.check(location, "metadata location")
 
     def write_metadata(self, metadata: TableMetadata, location: str) -> None:
         io = load_file_io(properties={}, location=location)

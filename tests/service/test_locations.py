@@ -36,6 +36,14 @@ TRICKS: dict[str, Callable[[str], str]] = {
     "encoded slashes around": lambda r: r + "/ns/%2F..%2F..%2Fvictim",
     "plain dot-dot": lambda r: r + "/ns/../../victim",
     "trailing dot-dot": lambda r: r + "/t/..",
+    "dot-dot with a path parameter": lambda r: r + "/..;/x",
+    "dot-dot with a named path parameter": lambda r: r + "/ns/..;a=b/x",
+    "dot with a path parameter": lambda r: r + "/ns/.;/..;/..;/x",
+    "encoded dot-dot with a path parameter": lambda r: r + "/%2e%2e%3b/x",
+    "three dots": lambda r: r + "/ns/.../x",
+    "dot-dot and a space": lambda r: r + "/ns/.. /x",
+    "fullwidth dots": lambda r: r + "/ns/\uff0e\uff0e/x",
+    "two dot leader": lambda r: r + "/ns/\u2025/x",
     "the warehouse itself": lambda r: r,
     "the warehouse with a slash": lambda r: r + "/",
     "the warehouse with slashes": lambda r: r + "//",
@@ -143,6 +151,7 @@ def test_purge_deletes_only_the_tables_own_files_and_never_the_store(
         warehouse + "/%2E%2E",
         warehouse,
         warehouse + "/ns/%252E%252E/x",
+        warehouse + "/..;/victim",
     ):
         status, body = _post(server, "/v1/namespaces/ns/tables", {"name": "t", "schema": SCHEMA, "location": location})
         assert status == 400, (location, body)

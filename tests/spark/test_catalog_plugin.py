@@ -448,3 +448,19 @@ def test_decimal_and_date_filters_prune(spark: SparkSession, ns: str) -> None:
     spark.sql(f"INSERT INTO {ns}.t VALUES (DATE'2025-01-01', 9.25)")  # one row: one file
     assert rows(spark, f"SELECT amount FROM {ns}.t WHERE d > DATE'2024-06-01'") == [(Decimal("9.25"),)]
     assert "InMemoryFileIndex(1 paths)" in explain(spark, f"SELECT * FROM {ns}.t WHERE amount < 2")
+
+
+def test_a_name_not_in_unicode_nfc_is_refused(spark: SparkSession, ns: str) -> None:
+    """``café`` typed as NFD is not a second namespace or table beside the NFC one (catalog.names)."""
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    spark.sql(f"CREATE NAMESPACE {ns}.`{nfc}`")
+    spark.sql(f"CREATE TABLE {ns}.`{nfc}`.`{nfc}` (id INT)")
+    for statement in (
+        f"CREATE NAMESPACE {ns}.`{nfd}`",
+        f"CREATE TABLE {ns}.`{nfc}`.`{nfd}` (id INT)",
+        f"INSERT INTO {ns}.`{nfd}`.`{nfc}` VALUES (1)",
+    ):
+        with pytest.raises(PySparkException, match="not in Unicode NFC"):
+            spark.sql(statement)
+    assert [r[0] for r in rows(spark, f"SHOW NAMESPACES IN {ns}")] == [f"{short(ns)}.`{nfc}`"]
+    assert [r[1] for r in rows(spark, f"SHOW TABLES IN {ns}.`{nfc}`")] == [nfc]

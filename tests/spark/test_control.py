@@ -184,3 +184,18 @@ def test_open_refuses_an_option_that_is_not_a_store_option(tmp_path: Path) -> No
     (answer,) = [json.loads(line) for line in out.getvalue().splitlines()]
     assert answer["ok"] is False and "catalog option create is not a store option" in answer["error"]["message"]
     assert not (tmp_path / "lake").exists()
+
+
+def test_a_name_not_in_unicode_nfc_is_refused(plane: ControlPlane) -> None:
+    """Spark identifiers reach the catalog's name rules: an NFD spelling is not a second namespace."""
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    ok(plane, "create_namespace", namespace=[nfc])
+    for op, args in (
+        ("create_namespace", {"namespace": [nfd]}),
+        ("load_namespace", {"namespace": [nfd]}),
+        ("create_table", {"name": [nfc, nfd], "schema": STRUCT}),
+    ):
+        refused = error(plane, op, **args)
+        assert refused["kind"] == "invalid_argument" and "not in Unicode NFC" in refused["message"], (op, refused)
+    assert ok(plane, "list_namespaces") == [[nfc]]
+    assert ok(plane, "list_tables", namespace=[nfc]) == []

@@ -1,0 +1,90 @@
+"""Iceberg REST paths that name no object are REST errors, never redirects.
+
+Starlette matches routes on the percent-decoded path and redirected what
+matched only without a trailing slash: ``GET /v1/namespaces/%2f`` was a 307
+to ``/v1/namespaces``, and ``DELETE /v1/namespaces/a%2F`` one to namespace
+``a``, which a client that follows redirects then dropped. Namespace parts
+travel joined by ``%1F`` (the REST spec's unit separator); an encoded ``/``,
+an empty part or a dot segment is a 400 with the REST error body.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from test_security import request
+
+from service.testing import ServerProcess
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    root = tmp_path_factory.mktemp("iceberg-routes")
+    process = ServerProcess(str(root / "lake"), root / "server.log").start()
+    try:
+        for namespace in (["a"], ["a", "b"]):
+            body = json.dumps({"namespace": namespace}).encode()
+            assert request(process, "POST", "/v1/namespaces", body, {"Content-Type": "application/json"})[0] == 200
+        yield process
+    finally:
+        process.stop()
+
+
+def _error(server: ServerProcess, method: str, path: str) -> tuple[int, dict]:
+    status, headers, raw = request(server, method, path)
+    assert "location" not in headers, (method, path, status, headers)
+    body = json.loads(raw) if method != "HEAD" else {"error": {"type": "", "code": status}}
+    assert body["error"]["code"] == status
+    return status, body
+
+
+MALFORMED = [
+    "/v1/namespaces/%2f",
+    "/v1/namespaces/%2F",
+    "/v1/namespaces/a%2F",
+    "/v1/namespaces/a%2Fb",
+    "/v1/namespaces/%5C",
+    "/v1/namespaces/",
+    "/v1/namespaces//",
+    "/v1/namespaces/%1F",
+    "/v1/namespaces/a%1F",
+    "/v1/namespaces/%1Fa",
+    "/v1/namespaces/a%1F%1Fb",
+    "/v1/namespaces/..",
+    "/v1/namespaces/%2E%2E",
+    "/v1/namespaces/a/../a",
+    "/v1/namespaces/a/tables/",
+    "/v1/namespaces/a/tables/%2f",
+    "/v1/namespaces/a/tables/t%2F",
+    "/v1/namespaces/a/views/%2F",
+    "/v1/config/",
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [(method, path) for method in ("GET", "HEAD", "DELETE") for path in MALFORMED]
+    + [("POST", path) for path in MALFORMED if "%2f" in path.lower() or path.endswith("/")],
+)
+def test_a_malformed_name_in_a_path_is_a_400_not_a_redirect(server: ServerProcess, method: str, path: str) -> None:
+    status, body = _error(server, method, path)
+    assert status == 400, (method, path, body)
+    if method != "HEAD":
+        assert body["error"]["type"] == "BadRequestException"
+
+
+def test_a_trailing_encoded_slash_never_reaches_the_namespace_before_it(server: ServerProcess) -> None:
+    assert _error(server, "DELETE", "/v1/namespaces/a%1Fb%2F")[0] == 400
+    assert request(server, "GET", "/v1/namespaces/a%1Fb")[0] == 200  # the unit separator joins parts
+    assert request(server, "GET", "/v1/namespaces/a")[0] == 200
+
+
+def test_other_unmatched_paths_are_rest_errors(server: ServerProcess) -> None:
+    status, body = _error(server, "GET", "/v1/nope")
+    assert (status, body["error"]["type"]) == (404, "NotFoundException")
+    status, body = _error(server, "GET", "/v1/namespaces/a/tables/t/extra")
+    assert status == 404
+    status, body = _error(server, "PUT", "/v1/namespaces/a")
+    assert (status, body["error"]["type"]) == (405, "MethodNotAllowedException")
