@@ -21,17 +21,36 @@ conservative bound for sub-second clocks). One whole-second stamp is not
 enough: a local file system stamps with a kernel tick of a few milliseconds,
 which lands on a whole second now and then.
 
+Without writing (a full disk, read-only credentials): when the probe's PUT
+fails, the clock is measured from stamps the storage already holds, so that
+reading, GC and verify work with 0 bytes free. A backend with a ``touch``
+(:meth:`~kvstore.objstore.local.LocalStore.touch`: set an existing object's
+stamp to the storage's time, no new bytes) re-stamps the existing probe:
+as exact as a PUT. Otherwise (or with no probe yet) the newest stamp under
+``_`` (root files, the hint, the probe) is the reading. Both are stamps the
+storage made before the HEAD or LIST returned, so the offset is still a
+lower bound: ``now()`` never runs ahead of the storage clock, only further
+behind it (by up to the time since the newest write, with the listing). An
+age or a cutoff computed from it is therefore never larger than the real
+one, and the grace period keeps its meaning: GC may keep files longer than
+it needs to, never delete one younger than the grace. The next
+re-measurement tries the PUT again.
+
 Thread-safety: every method may be called from many threads.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Final
 
+from kvstore.errors import ObjectStoreError
 from kvstore.format.names import CLOCK_PROBE_PATH as PROBE_PATH
 from kvstore.objstore.base import ObjectStore
+
+log = logging.getLogger(__name__)
 
 # Re-measure the offset this often: local clocks drift (or get stepped by
 # NTP) by far less than a second per minute.
@@ -58,7 +77,8 @@ class StorageClock:
         """Seconds since the epoch on the storage's clock (never ahead of it).
 
         Raises:
-            ObjectStoreError: the probe could not be written or read.
+            ObjectStoreError: the probe could not be written, and no stamp
+                could be read instead (see the module docstring).
         """
         offset = self._offset
         if offset is None or time.monotonic() - self._measured_at > self._refresh_s:
@@ -104,7 +124,10 @@ class StorageClock:
         known_whole = self._resolution == _WHOLE_SECONDS
         for _ in range(_MAX_PROBES):
             started = time.time()
-            self._store.put(PROBE_PATH, b"lakekv storage clock probe\n")
+            try:
+                self._store.put(PROBE_PATH, b"lakekv storage clock probe\n")
+            except ObjectStoreError as exc:
+                return self._measure_without_writing(exc)
             stamp = self._store.head(PROBE_PATH).mtime
             # The storage stamped the probe at some moment before this line (and
             # truncated the stamp): pairing it with the local time *now* can only
@@ -123,6 +146,39 @@ class StorageClock:
         with self._lock:
             if whole_seconds:
                 self._resolution = _WHOLE_SECONDS
+            self._offset = offset
+            self._measured_at = time.monotonic()
+        return offset
+
+    def _measure_without_writing(self, cause: ObjectStoreError) -> float:
+        """The offset from stamps the storage already holds (the probe's PUT failed).
+
+        Raises:
+            ObjectStoreError: ``cause``, when the storage holds no stamp to read either.
+        """
+        stamp = None
+        touch = getattr(self._store, "touch", None)
+        if touch is not None:
+            try:
+                stamp = touch(PROBE_PATH).mtime
+            except (FileNotFoundError, ObjectStoreError):
+                stamp = None  # no probe yet, or the touch was refused: the listing below
+        if stamp is None:
+            try:
+                stamp = max((meta.mtime for meta in self._store.list("_")), default=None)
+            except ObjectStoreError:
+                stamp = None
+        if stamp is None:
+            raise cause
+        # Stamped before this line: pairing it with the local time now gives a
+        # lower bound on the offset, as for a probe.
+        offset = stamp - time.time()
+        log.warning(
+            "storage clock of %s measured without writing (%s): it may lag the storage's", self._store.url, cause
+        )
+        with self._lock:
+            if stamp == int(stamp):
+                self._resolution = _WHOLE_SECONDS  # unconfirmed, so the larger (safe) step
             self._offset = offset
             self._measured_at = time.monotonic()
         return offset

@@ -1,0 +1,147 @@
+"""A full disk (issue 35, acceptance 4): GC frees space with 0 bytes free, writes
+resume, and every acknowledged write survives.
+
+A 20 MiB tmpfs holds a lakehouse and a key-value store. Their writers (table
+appends and overwrites, store puts with flushes and compactions) fill it to
+0 bytes free, keeping a model of what was acknowledged. A write that fails
+must fail definitely (the storage proved nothing landed), so it stays out of
+the model. Then, at 0 bytes free: the read-only maintenance commands work
+(``lakekv gc --dry-run``, ``lakekv lake URL gc --dry-run``, ``lakekv lake URL
+verify``, ``lake.gc(dry_run=True)``), and GC (``lakekv gc``, ``lakekv lake
+URL gc``) frees space; writes resume, and the stores read back exactly the
+model, in this process and in fresh handles.
+
+The grace period and the retention window are on the storage's clock: the
+test moves every existing file's stamp two days back
+(:func:`full_disk_util.age_everything`) instead of waiting for them.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import catalog
+import kvstore
+from full_disk_util import age_everything, free_bytes, tmpfs
+from kvstore.cli import main
+from kvstore.errors import CommitNotLandedError, NotWrittenError
+
+QUIET = {"poll_interval_s": 0, "background_maintenance": False}
+SCHEMA = pa.schema([("id", pa.int64()), ("payload", pa.binary())])
+TWO_DAYS = 2 * 24 * 3600.0  # past the default retention window (1 day) and grace period (1 hour)
+
+
+def _rows(rng: random.Random, first: int, count: int, size: int = 2000) -> list[tuple[int, bytes]]:
+    return [(first + i, rng.randbytes(size)) for i in range(count)]  # incompressible
+
+
+def _table(rows: list[tuple[int, bytes]]) -> pa.Table:
+    return pa.table({"id": [r[0] for r in rows], "payload": [r[1] for r in rows]}, schema=SCHEMA)
+
+
+def _lake_rows(lake: catalog.Lakehouse) -> list[tuple[int, bytes]]:
+    data = lake.load_table("ns.t").scan().to_arrow()
+    return sorted(zip(data.column("id").to_pylist(), data.column("payload").to_pylist()))
+
+
+def _refused(exc: BaseException) -> bool:
+    """The storage proved the write did not land (or the error says so)."""
+    return isinstance(exc, (CommitNotLandedError, NotWrittenError))
+
+
+def _fill(lake: catalog.Lakehouse, db: kvstore.Store, rng: random.Random) -> tuple[list, dict, int]:
+    """Write until the disk is full and both writers were refused; return the models.
+
+    Once a writer is refused, both write small: the last pages fill up too.
+    """
+    table = lake.load_table("ns.t")
+    lake_model: list[tuple[int, bytes]] = []
+    kv_model: dict[bytes, bytes] = {}
+    next_id = refusals = 0
+    lake_refused = kv_refused = False
+    for step in range(10_000):
+        if lake_refused and kv_refused and free_bytes(lake.store.objects.root) == 0:
+            return lake_model, kv_model, refusals
+        small = lake_refused or kv_refused
+        rows = _rows(rng, next_id, 1 if small else 200, 10 if small else 2000)
+        next_id += len(rows)
+        try:
+            if step % 3 == 0:
+                table.overwrite(_table(rows))
+                lake_model = list(rows)
+            else:
+                table.append(_table(rows))
+                lake_model += rows
+        except Exception as exc:  # the assertion below decides: only a definite refusal is allowed
+            assert _refused(exc), f"a failed lake write must say it did not land: {exc!r}"
+            lake_refused, refusals = True, refusals + 1
+        try:
+            key = b"k%03d" % (step % 40)
+            value = rng.randbytes(10 if small else 8000)
+            db.put(key, value)
+            kv_model[key] = value
+            if step % 10 == 9 and not small:
+                db.flush()
+                db.compact(full=True)
+        except Exception as exc:
+            assert _refused(exc), f"a failed store write must say it did not land: {exc!r}"
+            kv_refused, refusals = True, refusals + 1
+    raise AssertionError("10,000 steps did not fill 20 MiB")
+
+
+def _check(lake_url: str, kv_url: str, lake_model: list, kv_model: dict) -> None:
+    with catalog.open(lake_url, create=False, **QUIET) as lake:
+        assert _lake_rows(lake) == sorted(lake_model)
+    with kvstore.open(kv_url, create=False, **QUIET) as db:
+        assert dict(db.scan()) == kv_model
+
+
+def test_gc_frees_a_full_disk_and_every_acknowledged_write_survives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = random.Random(35)
+    with tmpfs(tmp_path / "disk", size_mb=20) as disk:
+        lake_url, kv_url = str(disk / "lake"), str(disk / "kv")
+        with catalog.open(lake_url, **QUIET) as lake, kvstore.open(kv_url, **QUIET) as db:
+            lake.create_namespace("ns")
+            lake.create_table("ns.t", SCHEMA)
+            lake_model, kv_model, refusals = _fill(lake, db, rng)
+            assert free_bytes(disk) == 0 and refusals >= 2
+            # Reading works with 0 bytes free, in the writers' own handles.
+            assert _lake_rows(lake) == sorted(lake_model)
+            assert dict(db.scan()) == kv_model
+        _check(lake_url, kv_url, lake_model, kv_model)
+
+        age_everything(disk, TWO_DAYS)
+        assert free_bytes(disk) == 0
+        # The read-only maintenance commands, at 0 bytes free.
+        capsys.readouterr()
+        assert main(["gc", "--dry-run", kv_url]) == 0
+        assert main(["lake", lake_url, "gc", "--dry-run"]) == 0
+        assert main(["lake", lake_url, "verify"]) == 0
+        out = capsys.readouterr().out
+        assert "would delete" in out and "ok:" in out
+        with catalog.open(lake_url, create=False, **QUIET) as lake:
+            would = lake.gc(dry_run=True)
+            assert would.dry_run and would.bytes_freed > 0  # the overwritten tables' files
+        assert free_bytes(disk) == 0
+
+        # GC itself, at 0 bytes free.
+        assert main(["gc", kv_url]) == 0
+        assert main(["lake", lake_url, "gc"]) == 0
+        freed = free_bytes(disk)
+        assert freed > 1 << 20, f"GC freed only {freed} bytes"
+        _check(lake_url, kv_url, lake_model, kv_model)
+
+        # Writes resume.
+        with catalog.open(lake_url, create=False, **QUIET) as lake, kvstore.open(kv_url, create=False, **QUIET) as db:
+            rows = _rows(rng, 1_000_000, 50)
+            lake.load_table("ns.t").append(_table(rows))
+            lake_model += rows
+            db.put(b"after-gc", b"resumed")
+            kv_model[b"after-gc"] = b"resumed"
+        _check(lake_url, kv_url, lake_model, kv_model)
