@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,3 +54,21 @@ def age_everything(root: Path, seconds: float) -> None:
             path = os.path.join(directory, name)
             st = os.lstat(path)
             os.utime(path, (st.st_atime - seconds, st.st_mtime - seconds), follow_symlinks=False)
+
+
+_KILLED_MID_WRITE = """
+import os, signal, sys
+from kvstore.objstore import LocalStore
+store = LocalStore(sys.argv[1])
+store.compiled_publish = False  # the Python path: its fsync is the kill point
+os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)  # killed after writing, before the link
+store.put_if_absent("sst/" + "e" * 32 + ".sst", b"x" * int(sys.argv[2]))
+"""
+
+
+def writer_killed_mid_write(root: Path, size: int) -> None:
+    """A second process writes a ``size``-byte object into the local store at
+    ``root`` and is killed (SIGKILL) after writing its temp file, before
+    publishing it: the temp file stays in ``.tmp/``, its writer dead."""
+    done = subprocess.run([sys.executable, "-c", _KILLED_MID_WRITE, str(root), str(size)], env=dict(os.environ))
+    assert done.returncode == -9, done

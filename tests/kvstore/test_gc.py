@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import os
 import random
 import time
 from pathlib import Path
@@ -12,7 +13,9 @@ import pytest
 
 import kvstore
 from kvstore.chain import HINT_PATH, VersionChain
+from kvstore.objstore.local import TEMP_DIR, LocalStore
 from kvstore.objstore.memory import MemoryStore
+from full_disk_util import writer_killed_mid_write
 from maintenance_util import QUIET, sst_paths
 
 SHORT = dict(QUIET, retention_window_s=0, gc_grace_s=0, gc_min_roots=1)
@@ -320,3 +323,31 @@ def test_gc_rechecks_versions_committed_while_it_ran(monkeypatch: pytest.MonkeyP
         monkeypatch.undo()
     with kvstore.open(inner, **QUIET) as db:
         assert db.get(b"j") == b"w" and db.verify().ok
+
+
+def test_gc_deletes_temp_files_of_writers_killed_mid_write_after_the_grace_period(tmp_path: Path) -> None:
+    """Issue 35: 33 temp files after 36 kills were never removed."""
+    store = LocalStore(tmp_path, fsync=False)
+    temp_dir = tmp_path / TEMP_DIR
+    with kvstore.open(store, **dict(QUIET, gc_min_roots=1)) as db:
+        db.put(b"k", b"v")
+        writer_killed_mid_write(tmp_path, 50_000)
+        [dead] = list(temp_dir.iterdir())
+        live = temp_dir / f"{os.getpid():x}-{'0' * 24}.tmp"  # a live writer's (this process)
+        live.write_bytes(b"in flight")
+        _age(live, 2 * 3600)
+        # Younger than the grace period (an hour, on the storage's clock): kept.
+        assert db.gc().deleted_temp_files == ()
+        assert dead.exists()
+        _age(dead, 2 * 3600)
+        report = db.gc(dry_run=True)
+        assert report.deleted_temp_files == (f"{TEMP_DIR}/{dead.name}",) and report.bytes_freed >= 50_000
+        assert dead.exists()
+        assert db.gc().deleted_temp_files == (f"{TEMP_DIR}/{dead.name}",)
+        assert sorted(temp_dir.iterdir()) == [live]  # the live writer's file, however old, stays
+        assert db.get(b"k") == b"v"
+
+
+def _age(path: Path, seconds: float) -> None:
+    st = path.stat()
+    os.utime(path, (st.st_atime - seconds, st.st_mtime - seconds))
