@@ -43,6 +43,7 @@ import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from kvstore.clock import StorageClock
 from kvstore.errors import ObjectStoreError
@@ -55,6 +56,16 @@ from kvstore.retention import Retention, RetentionFloor
 from kvstore.state import EngineState
 
 log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class TempFileStore(Protocol):
+    """A backend that publishes through temp files and can find those of dead
+    writers (:class:`~kvstore.objstore.local.LocalStore`)."""
+
+    def stale_temp_files(self, cutoff: float) -> list[ObjectMeta]: ...
+
+    def delete_temp_file(self, path: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -146,8 +157,7 @@ class GarbageCollector:
         # listed: its files are young, but never rely on that alone.
         live |= self._files_of_versions_after(head)
         garbage = [meta for meta in garbage if meta.path not in live]
-        stale_temp_files = getattr(store, "stale_temp_files", None)
-        temp = stale_temp_files(cutoff) if stale_temp_files is not None else []
+        temp = store.stale_temp_files(cutoff) if isinstance(store, TempFileStore) else []
         report = GCReport(
             dry_run=dry_run,
             head=head,
@@ -161,8 +171,9 @@ class GarbageCollector:
             deleted_temp_files=tuple(meta.path for meta in temp),
         )
         if not dry_run:
-            for meta in temp:  # first: on a full disk, the space they hold helps the rest
-                store.delete_temp_file(meta.path)
+            if isinstance(store, TempFileStore):
+                for meta in temp:  # first: on a full disk, the space they hold helps the rest
+                    store.delete_temp_file(meta.path)
             self._sweep(head, [version for version, _ in doomed], [meta.path for meta in garbage])
         return report
 

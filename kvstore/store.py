@@ -300,11 +300,13 @@ class Store:
         :attr:`storage_clock_resolution`): the value never runs ahead of the
         storage clock and may lag it by up to one resolution step. Measured
         with a probe object (``_clock_probe``: one PUT and one HEAD), then
-        derived from the local clock, re-measured every minute.
+        derived from the local clock, re-measured every minute. When the
+        PUT fails (a full disk), it is measured without writing and may lag
+        further, never lead (:mod:`kvstore.clock`).
 
         Raises:
             StoreClosedError: the store is closed.
-            ObjectStoreError: the probe failed.
+            ObjectStoreError: the probe failed and no stamp could be read instead.
         """
         self._check_open()
         return self._clock.now()
