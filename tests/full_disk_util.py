@@ -56,19 +56,66 @@ def age_everything(root: Path, seconds: float) -> None:
             os.utime(path, (st.st_atime - seconds, st.st_mtime - seconds), follow_symlinks=False)
 
 
-_KILLED_MID_WRITE = """
+_WRITER = """
 import os, signal, sys
 from kvstore.objstore import LocalStore
-store = LocalStore(sys.argv[1])
-store.compiled_publish = False  # the Python path: its fsync is the kill point
-os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)  # killed after writing, before the link
-store.put_if_absent("sst/" + "e" * 32 + ".sst", b"x" * int(sys.argv[2]))
+root, size, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+store = LocalStore(root)
+store.compiled_publish = False  # the Python path: its fsync, after the temp file is written, is the stop point
+
+
+fsync = os.fsync
+
+
+def stop(fd):
+    os.fsync = fsync  # the first fsync only: the temp file's
+    if mode == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)  # killed after writing, before the link
+    print("written", flush=True)  # stalled after writing, before the link, until told to go on
+    sys.stdin.readline()
+    fsync(fd)
+
+
+os.fsync = stop
+store.put_if_absent(WRITTEN_PATH, b"x" * size)
+print("published", flush=True)
 """
+
+WRITTEN_PATH = "scratch/written-by-a-second-process"
+"""What the writers below write: a name GC never deletes."""
+
+
+def _writer_command(root: Path, size: int, mode: str) -> list[str]:
+    code = f"WRITTEN_PATH = {WRITTEN_PATH!r}\n{_WRITER}"
+    return [sys.executable, "-c", code, str(root), str(size), mode]
 
 
 def writer_killed_mid_write(root: Path, size: int) -> None:
     """A second process writes a ``size``-byte object into the local store at
     ``root`` and is killed (SIGKILL) after writing its temp file, before
     publishing it: the temp file stays in ``.tmp/``, its writer dead."""
-    done = subprocess.run([sys.executable, "-c", _KILLED_MID_WRITE, str(root), str(size)], env=dict(os.environ))
+    done = subprocess.run(_writer_command(root, size, "kill"), env=dict(os.environ))
     assert done.returncode == -9, done
+
+
+@contextmanager
+def stalled_writer(root: Path, size: int) -> Iterator[subprocess.Popen[str]]:
+    """A second process, alive, stopped between writing its temp file and
+    publishing it (as a writer descheduled or paused there is). On exit it
+    goes on, and must publish its object."""
+    writer = subprocess.Popen(
+        _writer_command(root, size, "stall"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env=dict(os.environ),
+    )
+    assert writer.stdin is not None and writer.stdout is not None
+    try:
+        assert writer.stdout.readline() == "written\n"
+        yield writer
+        writer.stdin.write("go on\n")
+        writer.stdin.flush()
+        assert writer.stdout.readline() == "published\n"
+        assert writer.wait() == 0
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()

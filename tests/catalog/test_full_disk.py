@@ -26,12 +26,14 @@ import pytest
 
 import catalog
 import kvstore
-from full_disk_util import age_everything, free_bytes, tmpfs
+from full_disk_util import age_everything, free_bytes, tmpfs, writer_killed_mid_write
 from kvstore.cli import main
 from kvstore.errors import CommitNotLandedError, NotWrittenError
 
 QUIET = {"poll_interval_s": 0, "background_maintenance": False}
 SCHEMA = pa.schema([("id", pa.int64()), ("payload", pa.binary())])
+# ns.t is overwritten (its old files become garbage), ns.log only appended to.
+TABLES = ("ns.t", "ns.log")
 TWO_DAYS = 2 * 24 * 3600.0  # past the default retention window (1 day) and grace period (1 hour)
 
 
@@ -43,9 +45,18 @@ def _table(rows: list[tuple[int, bytes]]) -> pa.Table:
     return pa.table({"id": [r[0] for r in rows], "payload": [r[1] for r in rows]}, schema=SCHEMA)
 
 
-def _lake_rows(lake: catalog.Lakehouse) -> list[tuple[int, bytes]]:
-    data = lake.load_table("ns.t").scan().to_arrow()
-    return sorted(zip(data.column("id").to_pylist(), data.column("payload").to_pylist()))
+def _lake_rows(lake: catalog.Lakehouse) -> dict[str, list[tuple[int, bytes]]]:
+    rows = {}
+    for name in TABLES:
+        data = lake.load_table(name).scan().to_arrow()
+        rows[name] = sorted(zip(data.column("id").to_pylist(), data.column("payload").to_pylist()))
+    return rows
+
+
+def _create(lake: catalog.Lakehouse) -> None:
+    lake.create_namespace("ns")
+    for name in TABLES:
+        lake.create_table(name, SCHEMA)
 
 
 def _refused(exc: BaseException) -> bool:
@@ -55,13 +66,15 @@ def _refused(exc: BaseException) -> bool:
 
 def _fill(
     lake: catalog.Lakehouse, db: kvstore.Store, rng: random.Random, strict: bool = True
-) -> tuple[list, dict, int]:
-    """Write until the disk is full and both writers were refused; return the models.
+) -> tuple[dict[str, list[tuple[int, bytes]]], dict[bytes, bytes], int]:
+    """Write until the disk is full and both writers were refused; return the
+    models of what was acknowledged and the number of refused writes.
 
-    Once a writer is refused, both write small: the last pages fill up too.
+    Overwrites of ns.t and of 40 keys make garbage; appends to ns.log and
+    new keys accumulate. Once a writer is refused, both write small: the
+    last pages fill up too.
     """
-    table = lake.load_table("ns.t")
-    lake_model: list[tuple[int, bytes]] = []
+    lake_model: dict[str, list[tuple[int, bytes]]] = {name: [] for name in TABLES}
     kv_model: dict[bytes, bytes] = {}
     next_id = refusals = 0
     lake_refused = kv_refused = False
@@ -72,20 +85,21 @@ def _fill(
         rows = _rows(rng, next_id, 1 if small else 200, 10 if small else 2000)
         next_id += len(rows)
         try:
-            if step % 3 == 0:
-                table.overwrite(_table(rows))
-                lake_model = list(rows)
+            if step % 2 == 0:
+                lake.load_table("ns.t").overwrite(_table(rows))
+                lake_model["ns.t"] = list(rows)
             else:
-                table.append(_table(rows))
-                lake_model += rows
+                lake.load_table("ns.log").append(_table(rows))
+                lake_model["ns.log"] += rows
         except Exception as exc:  # the assertion below decides: only a definite refusal is allowed
             assert _refused(exc) or not strict, f"a failed lake write must say it did not land: {exc!r}"
             lake_refused, refusals = True, refusals + 1
         try:
-            key = b"k%03d" % (step % 40)
-            value = rng.randbytes(10 if small else 8000)
-            db.put(key, value)
-            kv_model[key] = value
+            # An overwritten key and a new one.
+            for key, size in ((b"k%03d" % (step % 40), 8000), (b"new%05d" % step, 500)):
+                value = rng.randbytes(10 if small else size)
+                db.put(key, value)
+                kv_model[key] = value
             if step % 10 == 9 and not small:
                 db.flush()
                 db.compact(full=True)
@@ -95,9 +109,9 @@ def _fill(
     raise AssertionError("10,000 steps did not fill 20 MiB")
 
 
-def _check(lake_url: str, kv_url: str, lake_model: list, kv_model: dict) -> None:
+def _check(lake_url: str, kv_url: str, lake_model: dict[str, list[tuple[int, bytes]]], kv_model: dict) -> None:
     with catalog.open(lake_url, create=False, **QUIET) as lake:
-        assert _lake_rows(lake) == sorted(lake_model)
+        assert _lake_rows(lake) == {name: sorted(rows) for name, rows in lake_model.items()}
     with kvstore.open(kv_url, create=False, **QUIET) as db:
         assert dict(db.scan()) == kv_model
 
@@ -109,12 +123,14 @@ def test_gc_frees_a_full_disk_and_every_acknowledged_write_survives(
     with tmpfs(tmp_path / "disk", size_mb=20) as disk:
         lake_url, kv_url = str(disk / "lake"), str(disk / "kv")
         with catalog.open(lake_url, **QUIET) as lake, kvstore.open(kv_url, **QUIET) as db:
-            lake.create_namespace("ns")
-            lake.create_table("ns.t", SCHEMA)
+            _create(lake)
+            for root in (disk / "lake", disk / "kv"):  # writers killed mid-write leave temp files
+                for _ in range(3):
+                    writer_killed_mid_write(root, 300_000)
             lake_model, kv_model, refusals = _fill(lake, db, rng)
             assert free_bytes(disk) == 0 and refusals >= 2
             # Reading works with 0 bytes free, in the writers' own handles.
-            assert _lake_rows(lake) == sorted(lake_model)
+            assert _lake_rows(lake) == {name: sorted(rows) for name, rows in lake_model.items()}
             assert dict(db.scan()) == kv_model
         _check(lake_url, kv_url, lake_model, kv_model)
 
@@ -132,9 +148,12 @@ def test_gc_frees_a_full_disk_and_every_acknowledged_write_survives(
             assert would.dry_run and would.bytes_freed > 0  # the overwritten tables' files
         assert free_bytes(disk) == 0
 
-        # GC itself, at 0 bytes free.
+        # GC itself, at 0 bytes free: the engine's (roots, SSTs, temp files) on
+        # both stores, and the lakehouse's (data files).
         assert main(["gc", kv_url]) == 0
         assert main(["lake", lake_url, "gc"]) == 0
+        assert main(["gc", lake_url]) == 0
+        assert list((disk / "kv" / ".tmp").iterdir()) == [] and list((disk / "lake" / ".tmp").iterdir()) == []
         freed = free_bytes(disk)
         assert freed > 1 << 20, f"GC freed only {freed} bytes"
         _check(lake_url, kv_url, lake_model, kv_model)
@@ -142,8 +161,8 @@ def test_gc_frees_a_full_disk_and_every_acknowledged_write_survives(
         # Writes resume.
         with catalog.open(lake_url, create=False, **QUIET) as lake, kvstore.open(kv_url, create=False, **QUIET) as db:
             rows = _rows(rng, 1_000_000, 50)
-            lake.load_table("ns.t").append(_table(rows))
-            lake_model += rows
+            lake.load_table("ns.log").append(_table(rows))
+            lake_model["ns.log"] += rows
             db.put(b"after-gc", b"resumed")
             kv_model[b"after-gc"] = b"resumed"
         _check(lake_url, kv_url, lake_model, kv_model)
@@ -179,8 +198,7 @@ def test_maintenance_commands_work_with_0_bytes_free(tmp_path: Path, command: st
     with tmpfs(tmp_path / "disk", size_mb=8) as disk:
         lake_url, kv_url = str(disk / "lake"), str(disk / "kv")
         with catalog.open(lake_url, **QUIET) as lake, kvstore.open(kv_url, **QUIET) as db:
-            lake.create_namespace("ns")
-            lake.create_table("ns.t", SCHEMA)
+            _create(lake)
             lake_model, kv_model, _ = _fill(lake, db, random.Random(command), strict=False)
         assert free_bytes(disk) == 0
         assert MAINTENANCE[command](lake_url, kv_url) == 0

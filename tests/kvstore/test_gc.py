@@ -15,7 +15,7 @@ import kvstore
 from kvstore.chain import HINT_PATH, VersionChain
 from kvstore.objstore.local import TEMP_DIR, LocalStore
 from kvstore.objstore.memory import MemoryStore
-from full_disk_util import writer_killed_mid_write
+from full_disk_util import WRITTEN_PATH, stalled_writer, writer_killed_mid_write
 from maintenance_util import QUIET, sst_paths
 
 SHORT = dict(QUIET, retention_window_s=0, gc_grace_s=0, gc_min_roots=1)
@@ -333,9 +333,6 @@ def test_gc_deletes_temp_files_of_writers_killed_mid_write_after_the_grace_perio
         db.put(b"k", b"v")
         writer_killed_mid_write(tmp_path, 50_000)
         [dead] = list(temp_dir.iterdir())
-        live = temp_dir / f"{os.getpid():x}-{'0' * 24}.tmp"  # a live writer's (this process)
-        live.write_bytes(b"in flight")
-        _age(live, 2 * 3600)
         # Younger than the grace period (an hour, on the storage's clock): kept.
         assert db.gc().deleted_temp_files == ()
         assert dead.exists()
@@ -344,8 +341,24 @@ def test_gc_deletes_temp_files_of_writers_killed_mid_write_after_the_grace_perio
         assert report.deleted_temp_files == (f"{TEMP_DIR}/{dead.name}",) and report.bytes_freed >= 50_000
         assert dead.exists()
         assert db.gc().deleted_temp_files == (f"{TEMP_DIR}/{dead.name}",)
-        assert sorted(temp_dir.iterdir()) == [live]  # the live writer's file, however old, stays
+        assert list(temp_dir.iterdir()) == []
         assert db.get(b"k") == b"v"
+    with pytest.raises(FileNotFoundError):
+        store.head(WRITTEN_PATH)
+
+
+def test_gc_never_deletes_a_live_writers_temp_file(tmp_path: Path) -> None:
+    """A second process stopped mid-write keeps its temp file however old it
+    looks, and publishes its object when it goes on."""
+    store = LocalStore(tmp_path, fsync=False)
+    with kvstore.open(store, **dict(QUIET, gc_min_roots=1)) as db:
+        with stalled_writer(tmp_path, 50_000):
+            [temp] = list((tmp_path / TEMP_DIR).iterdir())
+            _age(temp, 2 * 3600)  # past the grace period on the storage's clock
+            assert db.gc().deleted_temp_files == ()
+            assert temp.exists()
+        assert store.get(WRITTEN_PATH) == b"x" * 50_000
+        assert db.gc().deleted_temp_files == ()
 
 
 def _age(path: Path, seconds: float) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from full_disk_util import free_bytes, tmpfs, writer_killed_mid_write
+from full_disk_util import WRITTEN_PATH, free_bytes, tmpfs, writer_killed_mid_write
 from kvstore.errors import NotWrittenError, ObjectStoreError
 from kvstore.objstore import LocalStore
 from kvstore.objstore import local as local_module
@@ -250,7 +250,7 @@ def test_stale_temp_files_are_those_of_dead_writers_past_the_cutoff(tmp_path: Pa
     [left] = list(temp_dir.iterdir())
     assert left.stat().st_size == 100_000
     with pytest.raises(FileNotFoundError):
-        store.head("sst/" + "e" * 32 + ".sst")
+        store.head(WRITTEN_PATH)
     # Young: kept, whoever wrote it.
     assert store.stale_temp_files(left.stat().st_mtime - 1.0) == []
     # A live writer's (this process's) old temp file: never.
