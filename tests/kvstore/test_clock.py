@@ -11,7 +11,7 @@ import pytest
 
 from full_disk_util import tmpfs
 from kvstore.clock import PROBE_PATH, StorageClock
-from kvstore.errors import InjectedFaultError, NotWrittenError
+from kvstore.errors import InjectedFaultError, NotWrittenError, ObjectStoreError
 from kvstore.objstore import LocalStore
 from kvstore.objstore.base import ObjectMeta
 from kvstore.objstore.faulty import FaultyStore
@@ -159,18 +159,24 @@ def test_a_whole_second_clock_is_confirmed_once_then_probed_once() -> None:
 # -- a storage that refuses the probe's PUT (a full disk; issue 35) -----------------------
 
 
-def test_a_refused_probe_is_measured_from_stamps_the_storage_holds() -> None:
+def test_a_refused_probe_gives_deletions_a_lower_bound_and_now_an_error() -> None:
     inner = ShiftedClockStore(skew=-500.0)
     inner.put("_latest_hint", b"7")  # any stamp under "_" the storage made
     written = inner.head("_latest_hint").mtime
     store = FaultyStore(inner, seed=0)
-    store.fail_next("put", path_prefix=PROBE_PATH, count=100)
-    clock = StorageClock(store)
-    now = clock.now()
-    # Never ahead of the storage's clock; not behind what the storage stamped.
-    assert written <= now <= time.time() - 500.0
-    assert clock.cutoff(0.0) <= written
-    assert store.log[-1].op == "list"  # no touch through this wrapper: the listing was the reading
+    store.fail_next("put", path_prefix=PROBE_PATH, count=3)  # refresh_s=0: one per reading below
+    clock = StorageClock(store, refresh_s=0.0)
+    # GC's cutoff: from the newest stamp, so never later than the storage's
+    # clock allows (no touch through this wrapper: the listing was the reading).
+    cutoff = clock.cutoff(0.0)
+    assert written - 3600.0 < cutoff <= written - 2 * clock.resolution
+    assert clock.age(written) <= 0.0
+    # now() must not lag more than a step (a writer's freshness check relies
+    # on it): with only a lower bound it refuses.
+    with pytest.raises(ObjectStoreError, match="probe could not be written"):
+        clock.now()
+    # The PUT works again: an exact reading.
+    assert written <= clock.now() <= time.time() - 500.0
 
 
 def test_a_refused_probe_with_no_stamp_to_read_raises_the_probes_error() -> None:
