@@ -13,6 +13,7 @@ import pytest
 
 import kvstore
 from kvstore.chain import HINT_PATH, VersionChain
+from kvstore.errors import NotWrittenError
 from kvstore.objstore.local import TEMP_DIR, LocalStore
 from kvstore.objstore.memory import MemoryStore
 from full_disk_util import WRITTEN_PATH, stalled_writer, writer_killed_mid_write
@@ -364,3 +365,41 @@ def test_gc_never_deletes_a_live_writers_temp_file(tmp_path: Path) -> None:
 def _age(path: Path, seconds: float) -> None:
     st = path.stat()
     os.utime(path, (st.st_atime - seconds, st.st_mtime - seconds))
+
+
+class _FullForNewBytes(MemoryStore):
+    """Once ``full``, every write of new bytes is refused, as by a full disk
+    (deleting still works)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.full = False
+
+    def put(self, path: str, data: bytes) -> None:
+        if self.full:
+            raise NotWrittenError(f"writing {path!r}: no space left on device")
+        super().put(path, data)
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        if self.full:
+            raise NotWrittenError(f"writing {path!r}: no space left on device")
+        return super().put_if_absent(path, data)
+
+
+def test_gc_on_a_full_store_deletes_the_hint_it_cannot_rewrite() -> None:
+    """Issue 35: GC deletes roots only after pointing the hint past them; when
+    the hint cannot be rewritten (no space), it is deleted instead, and GC goes on."""
+    inner = _FullForNewBytes()
+    with kvstore.open(inner, **SHORT) as db:
+        _churn(db)
+        model = _churn(db)
+        head = db.version
+        inner.full = True
+        report = db.gc()
+        assert report.deleted_roots and report.deleted_roots[0] == 0 and report.bytes_freed > 0
+        with pytest.raises(FileNotFoundError):
+            inner.head(HINT_PATH)  # no hint beats one naming a deleted root
+        assert dict(db.scan()) == model
+    inner.full = False
+    with kvstore.open(inner, create=False, **QUIET) as db:  # finds the head by listing
+        assert db.version == head and dict(db.scan()) == model
