@@ -29,9 +29,11 @@ from typing import Any, Final, Iterator
 from kvstore.batch import check_key
 from kvstore.errors import (
     CommitError,
+    CommitNotLandedError,
     ConflictError,
     CorruptionError,
     LeaseNotFoundError,
+    NotWrittenError,
     ObjectStoreError,
     PreconditionFailedError,
     SnapshotTooOldError,
@@ -48,7 +50,7 @@ ERROR_TYPES: Final[dict[str, type[Exception]]] = {
     for cls in (
         ConflictError, TransactionExpiredError, TransactionClosedError, SnapshotTooOldError, StoreClosedError,
         CommitError, ObjectStoreError, CorruptionError, ValueError, TypeError,
-        PreconditionFailedError, LeaseNotFoundError,
+        PreconditionFailedError, LeaseNotFoundError, CommitNotLandedError, NotWrittenError,
     )
 }
 # The server forgot the transaction (it expired long ago or the server

@@ -228,7 +228,8 @@ def _cmd_gc(args: argparse.Namespace) -> int:
     print(f"retention floor: seq {report.floor.seq} (version {report.floor.version}, set by {report.floor.reason})")
     print(
         f"{verb} {len(report.deleted_roots)} root files, {len(report.deleted_trees)} trees, "
-        f"{len(report.deleted_ssts)} SSTs ({report.bytes_freed / _MIB:.1f} MiB); "
+        f"{len(report.deleted_ssts)} SSTs, {len(report.deleted_temp_files)} temp files "
+        f"({report.bytes_freed / _MIB:.1f} MiB); "
         f"oldest version kept: {report.oldest_kept}; {report.live_files} live files"
     )
     return EXIT_OK

@@ -25,6 +25,12 @@ Ambiguous PUT (the call failed, but did the object get created?) and every
 (clients that retry internally can report our own landed PUT as a conflict).
 If it is absent, retry the *same bytes* at the same version, so a delayed
 first attempt and the retry can never both land.
+
+Refused PUT (:class:`~kvstore.errors.NotWrittenError`: the storage proved the
+root file was never created, e.g. the disk is full): if no earlier attempt
+was ambiguous, nothing of this commit can land later, so it fails at once
+with :class:`~kvstore.errors.CommitNotLandedError` instead of retrying and
+then reporting an unsettled commit.
 """
 
 from __future__ import annotations
@@ -43,7 +49,15 @@ from typing import Any, Callable
 from kvstore.backoff import backoff_delay
 from kvstore.batch import Mutation
 from kvstore.chain import HintWriter, VersionChain, encode_for_publish
-from kvstore.errors import CommitError, ObjectStoreError, StaleOutputError, StoreClosedError, TreeChangedError
+from kvstore.errors import (
+    CommitError,
+    CommitNotLandedError,
+    NotWrittenError,
+    ObjectStoreError,
+    StaleOutputError,
+    StoreClosedError,
+    TreeChangedError,
+)
 from kvstore.format.names import new_sst_path
 from kvstore.format.root import RootFile, encode_rows
 from kvstore.format.rows import ROW_OVERHEAD_BYTES, Row
@@ -302,7 +316,10 @@ class Committer:
         try:
             self._commit_group(group)
         except BaseException as exc:  # deliver any failure to the waiting callers
-            log.exception("commit group failed")
+            if isinstance(exc, CommitNotLandedError):
+                log.warning("commit group failed: %s", exc)  # a known outcome: no traceback
+            else:
+                log.exception("commit group failed")
             for pending in group:
                 if not pending.finished:
                     pending.finish(exc)
@@ -397,7 +414,12 @@ class Committer:
         delta_sst = None
         inline_rows: list[Row] = rows
         if len(encoded_rows) > self._options.inline_delta_bytes:
-            info = write_sst(state.store, new_sst_path(), rows)
+            try:
+                info = write_sst(state.store, new_sst_path(), rows)
+            except NotWrittenError as exc:
+                raise CommitNotLandedError(
+                    f"the commit of version {version} did not land: its delta SST could not be written ({exc})"
+                ) from exc
             delta_sst = info.to_dict()
             inline_rows = []
             encoded_rows = encode_rows(inline_rows, first_seq)
@@ -423,7 +445,13 @@ class Committer:
             if delta_sst is not None:
                 self._delete_orphan(delta_sst["path"])
             return self._retry_without_unencodable(accepted, data, exc)
-        if not self._publish(root, encoded):
+        try:
+            published = self._publish(root, encoded)
+        except CommitNotLandedError:
+            if delta_sst is not None:
+                self._delete_orphan(delta_sst["path"])  # referenced by nothing, ever
+            raise
+        if not published:
             if delta_sst is not None:
                 self._delete_orphan(delta_sst["path"])
             return False
@@ -458,7 +486,7 @@ class Committer:
             raise exc
         for pending in culprits:
             cause = _encoding_error(pending)
-            error = CommitError(f"this commit could not be encoded, nothing was written: {cause}")
+            error = CommitNotLandedError(f"this commit could not be encoded, nothing was written: {cause}")
             error.__cause__ = cause
             pending.finish(error)
         # Validated members that read a culprit's in-flight writes (key lock
@@ -472,8 +500,15 @@ class Committer:
         return self._try_commit(rest) if rest else True
 
     def _publish(self, root: RootFile, data: bytes) -> bool:
-        """put_if_absent the root; settle ambiguous failures by reading it back."""
+        """put_if_absent the root; settle ambiguous failures by reading it back.
+
+        Raises:
+            CommitNotLandedError: the storage refused the root file and no
+                earlier attempt can have landed.
+            CommitError: the outcome stayed unknown.
+        """
         ambiguous: ObjectStoreError | None = None
+        uncertain = False  # an attempt that may have landed (or may still land)
         for attempt in range(_AMBIGUOUS_TRIES):
             if attempt:
                 # Up to 4x the race backoff: an ambiguous PUT means the network
@@ -486,8 +521,19 @@ class Committer:
                 # "Already exists" is not proof of a lost race: a client that
                 # retried a timed-out PUT internally (s3fs does) reports our own
                 # landed write as a conflict. The commit id settles it.
+            except NotWrittenError as exc:
+                if not uncertain:
+                    # A refused PUT of the same bytes: nothing landed, and no
+                    # delayed attempt is in flight.
+                    raise CommitNotLandedError(
+                        f"the commit of version {root.version} did not land: the storage refused its root file "
+                        f"({exc}); nothing of it was committed"
+                    ) from exc
+                ambiguous = exc
+                log.warning("refused PUT of version %d after an ambiguous one: %s; reading it back", root.version, exc)
             except ObjectStoreError as exc:
                 ambiguous = exc
+                uncertain = True
                 log.warning("ambiguous PUT of version %d: %s; reading it back", root.version, exc)
             try:
                 existing = self._chain.try_read_root(root.version)

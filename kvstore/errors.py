@@ -18,6 +18,13 @@ class ObjectStoreError(StoreError):
     """A backend call failed; the backend's own exception is the ``__cause__``."""
 
 
+class NotWrittenError(ObjectStoreError):
+    """A write failed before its object could exist under its name (e.g. the disk
+    was full while the bytes went to a temp file): the storage certainly holds
+    nothing new from this call. A plain :class:`ObjectStoreError` from a write
+    leaves that open (the object may have landed)."""
+
+
 class CorruptionError(StoreError):
     """A file failed its checksum or structural checks; names the file and block."""
 
@@ -27,7 +34,16 @@ class StoreClosedError(StoreError):
 
 
 class CommitError(StoreError):
-    """A commit could not be made durable (e.g. it lost the version race too often)."""
+    """A commit could not be made durable (e.g. it lost the version race too often).
+
+    Unless it is a :class:`CommitNotLandedError`, the commit may still have
+    landed (its message says so): reopen to find out."""
+
+
+class CommitNotLandedError(CommitError):
+    """A commit certainly did not land: the storage refused its root file before
+    the file could exist (e.g. the disk is full), or it could not be encoded.
+    No version holds its writes; writing it again cannot duplicate it."""
 
 
 class TreeChangedError(CommitError):

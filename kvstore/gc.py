@@ -22,8 +22,19 @@ before the commit that references them, and a commit writes its delta SST
 before its root; until then they look unreferenced. Flush and compaction
 refuse to commit outputs older than half the grace period.
 
+Temp files: a backend that publishes through temp files (a local directory's
+``.tmp/``) keeps those of writers killed mid-write. The pass deletes the
+ones older than the grace period on the same clock whose writer is not
+alive on this host (:meth:`~kvstore.objstore.local.LocalStore.stale_temp_files`
+says why a live writer's temp file is never taken).
+
 Crash safety: roots go before the files they reference, so at every point
 each surviving root's files exist; leftovers are picked up by the next pass.
+
+A full disk: a pass writes nothing it needs. The clock is read without a
+write when its probe cannot be written (:mod:`kvstore.clock`), and when the
+hint cannot be rewritten it is deleted instead (readers then find the head
+by listing), so GC frees space with 0 bytes free.
 """
 
 from __future__ import annotations
@@ -32,8 +43,10 @@ import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from kvstore.clock import StorageClock
+from kvstore.errors import ObjectStoreError
 from kvstore.format.names import HINT_PATH, is_collectable
 from kvstore.format.root import parse_root_path, root_path
 from kvstore.history import RootIndex
@@ -43,6 +56,16 @@ from kvstore.retention import Retention, RetentionFloor
 from kvstore.state import EngineState
 
 log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class TempFileStore(Protocol):
+    """A backend that publishes through temp files and can find those of dead
+    writers (:class:`~kvstore.objstore.local.LocalStore`)."""
+
+    def stale_temp_files(self, cutoff: float) -> list[ObjectMeta]: ...
+
+    def delete_temp_file(self, path: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -59,6 +82,7 @@ class GCReport:
         deleted_ssts: SST paths deleted.
         bytes_freed: total size of everything deleted.
         live_files: trees and SSTs still referenced.
+        deleted_temp_files: temp files of dead writers deleted (``.tmp/<name>``).
     """
 
     dry_run: bool
@@ -70,6 +94,7 @@ class GCReport:
     deleted_ssts: tuple[str, ...]
     bytes_freed: int
     live_files: int
+    deleted_temp_files: tuple[str, ...] = ()
 
 
 class GarbageCollector:
@@ -132,6 +157,7 @@ class GarbageCollector:
         # listed: its files are young, but never rely on that alone.
         live |= self._files_of_versions_after(head)
         garbage = [meta for meta in garbage if meta.path not in live]
+        temp = store.stale_temp_files(cutoff) if isinstance(store, TempFileStore) else []
         report = GCReport(
             dry_run=dry_run,
             head=head,
@@ -140,10 +166,14 @@ class GarbageCollector:
             deleted_roots=tuple(version for version, _ in doomed),
             deleted_trees=tuple(meta.path for meta in garbage if meta.path.startswith("tree/")),
             deleted_ssts=tuple(meta.path for meta in garbage if meta.path.startswith("sst/")),
-            bytes_freed=sum(meta.size for _, meta in doomed) + sum(meta.size for meta in garbage),
+            bytes_freed=sum(meta.size for _, meta in doomed) + sum(meta.size for meta in garbage + temp),
             live_files=len(live),
+            deleted_temp_files=tuple(meta.path for meta in temp),
         )
         if not dry_run:
+            if isinstance(store, TempFileStore):
+                for meta in temp:  # first: on a full disk, the space they hold helps the rest
+                    store.delete_temp_file(meta.path)
             self._sweep(head, [version for version, _ in doomed], [meta.path for meta in garbage])
         return report
 
@@ -188,7 +218,13 @@ class GarbageCollector:
             # First point the hint past everything about to go: readers start
             # probing there, and a hint naming a deleted root sends them to a
             # full listing.
-            store.put(HINT_PATH, str(head).encode("ascii"))
+            try:
+                store.put(HINT_PATH, str(head).encode("ascii"))
+            except ObjectStoreError as exc:
+                # A full disk: no hint beats one naming a deleted root (readers
+                # list once; the hint writer puts a new one after a commit).
+                log.warning("gc %s: could not rewrite %s (%s); deleting it", store.url, HINT_PATH, exc)
+                store.delete(HINT_PATH)
         for version in roots:  # oldest first: the surviving chain stays dense
             store.delete(root_path(version))
         self._index.forget(roots)

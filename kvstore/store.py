@@ -300,11 +300,13 @@ class Store:
         :attr:`storage_clock_resolution`): the value never runs ahead of the
         storage clock and may lag it by up to one resolution step. Measured
         with a probe object (``_clock_probe``: one PUT and one HEAD), then
-        derived from the local clock, re-measured every minute.
+        derived from the local clock, re-measured every minute. When the
+        PUT fails (a full disk), a local directory re-stamps the existing
+        probe instead (no new bytes; :mod:`kvstore.clock`).
 
         Raises:
             StoreClosedError: the store is closed.
-            ObjectStoreError: the probe failed.
+            ObjectStoreError: the probe could be neither written nor re-stamped.
         """
         self._check_open()
         return self._clock.now()

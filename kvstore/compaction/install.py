@@ -11,7 +11,9 @@ again, until it lands or conflicts for real. A real conflict means another
 handle consumed the same inputs: the loser deletes its outputs.
 
 Outputs are deleted only when the commit certainly did not land: after a
-``TreeChangedError`` (raised before any PUT) or an edit conflict. Any other
+``TreeChangedError`` (raised before any PUT), an edit conflict, or a
+``CommitNotLandedError`` (the storage refused the root file or the manifest,
+e.g. a full disk: deleting the outputs frees the space at once). Any other
 failure may hide a landed commit (an unsettled PUT), so the files stay and GC
 removes them later if nothing references them.
 """
@@ -26,7 +28,7 @@ from kvstore.committer import PendingCommit, TreeChange
 from kvstore.compaction.edit import TreeEdit, apply_edit
 from kvstore.errors import EditConflictError
 from kvstore.compaction.runner import delete_quietly
-from kvstore.errors import StaleOutputError, TreeChangedError
+from kvstore.errors import CommitNotLandedError, NotWrittenError, StaleOutputError, TreeChangedError
 from kvstore.format.names import new_tree_path
 from kvstore.format.tree import encode_tree
 from kvstore.state import EngineState
@@ -87,7 +89,11 @@ def install_edit(
             delete_quietly(state.store, outputs)
             raise
         path = new_tree_path()
-        state.store.put(path, encode_tree(tree))
+        try:
+            state.store.put(path, encode_tree(tree))
+        except NotWrittenError:
+            delete_quietly(state.store, outputs)  # the manifest does not exist: nothing can reference them
+            raise
         deadline = written_at + max_age_s if max_age_s > 0 else None
         change = TreeChange(view.tree_path, path, tree.flushed_upto, deadline)
         try:
@@ -96,6 +102,9 @@ def install_edit(
             log.warning("%s missed its commit deadline (half the GC grace period): dropping its outputs",
                         descriptor.get("op"))
             delete_quietly(state.store, [*outputs, path])
+            raise
+        except CommitNotLandedError:
+            delete_quietly(state.store, [*outputs, path])  # certainly not committed
             raise
         except TreeChangedError as exc:
             # Certainly not committed (refused before any PUT): rebase.

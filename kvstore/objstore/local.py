@@ -8,6 +8,14 @@ Writes never expose a partial object: the bytes go to a temp file under
   of any number of racing writers (threads or processes) wins.
 * ``put`` publishes with ``os.replace`` (atomic rename, overwrites).
 
+A write that fails before its name exists (the temp file could not be
+written: a full disk, a quota) or whose link/rename the kernel refused raises
+:class:`~kvstore.errors.NotWrittenError`: nothing new is under the name.
+
+Temp files of writers killed mid-write stay in ``.tmp/``;
+:meth:`LocalStore.stale_temp_files` finds them for GC (see its docstring for
+why a live writer's temp file is never taken).
+
 After publishing, the parent directory is fsynced so the new name survives a
 power loss; newly created parent directories are fsynced into their own
 parents for the same reason. ``fsync=False`` skips every fsync (tests,
@@ -21,11 +29,12 @@ import builtins
 import errno
 import os
 import random
+import re
 import stat
 from pathlib import Path
 from typing import Callable, Iterator
 
-from kvstore.errors import ObjectStoreError
+from kvstore.errors import NotWrittenError, ObjectStoreError
 from kvstore.objstore.base import ObjectMeta, validate_path, validate_prefix
 
 try:
@@ -45,6 +54,14 @@ _TEMP_DIR_BYTES = TEMP_DIR.encode()
 # directory: about 1 attempt in 8 is lost and runs decay geometrically (the
 # longest of 8000 puts was 7), so 100 attempts never run out in practice.
 _PUBLISH_ATTEMPTS = 100
+
+# link(2)/rename(2) failures that mean "refused, nothing done". Anything else
+# (EIO, ETIMEDOUT on a network file system) may hide a done link.
+_REFUSED = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EMLINK, errno.ENAMETOOLONG}
+)
+# What _temp_name makes: "<pid hex>-<96 random bits hex>.tmp".
+_TEMP_NAME_RE = re.compile(r"^([0-9a-f]{1,16})-[0-9a-f]{24}\.tmp$")
 
 
 def check_range(path: str, start: int, end: int) -> None:
@@ -216,7 +233,10 @@ class LocalStore:
             raise ObjectStoreError(
                 f"fsync of {os.fsdecode(parent)} failed after writing {path!r}: {OSError(err, os.strerror(err))}"
             )
-        raise ObjectStoreError(f"{what} {path!r} to {self.url} failed: {OSError(err, os.strerror(err))}")
+        # Before the link the name cannot exist; a refused link made none.
+        definite = step != _newfile.LINK or err in _REFUSED
+        error = NotWrittenError if definite else ObjectStoreError
+        raise error(f"{what} {path!r} to {self.url} failed: {OSError(err, os.strerror(err))}")
 
     def _put_if_absent_py(self, path: str, full: Path, data: bytes) -> bool:
         """The Python twin of :meth:`_put_if_absent_compiled` (and its fallback)."""
@@ -231,6 +251,76 @@ class LocalStore:
             # the temp file is garbage. Either way the temp name goes.
             _unlink_quietly(temp)
         return True
+
+    def touch(self, path: str) -> ObjectMeta:
+        """Stamp an existing object with the storage's current time; write no bytes.
+
+        Works on a full disk (only the inode's times change): the storage
+        clock's probe (:mod:`kvstore.clock`) when a PUT cannot be made.
+
+        Raises:
+            FileNotFoundError: no such object.
+            ObjectStoreError: the file system refused.
+        """
+        full = self._file(path)
+        try:
+            os.utime(full)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise FileNotFoundError(path) from exc
+        except OSError as exc:
+            raise ObjectStoreError(f"touch {path!r} on {self.url} failed: {exc}") from exc
+        return self.head(path)
+
+    def stale_temp_files(self, cutoff: float) -> builtins.list[ObjectMeta]:
+        """Temp files left by dead writers: stamped at or before ``cutoff``, and
+        not named by a process alive on this host. Paths are ``.tmp/<name>``.
+
+        Why a live writer's temp file is never among them: a writer stamps its
+        temp file with every write, so a file stamped at or before ``cutoff``
+        (GC passes ``now - gc_grace_s`` on the storage clock) had no write
+        for the whole grace period. The name carries the writer's process id:
+        a writer on this host that is still alive keeps its files whatever
+        their age. Only a writer on another host that stalled mid-write for
+        longer than the grace period can lose its temp file; its write then
+        fails (the link or rename finds no temp file) and publishes nothing,
+        so no object is ever partial or lost.
+
+        Raises:
+            ObjectStoreError: the directory could not be read.
+        """
+        found: builtins.list[ObjectMeta] = []
+        try:
+            entries = list(os.scandir(self.root / TEMP_DIR))
+        except FileNotFoundError:
+            return found
+        except OSError as exc:
+            raise ObjectStoreError(f"list {TEMP_DIR}/ on {self.url} failed: {exc}") from exc
+        for entry in entries:
+            match = _TEMP_NAME_RE.match(entry.name)
+            if match is None or _process_alive(int(match.group(1), 16)):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # its writer finished meanwhile
+            if stat.S_ISREG(st.st_mode) and st.st_mtime <= cutoff:
+                found.append(_meta(f"{TEMP_DIR}/{entry.name}", st))
+        found.sort(key=lambda meta: meta.path)
+        return found
+
+    def delete_temp_file(self, path: str) -> None:
+        """Delete one of :meth:`stale_temp_files` (missing is not an error).
+
+        Raises:
+            ValueError: ``path`` is not a temp file name this store makes.
+            ObjectStoreError: the file system refused.
+        """
+        if not isinstance(path, str):
+            raise TypeError(f"temp file path must be str, not {type(path).__name__}")
+        directory, _, name = path.partition("/")
+        if directory != TEMP_DIR or _TEMP_NAME_RE.match(name) is None:
+            raise ValueError(f"{path!r} is not a temp file of this store ({TEMP_DIR}/<pid>-<random>.tmp)")
+        _unlink_quietly(self.root / TEMP_DIR / name)
 
     def delete(self, path: str) -> None:
         full = self._file(path)
@@ -276,7 +366,7 @@ class LocalStore:
                 os.close(fd)
         except OSError as exc:
             _unlink_quietly(temp)
-            raise ObjectStoreError(f"writing {path!r} to {self.url} failed: {exc}") from exc
+            raise NotWrittenError(f"writing {path!r} to {self.url} failed: {exc}") from exc
         return temp
 
     def _temp_name(self) -> Path:
@@ -303,9 +393,10 @@ class LocalStore:
             except FileNotFoundError as exc:
                 # The parent was pruned by a concurrent delete; recreate it.
                 if attempt == _PUBLISH_ATTEMPTS - 1:
-                    raise ObjectStoreError(f"publishing {path!r} on {self.url} failed: {exc}") from exc
+                    raise NotWrittenError(f"publishing {path!r} on {self.url} failed: {exc}") from exc
             except OSError as exc:
-                raise ObjectStoreError(f"publishing {path!r} on {self.url} failed: {exc}") from exc
+                error = NotWrittenError if exc.errno in _REFUSED else ObjectStoreError
+                raise error(f"publishing {path!r} on {self.url} failed: {exc}") from exc
         if self.fsync:
             try:
                 _fsync_dir(full.parent)
@@ -386,6 +477,21 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _process_alive(pid: int) -> bool:
+    """True if a process ``pid`` exists on this host (maybe another user's)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OverflowError:
+        return False
+    return True
 
 
 def _unlink_quietly(temp: Path) -> None:

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import math
+import os
 import time
+from pathlib import Path
 
+import pytest
+
+from full_disk_util import tmpfs
 from kvstore.clock import PROBE_PATH, StorageClock
+from kvstore.errors import InjectedFaultError, NotWrittenError, ObjectStoreError
+from kvstore.objstore import LocalStore
 from kvstore.objstore.base import ObjectMeta
+from kvstore.objstore.faulty import FaultyStore
 from kvstore.objstore.memory import MemoryStore
 
 
@@ -146,3 +154,56 @@ def test_a_whole_second_clock_is_confirmed_once_then_probed_once() -> None:
     assert clock.resolution == 1.0 and heads == 3
     clock.measure()
     assert clock.resolution == 1.0 and heads == 4
+
+
+# -- a storage that refuses the probe's PUT (a full disk; issue 35) -----------------------
+
+
+def test_a_refused_probe_gives_deletions_a_lower_bound_and_now_an_error() -> None:
+    inner = ShiftedClockStore(skew=-500.0)
+    inner.put("_latest_hint", b"7")  # any stamp under "_" the storage made
+    written = inner.head("_latest_hint").mtime
+    store = FaultyStore(inner, seed=0)
+    store.fail_next("put", path_prefix=PROBE_PATH, count=3)  # refresh_s=0: one per reading below
+    clock = StorageClock(store, refresh_s=0.0)
+    # GC's cutoff: from the newest stamp, so never later than the storage's
+    # clock allows (no touch through this wrapper: the listing was the reading).
+    cutoff = clock.cutoff(0.0)
+    assert written - 3600.0 < cutoff <= written - 2 * clock.resolution
+    assert clock.age(written) <= 0.0
+    # now() must not lag more than a step (a writer's freshness check relies
+    # on it): with only a lower bound it refuses.
+    with pytest.raises(ObjectStoreError, match="probe could not be written"):
+        clock.now()
+    # The PUT works again: an exact reading.
+    assert written <= clock.now() <= time.time() - 500.0
+
+
+def test_a_refused_probe_with_no_stamp_to_read_raises_the_probes_error() -> None:
+    store = FaultyStore(MemoryStore(), seed=0)
+    store.fail_next("put", path_prefix=PROBE_PATH)
+    with pytest.raises(InjectedFaultError):
+        StorageClock(store).now()
+
+
+def test_a_full_disk_is_measured_by_touching_the_probe(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "disk", size_mb=1) as disk:
+        store = LocalStore(disk / "store")
+        StorageClock(store).measure()  # the probe exists from an earlier measurement
+        probe = store.root / PROBE_PATH
+        st = probe.stat()
+        os.utime(probe, (st.st_atime - 3600, st.st_mtime - 3600))  # ... made an hour ago
+        fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)  # then the disk filled up
+        try:
+            with pytest.raises(OSError, match="No space left"):
+                while True:
+                    os.write(fd, os.urandom(1 << 16))
+        finally:
+            os.close(fd)
+        with pytest.raises(NotWrittenError):
+            store.put(PROBE_PATH, b"x")
+        clock = StorageClock(store)
+        now = clock.now()
+        # The touch re-stamped the probe now: not an hour behind, never ahead.
+        assert st.st_mtime - 60 < now <= time.time()
+        assert store.head(PROBE_PATH).mtime > st.st_mtime - 60

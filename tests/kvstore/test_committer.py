@@ -6,14 +6,17 @@ directly (``db._committer``) and watches the engine state it updates.
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
+from pathlib import Path
 
 import pytest
 
 import kvstore
+from full_disk_util import tmpfs
 from kvstore.committer import PendingCommit
-from kvstore.errors import CommitError
+from kvstore.errors import CommitError, CommitNotLandedError, NotWrittenError, ObjectStoreError
 from kvstore.format.rows import PUT
 from kvstore.objstore.memory import MemoryStore
 
@@ -224,3 +227,61 @@ def test_wait_settled_wakes_every_waiter_and_returns_at_once_after() -> None:
     assert woke == [True, True, True]
     assert pending.wait_settled(0) is True
     pending.wait()  # the submitter's own wait is independent of the others
+
+
+# -- commits the storage refused (a full disk; issue 35) ----------------------------------
+
+QUIET = {"poll_interval_s": 0, "background_maintenance": False}
+
+
+@pytest.mark.parametrize("value_bytes", [8_000, 300_000], ids=["inline", "delta-sst"])
+def test_a_commit_refused_by_a_full_disk_says_it_did_not_land(tmp_path: Path, value_bytes: int) -> None:
+    with tmpfs(tmp_path / "disk", size_mb=2) as disk:
+        acknowledged: dict[bytes, bytes] = {}
+        with kvstore.open(str(disk / "store"), **QUIET) as db:
+            for n in range(1000):
+                value = os.urandom(value_bytes)
+                try:
+                    db.put(b"k%d" % n, value)
+                except CommitError as exc:
+                    refused = exc
+                    break
+                acknowledged[b"k%d" % n] = value
+            else:
+                raise AssertionError("2 MiB never filled up")
+            assert isinstance(refused, CommitNotLandedError), refused
+            assert "did not land" in str(refused) and "if it landed" not in str(refused)
+            version = db.version
+        assert sorted(os.listdir(disk / "store" / ".tmp")) == []  # nothing half-written left behind
+        with kvstore.open(str(disk / "store"), create=False, **QUIET) as db:
+            assert db.version == version  # the refused commit made no version
+            assert dict(db.scan()) == acknowledged
+
+
+class _AmbiguousThenRefused(MemoryStore):
+    """Root PUTs: the first fails ambiguously (it did not land, but the caller
+    cannot know), every later one is refused."""
+
+    def __init__(self) -> None:
+        super().__init__(f"memory://{uuid.uuid4().hex}")
+        self.root_puts = 0
+        self.armed = False
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        if self.armed and path.startswith("_") and path.endswith(".ipc"):
+            self.root_puts += 1
+            if self.root_puts == 1:
+                raise ObjectStoreError("timed out (did it land?)")
+            raise NotWrittenError("refused: no space left")
+        return super().put_if_absent(path, data)
+
+
+def test_a_refusal_after_an_ambiguous_put_stays_uncertain() -> None:
+    store = _AmbiguousThenRefused()
+    with kvstore.open(store, backoff_max_s=0.001, **QUIET) as db:
+        store.armed = True
+        # The first PUT may still land late: the refusals after it prove nothing.
+        with pytest.raises(CommitError, match="if it landed") as caught:
+            db.put(b"k", b"v")
+        assert not isinstance(caught.value, CommitNotLandedError)
+        assert store.root_puts > 2  # it kept trying to settle

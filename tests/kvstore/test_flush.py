@@ -8,6 +8,7 @@ import pytest
 
 import kvstore
 from kvstore import flush
+from kvstore.errors import CommitNotLandedError, NotWrittenError
 from kvstore.format.rows import PUT
 from kvstore.format.sst import SSTReader
 from kvstore.format.tree import decode_tree
@@ -237,3 +238,41 @@ def test_traced_get_counts_ssts_and_agrees_with_get_row() -> None:
 def test_bad_maintenance_options_are_rejected(bad: dict) -> None:
     with pytest.raises(ValueError, match=next(iter(bad))):
         kvstore.open(MemoryStore(), **bad)
+
+
+class _RefusesRoots(MemoryStore):
+    """Once ``refusing``, root files (``_<bits>.ipc``) and, with ``manifests``,
+    tree manifests are refused as a full disk refuses them: nothing written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refusing = False
+        self.manifests = False
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        if self.refusing and path.startswith("_") and path.endswith(".ipc"):
+            raise NotWrittenError(f"writing {path!r}: no space left on device")
+        return super().put_if_absent(path, data)
+
+    def put(self, path: str, data: bytes) -> None:
+        if self.refusing and self.manifests and path.startswith("tree/"):
+            raise NotWrittenError(f"writing {path!r}: no space left on device")
+        super().put(path, data)
+
+
+@pytest.mark.parametrize("refused", ["root", "manifest"])
+def test_a_flush_the_storage_refuses_deletes_its_outputs_at_once(refused: str) -> None:
+    """Issue 35: on a full disk, the outputs of a flush that certainly did not
+    land are deleted at once, not left to GC an hour later."""
+    store = _RefusesRoots()
+    with kvstore.open(store, **QUIET) as db:
+        for n in range(20):
+            db.put(b"k%d" % n, b"v%d" % n)
+        before = sst_paths(store), {meta.path for meta in store.list("tree/")}
+        store.refusing, store.manifests = True, refused == "manifest"
+        with pytest.raises(NotWrittenError if refused == "manifest" else CommitNotLandedError):
+            db.flush()
+        assert (sst_paths(store), {meta.path for meta in store.list("tree/")}) == before
+        store.refusing = False
+        db.flush()
+        assert db.get(b"k7") == b"v7"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import os
 import random
 import time
 from pathlib import Path
@@ -12,7 +13,10 @@ import pytest
 
 import kvstore
 from kvstore.chain import HINT_PATH, VersionChain
+from kvstore.errors import NotWrittenError
+from kvstore.objstore.local import TEMP_DIR, LocalStore
 from kvstore.objstore.memory import MemoryStore
+from full_disk_util import WRITTEN_PATH, stalled_writer, writer_killed_mid_write
 from maintenance_util import QUIET, sst_paths
 
 SHORT = dict(QUIET, retention_window_s=0, gc_grace_s=0, gc_min_roots=1)
@@ -320,3 +324,82 @@ def test_gc_rechecks_versions_committed_while_it_ran(monkeypatch: pytest.MonkeyP
         monkeypatch.undo()
     with kvstore.open(inner, **QUIET) as db:
         assert db.get(b"j") == b"w" and db.verify().ok
+
+
+def test_gc_deletes_temp_files_of_writers_killed_mid_write_after_the_grace_period(tmp_path: Path) -> None:
+    """Issue 35: 33 temp files after 36 kills were never removed."""
+    store = LocalStore(tmp_path, fsync=False)
+    temp_dir = tmp_path / TEMP_DIR
+    with kvstore.open(store, **dict(QUIET, gc_min_roots=1)) as db:
+        db.put(b"k", b"v")
+        writer_killed_mid_write(tmp_path, 50_000)
+        [dead] = list(temp_dir.iterdir())
+        # Younger than the grace period (an hour, on the storage's clock): kept.
+        assert db.gc().deleted_temp_files == ()
+        assert dead.exists()
+        _age(dead, 2 * 3600)
+        report = db.gc(dry_run=True)
+        assert report.deleted_temp_files == (f"{TEMP_DIR}/{dead.name}",) and report.bytes_freed >= 50_000
+        assert dead.exists()
+        assert db.gc().deleted_temp_files == (f"{TEMP_DIR}/{dead.name}",)
+        assert list(temp_dir.iterdir()) == []
+        assert db.get(b"k") == b"v"
+    with pytest.raises(FileNotFoundError):
+        store.head(WRITTEN_PATH)
+
+
+def test_gc_never_deletes_a_live_writers_temp_file(tmp_path: Path) -> None:
+    """A second process stopped mid-write keeps its temp file however old it
+    looks, and publishes its object when it goes on."""
+    store = LocalStore(tmp_path, fsync=False)
+    with kvstore.open(store, **dict(QUIET, gc_min_roots=1)) as db:
+        with stalled_writer(tmp_path, 50_000):
+            [temp] = list((tmp_path / TEMP_DIR).iterdir())
+            _age(temp, 2 * 3600)  # past the grace period on the storage's clock
+            assert db.gc().deleted_temp_files == ()
+            assert temp.exists()
+        assert store.get(WRITTEN_PATH) == b"x" * 50_000
+        assert db.gc().deleted_temp_files == ()
+
+
+def _age(path: Path, seconds: float) -> None:
+    st = path.stat()
+    os.utime(path, (st.st_atime - seconds, st.st_mtime - seconds))
+
+
+class _FullForNewBytes(MemoryStore):
+    """Once ``full``, every write of new bytes is refused, as by a full disk
+    (deleting still works)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.full = False
+
+    def put(self, path: str, data: bytes) -> None:
+        if self.full:
+            raise NotWrittenError(f"writing {path!r}: no space left on device")
+        super().put(path, data)
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        if self.full:
+            raise NotWrittenError(f"writing {path!r}: no space left on device")
+        return super().put_if_absent(path, data)
+
+
+def test_gc_on_a_full_store_deletes_the_hint_it_cannot_rewrite() -> None:
+    """Issue 35: GC deletes roots only after pointing the hint past them; when
+    the hint cannot be rewritten (no space), it is deleted instead, and GC goes on."""
+    inner = _FullForNewBytes()
+    with kvstore.open(inner, **SHORT) as db:
+        _churn(db)
+        model = _churn(db)
+        head = db.version
+        inner.full = True
+        report = db.gc()
+        assert report.deleted_roots and report.deleted_roots[0] == 0 and report.bytes_freed > 0
+        with pytest.raises(FileNotFoundError):
+            inner.head(HINT_PATH)  # no hint beats one naming a deleted root
+        assert dict(db.scan()) == model
+    inner.full = False
+    with kvstore.open(inner, create=False, **QUIET) as db:  # finds the head by listing
+        assert db.version == head and dict(db.scan()) == model

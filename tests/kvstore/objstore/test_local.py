@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kvstore.errors import ObjectStoreError
+from full_disk_util import WRITTEN_PATH, free_bytes, tmpfs, writer_killed_mid_write
+from kvstore.errors import NotWrittenError, ObjectStoreError
 from kvstore.objstore import LocalStore
 from kvstore.objstore import local as local_module
 
@@ -202,3 +203,81 @@ def test_compiled_publish_races_across_threads(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert len(wins) == 1 and store.get("race") == b"%d" % wins[0]
+
+
+# -- a full disk and temp files of dead writers (issue 35) ------------------------------
+
+
+def _fill(store: LocalStore) -> None:
+    """Put objects until the file system refuses (the refusals must be definite)."""
+    for n in range(100_000):
+        try:
+            store.put(f"filler/{n}", os.urandom(64 * 1024 if free_bytes(store.root) > 64 * 1024 else 1024))
+        except NotWrittenError:
+            if free_bytes(store.root) == 0:
+                return
+    raise AssertionError("the file system never filled up")
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_write_refused_by_a_full_disk_is_not_written(tmp_path: Path, compiled: bool) -> None:
+    with tmpfs(tmp_path / "disk", size_mb=2) as disk:
+        store = LocalStore(disk / "store")
+        store.compiled_publish = compiled
+        store.put("old", b"before the disk filled")
+        _fill(store)
+        with pytest.raises(NotWrittenError, match="No space left"):
+            store.put_if_absent("new", b"x" * 10_000)
+        with pytest.raises(NotWrittenError, match="No space left"):
+            store.put("old", b"y" * 10_000)
+        with pytest.raises(FileNotFoundError):
+            store.head("new")
+        assert store.get("old") == b"before the disk filled"
+        assert os.listdir(store.root / local_module.TEMP_DIR) == []  # no temp file left behind
+        # touch writes no bytes: it works on the full disk.
+        assert store.touch("old").mtime >= store.head("filler/0").mtime
+
+
+def _age(path: Path, seconds: float) -> None:
+    st = path.stat()
+    os.utime(path, (st.st_atime - seconds, st.st_mtime - seconds))
+
+
+def test_stale_temp_files_are_those_of_dead_writers_past_the_cutoff(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    writer_killed_mid_write(tmp_path, 100_000)
+    temp_dir = tmp_path / local_module.TEMP_DIR
+    [left] = list(temp_dir.iterdir())
+    assert left.stat().st_size == 100_000
+    with pytest.raises(FileNotFoundError):
+        store.head(WRITTEN_PATH)
+    # Young: kept, whoever wrote it.
+    assert store.stale_temp_files(left.stat().st_mtime - 1.0) == []
+    # A live writer's (this process's) old temp file: never.
+    live = temp_dir / f"{os.getpid():x}-{'0' * 24}.tmp"
+    live.write_bytes(b"a live writer, stalled")
+    _age(live, 7200)
+    # Not a name this store makes: never touched.
+    stranger = temp_dir / "notes.txt"
+    stranger.write_bytes(b"someone else's")
+    _age(stranger, 7200)
+    stale = store.stale_temp_files(left.stat().st_mtime)
+    assert [meta.path for meta in stale] == [f"{local_module.TEMP_DIR}/{left.name}"]
+    assert stale[0].size == 100_000
+    store.delete_temp_file(stale[0].path)
+    assert sorted(p.name for p in temp_dir.iterdir()) == sorted([live.name, stranger.name])
+    store.delete_temp_file(stale[0].path)  # already gone: not an error
+
+
+@pytest.mark.parametrize("path", ["obj", ".tmp/notes.txt", ".tmp/../obj", "sst/1-000000000000000000000000.tmp"])
+def test_delete_temp_file_refuses_other_names(tmp_path: Path, path: str) -> None:
+    store = LocalStore(tmp_path)
+    store.put("obj", b"1")
+    with pytest.raises(ValueError, match="not a temp file"):
+        store.delete_temp_file(path)
+    assert store.get("obj") == b"1"
+
+
+def test_touch_of_a_missing_object_is_not_found(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        LocalStore(tmp_path).touch("nothing")
