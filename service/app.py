@@ -136,5 +136,9 @@ def create_app(config: ServerConfig) -> Starlette:
         Exception: _internal_error,
     }
     app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers, lifespan=lifespan)
+    # A path no route takes is answered by that route family's error, never by a
+    # redirect to the path with its trailing slash flipped: a client following it
+    # would reach another object (DELETE /v1/namespaces/a%2F was namespace a).
+    app.router.redirect_slashes = False
     app.state.metrics = metrics
     return app

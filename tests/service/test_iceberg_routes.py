@@ -88,3 +88,11 @@ def test_other_unmatched_paths_are_rest_errors(server: ServerProcess) -> None:
     assert status == 404
     status, body = _error(server, "PUT", "/v1/namespaces/a")
     assert (status, body["error"]["type"]) == (405, "MethodNotAllowedException")
+
+
+@pytest.mark.parametrize("path", ["/kv/v1/info/", "/kv/v1/keys/", "/metrics/"])
+def test_no_path_of_the_server_is_answered_by_a_redirect(server: ServerProcess, path: str) -> None:
+    """Outside the Iceberg routes too: a trailing slash is not silently another path."""
+    status, headers, _ = request(server, "GET", path)
+    assert status == 404, (path, status, headers)
+    assert "location" not in headers
