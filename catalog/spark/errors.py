@@ -33,14 +33,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
-from catalog.errors import CatalogConflictError, IncompatibleConflictError, RetryableConflictError
+from catalog.errors import CatalogConflictError, IncompatibleConflictError, NoSuchTableError, RetryableConflictError
 
-__all__ = ["ProtocolError", "annotated_conflicts", "catalog_errors", "conflict_from"]
+__all__ = ["NotAtVersionError", "ProtocolError", "annotated_conflicts", "catalog_errors", "conflict_from"]
 
 
 class ProtocolError(ValueError):
     """A request the control plane (:mod:`catalog.spark.control`) cannot understand:
     unknown op, missing or mistyped argument."""
+
+
+class NotAtVersionError(NoSuchTableError):
+    """Time travel (``VERSION AS OF`` / ``TIMESTAMP AS OF``) to a version a table did not exist at,
+    although it exists now: the message names both versions. The plugin lets it through instead
+    of Spark's ``TABLE_OR_VIEW_NOT_FOUND``, which would not say why."""
 
 
 # The classes we rebuild, by the qualified name a traceback prints for them.
