@@ -44,9 +44,7 @@ class ProtocolError(ValueError):
 
 
 class NotAtVersionError(NoSuchTableError):
-    """Time travel (``VERSION AS OF`` / ``TIMESTAMP AS OF``) to a version a table did not exist at,
-    although it exists now: the message names both versions. The plugin lets it through instead
-    of Spark's ``TABLE_OR_VIEW_NOT_FOUND``, which would not say why."""
+    """Time travel to a version before a table (that exists now) was created; the message names both versions."""
 
 
 # The classes we rebuild, by the qualified name a traceback prints for them.
