@@ -7,10 +7,13 @@ the plugin turns ``{"ok": false}`` into Spark's exceptions). So one protocol
 serves the no-server child process and a shared ``lakekv serve``
 (catalog options ``uri`` and ``token``).
 
-Data files are read and written by the Spark tasks themselves, through the
-Python source, with the lakehouse URL this server reports in ``hello``; the
-server does not hand out a local ``file:`` root, since the Spark cluster
-need not share its disk.
+Data files are read and written by the Spark tasks themselves. When the
+server's store is a local directory, ``hello`` reports it as a ``file:``
+root with the store's id: a plugin that finds the same store id there (the
+same machine, or a shared mount at the same path) uses Spark's own Parquet
+reader and writer on it, as with a local control plane. Otherwise (another
+machine, S3) the tasks go through the Python source with the lakehouse URL
+``hello`` reports.
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ def _plane(request: Request) -> Any:
     plane = getattr(state, "spark_control", None)
     if plane is None:
         try:
-            from catalog.spark.control import ControlPlane
+            from catalog.spark.control import ControlPlane, data_root
         except ImportError as exc:  # pyspark (the spark extra) is not installed here
             raise ApiError(501, "NotImplemented", f"the Spark control plane needs the spark extra: {exc}") from exc
-        plane = state.spark_control = ControlPlane(state.iceberg.lake, data_root=None)
+        lake = state.iceberg.lake
+        plane = state.spark_control = ControlPlane(lake, data_root=data_root(lake))
     return plane
 
 

@@ -193,6 +193,7 @@ ENGINE_PARTS_USED_ABOVE: dict[tuple[str, str], str] = {
     ("service.idempotency", "kvstore.format.rows"): "PUT, the row kind of a raw row",
     ("service.kv_api", "kvstore.freshness"): "check_consistency: validates ?consistency= as the store does",
     ("service.iceberg.routes", "kvstore.format.names"): "IDENTITY_PATH: the readiness probe heads the store's identity object",
+    ("catalog.spark.control", "kvstore.format.names"): "IDENTITY_PATH: hello gives the store id a Spark JVM checks at the data root",
     ("kvclient.remote", "kvstore.format.rows"): "PUT, the row kind of a remote batch's mutations",
     ("kvclient.remote", "kvstore.freshness"): "check_consistency: the client validates consistency as the store does",
     ("kvclient.remote", "kvstore.oracle"): "ISOLATION_LEVELS: the client validates isolation as the store does",

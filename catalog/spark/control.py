@@ -50,11 +50,12 @@ from catalog.datafiles import DataFile, entry_from_footer
 from catalog.maintenance import purge_dropped
 from catalog.spark.commits import files_read_at, reads_checked, replaced_rows
 from catalog.spark.conditions import exact_condition, literal, spark_filters
-from catalog.spark.errors import ProtocolError, annotated_conflicts
+from catalog.spark.errors import NotAtVersionError, ProtocolError, annotated_conflicts
 from catalog.spark.filters import pruning_expression
 from catalog.spark.options import store_options
 from kvstore.backoff import backoff_delay
 from catalog.schema import COMMENT as COMMENT_KEY
+from kvstore.format.names import IDENTITY_PATH
 from catalog.spark.types import spark_arrow_schema, spark_schema
 
 __all__ = ["ControlPlane", "ProtocolError", "serve_stdio", "PROTOCOL_VERSION"]
@@ -81,6 +82,7 @@ _OPTION_PREFIX: Final = "option."
 # else becomes a LakehouseCatalogException carrying the Python class line.
 _KINDS: Final[tuple[tuple[type[BaseException], str], ...]] = (
     (errors.NoSuchNamespaceError, "no_such_namespace"),
+    (NotAtVersionError, "not_at_version"),
     (errors.NoSuchTableError, "no_such_table"),
     (errors.NoSuchViewError, "no_such_view"),
     (errors.NamespaceAlreadyExistsError, "namespace_exists"),
@@ -343,10 +345,19 @@ class ControlPlane:
     def op_hello(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Greet the plugin: the protocol version, the lakehouse's latest version (refreshed) and its URL.
 
+        With a ``data_root``, also that root and the store's id (from its
+        identity file): a plugin talking to a shared ``lakekv serve`` reads
+        and writes data files itself only where it finds that same store id
+        under that root.
+
         Raises:
             StoreError: the refresh failed (the store is closed or unreadable).
         """
-        return {"protocol": PROTOCOL_VERSION, "version": self._lake.refresh(), "url": self._lake.url}
+        answer: dict[str, Any] = {"protocol": PROTOCOL_VERSION, "version": self._lake.refresh(), "url": self._lake.url}
+        if self._data_root is not None:
+            identity = json.loads(self._lake.objects.get(IDENTITY_PATH))
+            answer.update(data_root=self._data_root, store_id=identity["store_id"])
+        return answer
 
     def op_list_namespaces(self, args: Mapping[str, Any]) -> list[list[str]]:
         """The namespaces directly under ``parent`` (name parts; the root if absent or empty), each as its parts.
@@ -489,13 +500,31 @@ class ControlPlane:
             ValueError: a name without a namespace or malformed, a table that is not
                 native (an Iceberg table), or ``txn`` is not a transaction id.
             NoSuchTableError: no such table in the session.
+            NotAtVersionError: pinned to a version (``version`` or
+                ``timestamp_ms``) the table did not exist at, although it exists
+                now; the message names that version and the table's first.
             TypeError: a column's type has no lossless Spark type.
             SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
                 the session (see :class:`ControlPlane`).
         """
         with self._session(args) as session:
-            table = session.load_table(_name(args))
+            try:
+                table = session.load_table(_name(args))
+            except errors.NoSuchTableError:
+                if args.get("version") is None and args.get("timestamp_ms") is None:
+                    raise
+                self._raise_not_at_version(_name(args), self._version_of(session))
+                raise
             return self._describe(session, table, self._version_of(session) if args.get("txn") is None else -1)
+
+    def _raise_not_at_version(self, name: str, version: int) -> None:
+        """Raise :class:`NotAtVersionError` if table ``name`` exists now (it did not at ``version``)."""
+        self._lake.refresh()
+        if not self._lake.table_exists(name):
+            return  # no such table at all: Spark's own "not found" says it
+        touched = self._lake.history(limit=None, table=name)  # newest first; the oldest created it
+        first = f" (created at version {touched[-1].version})" if touched else ""
+        raise NotAtVersionError(f"table {name!r} did not exist at lakehouse version {version}{first}")
 
     def op_load_relation(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """A table (``{"table": ...}``) or a view (``{"view": ...}``) by name: one request for Spark's resolver."""

@@ -33,14 +33,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
-from catalog.errors import CatalogConflictError, IncompatibleConflictError, RetryableConflictError
+from catalog.errors import CatalogConflictError, IncompatibleConflictError, NoSuchTableError, RetryableConflictError
 
-__all__ = ["ProtocolError", "annotated_conflicts", "catalog_errors", "conflict_from"]
+__all__ = ["NotAtVersionError", "ProtocolError", "annotated_conflicts", "catalog_errors", "conflict_from"]
 
 
 class ProtocolError(ValueError):
     """A request the control plane (:mod:`catalog.spark.control`) cannot understand:
     unknown op, missing or mistyped argument."""
+
+
+class NotAtVersionError(NoSuchTableError):
+    """Time travel to a version before a table (that exists now) was created; the message names both versions."""
 
 
 # The classes we rebuild, by the qualified name a traceback prints for them.

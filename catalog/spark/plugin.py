@@ -72,13 +72,17 @@ def catalog_conf(name: str, url: object, **options: Any) -> dict[str, str]:
 def configure(builder: Any, name: str, url: object, **options: Any) -> Any:
     """Set ``builder`` (a ``SparkSession.Builder``) up with lakehouse catalog ``name``; returns it.
 
-    Adds the plugin jar to ``spark.jars`` and reads Parquet columns by field
+    Adds the plugin jar to ``spark.jars``, reads Parquet columns by field
     id (``spark.sql.parquet.fieldId.read.enabled``), which is how the plugin
-    keeps renamed and re-added columns apart. See :func:`catalog_conf` for
-    the options.
+    keeps renamed and re-added columns apart, and lets Spark push filters
+    into Python data sources (``spark.sql.python.filterPushdown.enabled``),
+    which the plugin's reads through the Python source need (storage the
+    JVM cannot open, a ``lakekv serve`` whose disk it does not share). See
+    :func:`catalog_conf` for the options.
     """
     builder = builder.config("spark.jars", jar_path())
     builder = builder.config("spark.sql.parquet.fieldId.read.enabled", "true")
+    builder = builder.config("spark.sql.python.filterPushdown.enabled", "true")
     for key, value in catalog_conf(name, url, **options).items():
         builder = builder.config(key, value)
     return builder

@@ -54,7 +54,7 @@ from catalog.spark.readahead import read_ahead
 from catalog.schema import conform
 from catalog.spark.types import check_writable, spark_arrow_schema, spark_schema, to_spark_batches, to_table_batches
 from kvstore.objstore import open_store
-from kvstore.objstore.base import ObjectStore
+from kvstore.objstore.base import ObjectMeta, ObjectStore
 
 __all__ = ["LakehouseDataSource", "FilesPartition", "WrittenFiles", "open_lakehouse", "plan_partitions"]
 
@@ -277,6 +277,46 @@ class LakehouseReader(DataSourceReader):
 # -- writing ---------------------------------------------------------------------
 
 
+class _RecordingStore:
+    """A write task's object store, remembering every path it puts: what the task deletes if it fails.
+
+    ``write_files`` puts several files per call and returns their entries
+    only at the end: a failure half-way would otherwise leave the earlier
+    ones for ``lake.gc()``. Not thread-safe (one per task).
+    """
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.put_paths: list[str] = []
+
+    def get(self, path: str) -> bytes:
+        return self.inner.get(path)
+
+    def get_range(self, path: str, start: int, end: int) -> bytes:
+        return self.inner.get_range(path, start, end)
+
+    def head(self, path: str) -> ObjectMeta:
+        return self.inner.head(path)
+
+    def put(self, path: str, data: bytes) -> None:
+        self.put_paths.append(path)  # before: a put that fails may still have landed
+        self.inner.put(path, data)
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        self.put_paths.append(path)
+        return self.inner.put_if_absent(path, data)
+
+    def list(self, prefix: str = "") -> Iterator[ObjectMeta]:
+        return self.inner.list(prefix)
+
+    def delete(self, path: str) -> None:
+        self.inner.delete(path)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 @dataclass
 class WrittenFiles(WriterCommitMessage):
     """What one write task sends to ``commit()``: the entries of the files it wrote."""
@@ -330,7 +370,7 @@ class LakehouseWriter(DataSourceArrowWriter):
         written: list[DataFile] = []
         pending: list[pa.RecordBatch] = []
         pending_bytes = 0
-        objects = open_store(self._options.lakehouse, **self._options.storage_options)
+        objects = _RecordingStore(open_store(self._options.lakehouse, **self._options.storage_options))
         try:
             for batch in to_table_batches(iterator, self._table_schema):
                 if batch.num_rows == 0:
@@ -343,15 +383,15 @@ class LakehouseWriter(DataSourceArrowWriter):
             if pending:
                 written.extend(self._write(objects, pending))
         except BaseException:
-            # This task's files can never be committed: remove the ones we
-            # know of (gc catches any a half-finished write_files left).
-            discard_files(objects, [entry.path for entry in written], "its Spark task failed")
+            # This task's files can never be committed: remove every one it
+            # put, also those of a write_files call that failed half-way.
+            discard_files(objects, objects.put_paths, "its Spark task failed")
             raise
         finally:
             objects.close()
         return WrittenFiles([entry.to_json() for entry in written])
 
-    def _write(self, objects: ObjectStore, batches: list[pa.RecordBatch]) -> list[DataFile]:
+    def _write(self, objects: _RecordingStore, batches: list[pa.RecordBatch]) -> list[DataFile]:
         """As ``Table.write_files`` does for a handle on the table: the rows conformed
         to the table's schema, cut into files of the lakehouse's default target size."""
         data = conform(pa.Table.from_batches(batches), self._table_schema)

@@ -101,7 +101,7 @@ def test_spark_sql_shell_runs_ddl_dml_and_time_travel(tmp_path: Path) -> None:
 
 
 def test_catalog_through_a_shared_lakekv_serve(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Catalog option uri (+ token): the same requests go to lakekv serve; data moves through the Python source."""
+    """Catalog option uri (+ token): the same requests go to lakekv serve (data: see test_served_catalog.py)."""
     from service.testing import ServerProcess
 
     server = ServerProcess(str(tmp_path / "lake"), tmp_path / "serve.log", token="s3cret-token-0123456789").start()

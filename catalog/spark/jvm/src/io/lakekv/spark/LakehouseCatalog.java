@@ -3,6 +3,7 @@ package io.lakekv.spark;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.spark.sql.AnalysisException;
 import org.apache.spark.sql.catalyst.analysis.NamespaceAlreadyExistsException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchNamespaceException;
 import org.apache.spark.sql.catalyst.analysis.NoSuchTableException;
@@ -26,6 +27,7 @@ import org.apache.spark.sql.connector.catalog.transactions.TransactionInfo;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableChange;
 import org.apache.spark.sql.connector.catalog.TableInfo;
+import org.apache.spark.sql.connector.catalog.TableWritePrivilege;
 import org.apache.spark.sql.connector.catalog.View;
 import org.apache.spark.sql.connector.catalog.procedures.UnboundProcedure;
 import org.apache.spark.sql.connector.expressions.IdentityTransform;
@@ -82,6 +84,13 @@ public class LakehouseCatalog
 
     private String name;
     private ControlPlane control;
+    /** Catalog option {@code uri}: the control plane is a shared {@code lakekv serve}. */
+    private boolean served;
+    /**
+     * With {@code uri}: the store root the server reported, when this JVM reaches the same store
+     * there ({@link #reachableDataRoot}); else null and data moves through the Python source.
+     */
+    private String servedDataRoot;
     private PythonSource pythonSource;
     private ScanPlans scanPlans;
 
@@ -107,6 +116,8 @@ public class LakehouseCatalog
             if (url == null) {
                 url = hello.path("url").asText(null);
             }
+            this.served = true;
+            this.servedDataRoot = reachableDataRoot(hello);
         } else {
             if (url == null || url.isEmpty()) {
                 throw new IllegalArgumentException("spark.sql.catalog." + name + ".url is required: the lakehouse URL");
@@ -122,6 +133,44 @@ public class LakehouseCatalog
         this.scanPlans = new ScanPlans(control);
         ControlPlane closing = control;
         Runtime.getRuntime().addShutdownHook(new Thread(closing::close, "lakekv-control-close"));
+    }
+
+    /**
+     * The server's store root ({@code data_root} of its {@code hello}) if this JVM reads the same
+     * store there: the identity file {@code _lakekv_store} at that root, opened through Hadoop with
+     * the session's settings, holds the server's {@code store_id}. Anything else (no root, a path
+     * this machine does not have, another store, storage Hadoop cannot open) is null.
+     */
+    static String reachableDataRoot(JsonNode hello) {
+        String root = hello.path("data_root").asText(null);
+        String storeId = hello.path("store_id").asText(null);
+        if (root == null || storeId == null) {
+            return null;
+        }
+        org.apache.hadoop.fs.Path identity = new org.apache.hadoop.fs.Path((root.endsWith("/") ? root : root + "/") + "_lakekv_store");
+        try {
+            org.apache.hadoop.conf.Configuration conf = org.apache.spark.sql.classic.SparkSession.active().sessionState().newHadoopConf();
+            try (java.io.InputStream in = identity.getFileSystem(conf).open(identity)) {
+                return storeId.equals(ControlPlane.JSON.readTree(in).path("store_id").asText(null)) ? root : null;
+            }
+        } catch (java.io.IOException | RuntimeException e) {
+            return null;  // not reachable from here: the Python source reads and writes
+        }
+    }
+
+    /**
+     * Where this JVM reads and writes a table's data files: the {@code data_root} of its
+     * description, unless the control plane is a server whose store this JVM does not reach.
+     */
+    String dataRoot(JsonNode described) {
+        if (described == null || described.isNull()) {
+            return null;
+        }
+        String root = described.asText();
+        if (!served) {
+            return root;
+        }
+        return root.equals(servedDataRoot) ? root : null;
     }
 
     private static String defaultPython() {
@@ -366,11 +415,42 @@ public class LakehouseCatalog
             }
             return new LakehouseTable(this, control.call("load_table", args), txnOf(args), timeTravel);
         } catch (RuntimeException e) {
+            // A table that exists but not at the version asked ("not_at_version") is not Spark's
+            // TABLE_OR_VIEW_NOT_FOUND: the catalog's error, naming both versions, goes through.
             if (is(e, "no_such_table") || is(e, "no_such_namespace")) {
                 throw new NoSuchTableException(ident);
             }
             throw e;
         }
+    }
+
+    /**
+     * The table a write (INSERT, DELETE, UPDATE, MERGE, a stream) goes into. A view of that
+     * name is Spark's {@code VIEW_WRITE_NOT_ALLOWED}, not a missing table.
+     */
+    @Override
+    public Table loadTable(Identifier ident, Set<TableWritePrivilege> privileges) throws NoSuchTableException {
+        try {
+            return loadTable(ident);
+        } catch (NoSuchTableException e) {
+            if (ident.namespace().length > 0 && viewExists(ident)) {
+                List<String> parts = list(name);
+                parts.addAll(Arrays.asList(ident.namespace()));
+                parts.add(ident.name());
+                String quoted = org.apache.spark.sql.catalyst.util.QuotingUtils.quoteNameParts(
+                        scala.jdk.javaapi.CollectionConverters.asScala(parts).toSeq());
+                // Spark's own error for a write into a view; checked in Java, so thrown unchecked.
+                throw LakehouseCatalog.<RuntimeException>unchecked(new AnalysisException("VIEW_WRITE_NOT_ALLOWED",
+                        scala.collection.immutable.Map$.MODULE$.from(
+                                scala.jdk.javaapi.CollectionConverters.asScala(Map.of("name", quoted)))));
+            }
+            throw e;
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static <E extends Throwable> E unchecked(Throwable e) throws E {
+        throw (E) e;
     }
 
     @Override

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.Job;
@@ -38,6 +39,7 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.util.SerializableConfiguration;
 import scala.jdk.javaapi.CollectionConverters;
 
+import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.Serializable;
 import java.io.UncheckedIOException;
@@ -59,9 +61,12 @@ import java.util.zip.CRC32C;
  * change), carries the table's field ids in its Parquet schema, and is
  * described to the catalog by its path and CRC32C; the catalog reads sizes,
  * row counts, statistics and partition values from the footers. A task that
- * fails deletes its files; a job that fails or loses its commit deletes all
- * of them (and {@code lake.gc()} removes any a killed executor left), so no
- * file of a failed job is ever referenced.
+ * fails deletes every file it created, finished or not (one whose opening
+ * failed half-way too); a batch job that fails or loses its commit deletes the
+ * files its tasks reported and then every other file named with the job's
+ * prefix in the table's directory (a task that could not clean up after
+ * itself), and {@code lake.gc()} removes any a killed executor wrote later, so
+ * no file of a failed job is ever referenced.
  *
  * <p>A streaming query ({@code writeStream.toTable("lake.ns.t")}) commits each
  * micro-batch the same way, once: the commit records the batch id under the
@@ -81,6 +86,9 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
             // The cache holds file systems by scheme, not by settings: it would hand back the default one.
             "fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem",
             "fs.file.impl.disable.cache", "true");
+
+    /** Hex digits of a write's file-name prefix (of the 32 of a file name). */
+    private static final int JOB_PREFIX_LENGTH = 12;
 
     /** One file a task wrote: store-relative path and whole-file checksum. */
     record WrittenFile(String path, long crc32c) implements Serializable {
@@ -164,6 +172,9 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
     }
 
     private Factory factory() {
+        // Every file of this write starts with it: a failed batch job finds the files of tasks that
+        // did not report them. 12 hex digits of a random UUID, then 20 more random ones per file.
+        String prefix = UUID.randomUUID().toString().replace("-", "").substring(0, JOB_PREFIX_LENGTH);
         SparkSession session = SparkSession.active();
         Job job;
         try {
@@ -180,7 +191,7 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
         int[] partitionOrdinals = Arrays.stream(table.partitionColumns).mapToInt(schema::fieldIndex).toArray();
         DataType[] partitionTypes = Arrays.stream(partitionOrdinals).mapToObj(i -> schema.fields()[i].dataType()).toArray(DataType[]::new);
         return new Factory(files, new SerializableConfiguration(job.getConfiguration()), schema,
-                root, table.dataPath, partitionOrdinals, partitionTypes);
+                root, table.dataPath, prefix, partitionOrdinals, partitionTypes);
     }
 
     private final class Batch implements BatchWrite {
@@ -198,12 +209,18 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
         @Override
         public void commit(WriterCommitMessage[] messages) {
             List<WrittenFile> written = writtenFiles(messages);
-            commitFiles(factory, written, commitRequest.apply(written));
+            try {
+                commitFiles(factory, written, commitRequest.apply(written));
+            } catch (RuntimeException e) {
+                factory.deleteJobFiles();
+                throw e;
+            }
         }
 
         @Override
         public void abort(WriterCommitMessage[] messages) {
             factory.delete(writtenFiles(messages));
+            factory.deleteJobFiles();  // and those of tasks whose own abort could not delete them
         }
     }
 
@@ -264,7 +281,7 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
 
     /** Made on the driver, run in each task: the Parquet writer's factory and the file layout. */
     private record Factory(OutputWriterFactory files, SerializableConfiguration conf, StructType schema, String root,
-                           String dataPath, int[] partitionOrdinals, DataType[] partitionTypes)
+                           String dataPath, String filePrefix, int[] partitionOrdinals, DataType[] partitionTypes)
             implements DataWriterFactory, StreamingDataWriterFactory {
         @Override
         public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
@@ -279,6 +296,38 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
 
         Path absolute(String path) {
             return new Path(root + path);
+        }
+
+        /** A new file's store-relative path: the write's prefix and 20 random hex digits (alphanumeric, as the catalog wants). */
+        String newFilePath() {
+            String random = UUID.randomUUID().toString().replace("-", "").substring(0, 32 - JOB_PREFIX_LENGTH);
+            return dataPath + "/" + filePrefix + random + ".parquet";
+        }
+
+        /**
+         * Delete every file in the table's directory named with this write's prefix. Run on the
+         * driver once the job has failed (or lost its commit): none of them is referenced. A task
+         * still running then (Spark does not wait for killed tasks) deletes its own files in its
+         * abort; a file written after this listing is left to {@code lake.gc()}.
+         */
+        void deleteJobFiles() {
+            Path directory = absolute(dataPath);
+            List<WrittenFile> mine = new ArrayList<>();
+            try {
+                for (FileStatus status : directory.getFileSystem(conf.value()).listStatus(directory)) {
+                    String name = status.getPath().getName();
+                    if (status.isFile() && name.startsWith(filePrefix) && name.endsWith(".parquet")) {
+                        mine.add(new WrittenFile(dataPath + "/" + name, 0));
+                    }
+                }
+            } catch (FileNotFoundException e) {
+                return;  // no task created a file
+            } catch (IOException e) {
+                System.err.println("lakekv: could not list " + directory + " for the files of a failed write"
+                        + " (lake.gc() removes them): " + e);
+                return;
+            }
+            delete(mine);
         }
 
         void delete(List<WrittenFile> written) {
@@ -299,6 +348,8 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
         private final Factory factory;
         private final TaskAttemptContextImpl context;
         private final List<WrittenFile> written = new ArrayList<>();
+        /** Every path this task created or began to create, finished or not: what its abort deletes. */
+        private final List<String> created = new ArrayList<>();
         private OutputWriter current;
         private String currentPath;
         private Object[] currentKey;
@@ -317,7 +368,10 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
             }
             if (current == null || !Arrays.equals(key, currentKey, (a, b) -> Objects.equals(a, b) ? 0 : 1)) {
                 finishFile();
-                currentPath = factory.dataPath() + "/" + UUID.randomUUID().toString().replace("-", "") + ".parquet";
+                currentPath = factory.newFilePath();
+                // Recorded before the file exists: opening it may fail (or be interrupted) after
+                // creating it, and abort() must then delete it too.
+                created.add(currentPath);
                 current = factory.files().newInstance(factory.absolute(currentPath).toString(), factory.schema(), context);
                 currentKey = key;
             }
@@ -354,16 +408,17 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
 
         @Override
         public void abort() {
-            List<WrittenFile> mine = new ArrayList<>(written);
             if (current != null) {
-                try {
-                    current.close();
-                } catch (RuntimeException e) {
-                    System.err.println("lakekv: closing an aborted file: " + e);
-                }
-                mine.add(new WrittenFile(currentPath, 0));
+                OutputWriter open = current;
                 current = null;
+                try {
+                    open.close();
+                } catch (Exception e) {  // Scala code throws IOException undeclared: the file goes anyway
+                    System.err.println("lakekv: closing an aborted file (it is deleted next): " + e);
+                }
             }
+            List<WrittenFile> mine = new ArrayList<>();
+            created.forEach(path -> mine.add(new WrittenFile(path, 0)));
             factory.delete(mine);
         }
 
