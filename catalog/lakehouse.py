@@ -295,6 +295,7 @@ class Lakehouse(TreeMethods):
 
         Raises:
             TypeError: an argument of the wrong type.
+            SnapshotTooOldError: ``version`` is below the lakehouse's data floor.
             CorruptDataFileError: a data file's size or CRC32C is not its catalog entry's.
         """
         return maintenance.export(self.context, dest_url, version, progress, **dest_options)

@@ -276,12 +276,17 @@ def export(ctx: LakeContext, dest_url: str, version: int | None, progress: bool,
     The catalog's store is exported at that version (every byte verified by
     lakekv's export), then every data file that version references is copied
     and its size and CRC32C checked (a corrupt source raises CorruptDataFileError).
+
+    Raises:
+        SnapshotTooOldError: ``version`` is below the lakehouse's data floor (:mod:`catalog.retention`).
+        CorruptDataFileError: a data file's size or CRC32C is not its catalog entry's.
     """
     from kvstore.objstore.factory import open_store
 
     ctx.store.refresh()
     if version is None:
         version = ctx.store.version
+    retention.check_readable(ctx.store, version)  # its data files may be gone: too old, not half a copy
     if dest_options:  # destination credentials for s3:// (kvstore.Store.export passes them on)
         kv_report = ctx.store.export(dest_url, version=version, progress=progress, **dest_options)
     else:

@@ -152,6 +152,8 @@ def test_a_file_gc_took_while_a_past_version_was_read_is_snapshot_too_old(tmp_pa
             past.load_table(T).scan().to_arrow()
         with pytest.raises(SnapshotTooOldError):
             reader.at(version=oldest)
+        with pytest.raises(SnapshotTooOldError):
+            reader.export(str(tmp_path / "copy"), version=oldest)  # never a copy with holes
         with reader.at(version=aged) as kept:
             assert table_rows(kept, T) == versions[aged]
     finally:
