@@ -129,6 +129,7 @@ class Observations:
 
     read: list[tuple[int, dict[str, str]]] = field(default_factory=list)
     too_old: list[int] = field(default_factory=list)
+    gc_mid_read: int = 0  # of too_old: GC deleted a file while the version was being read
     errors: list[str] = field(default_factory=list)
 
 
@@ -138,8 +139,9 @@ def read_version(lake: catalog.Lakehouse, observations: Observations, version: i
         with lake.at(version=version, timestamp=timestamp) as past:
             seen = {t: digest(table_rows(past, t)) for t in TABLES}
             observations.read.append((past.version, seen))
-    except SnapshotTooOldError:
+    except SnapshotTooOldError as exc:
         observations.too_old.append(-1 if version is None else version)
+        observations.gc_mid_read += "GC deleted its data file" in str(exc)
     except Exception:  # noqa: BLE001 - every other answer is a failure the test reports with its traceback
         observations.errors.append(f"version {version} / timestamp {timestamp}:\n{traceback.format_exc()}")
 
@@ -312,6 +314,7 @@ def run_soak(root: Path, duration_s: float, seed: int = 35) -> dict[str, Any]:
         "listed_after": len(listed),
         "reads_during": during["exact"],
         "too_old_during": during["too_old"],
+        "too_old_during_gc_mid_read": during["gc_mid_read"],
         "reads_after": final["exact"],
         "too_old_after": final["too_old"],
         "errors": 0,
@@ -326,7 +329,7 @@ def _check_observations(observations: list[Observations], model: Model) -> dict[
             assert digests == model.at(version), f"version {version} read differs from the model"
             exact += 1
         too_old += len(seen.too_old)
-    return {"exact": exact, "too_old": too_old}
+    return {"exact": exact, "too_old": too_old, "gc_mid_read": sum(seen.gc_mid_read for seen in observations)}
 
 
 def main(argv: list[str] | None = None) -> int:
