@@ -73,19 +73,18 @@ def open(url: object, create: bool = True, background: bool = True, **options: A
     if not background:
         options.setdefault("background_threads", False)
     store = open_kv(url, create=create, **options)
-    explicit = options.get("retention_window_s")
-    if explicit is None:
-        try:
-            recorded = retention.recorded_window(store)
-        except BaseException:
-            store.close()
-            raise
-        if recorded is not None and recorded != store.options.retention_window_s:
-            # The engine's own retention (its compaction and GC) follows the lakehouse's window too.
-            store.close()
-            store = open_kv(url, create=False, **{**options, "retention_window_s": recorded})
-        return Lakehouse(store, retention_window_s=recorded)
-    return Lakehouse(store, retention_window_s=explicit)
+    try:
+        explicit = options.get("retention_window_s")
+        if explicit is None:
+            explicit = retention.recorded_window(store)
+            if explicit is not None and explicit != store.options.retention_window_s:
+                # The engine's own retention (its compaction and GC) follows the lakehouse's window too.
+                store.close()
+                store = open_kv(url, create=False, **{**options, "retention_window_s": explicit})
+        return Lakehouse(store, retention_window_s=explicit)
+    except BaseException:
+        store.close()
+        raise
 
 
 class Lakehouse(TreeMethods):
