@@ -188,7 +188,10 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
             ctx.objects.delete(path)
         done += 1
         _progress(progress, "gc", done, total)
-    if not dry_run and any(not record.get("purge") for _, record in deletable):
+    # A lakehouse that never recorded a floor may have lost files to a GC from
+    # before floors were recorded: its first GC records one whatever it deletes.
+    unrecorded = floor > 0 and retention.recorded_floor(ctx.store) is None
+    if not dry_run and (unrecorded or any(not record.get("purge") for _, record in deletable)):
         # The floor is recorded in the lakehouse before any file below it
         # goes: every reader then answers SnapshotTooOldError, never a
         # missing file (catalog.retention).

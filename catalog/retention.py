@@ -81,8 +81,14 @@ def window_s(store: Store) -> float:
 
 def floor(store: Store) -> int:
     """The data floor at this handle's view: versions below it may have lost data files."""
+    recorded = recorded_floor(store)
+    return 0 if recorded is None else recorded
+
+
+def recorded_floor(store: Store) -> int | None:
+    """The data floor recorded at this handle's view, or None if no GC has recorded one yet."""
     raw = store.get(keys.RETENTION_FLOOR, consistency="serializable")
-    return 0 if raw is None else int(json.loads(raw)["version"])
+    return None if raw is None else int(json.loads(raw)["version"])
 
 
 def requested_window(store: Store, explicit: float | None) -> float | None:

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 import catalog
+from catalog import keys
 from kvstore.errors import SnapshotTooOldError
 from kvstore.format.root import root_path
 from kvstore.store import open_embedded
@@ -165,3 +166,25 @@ def test_appends_overwrites_compaction_gc_and_time_travel_in_processes(tmp_path:
     stats = run_soak(tmp_path, duration_s=25)
     assert stats["data_files_deleted"] > 0 and stats["reads_after"] > 0
     assert stats["reads_during"] + stats["too_old_during"] > 0
+
+
+def test_the_first_gc_records_a_floor_where_a_gc_from_before_floors_deleted_files(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    with catalog.open(str(root), **LOCAL, retention_window_s=60) as lake:
+        lake.create_namespace("db")
+        t = lake.create_table(T, SCHEMA)
+        appended = t.append(rows([1], "a"))
+        (old_file,) = t.files()
+        first_overwrite = t.overwrite(rows([2], "b"))
+        t.overwrite(rows([3], "c"))
+        # What a GC from before this change left: the file deleted, its removal record forgotten.
+        (root / old_file.path).unlink()
+        lake.store.delete(keys.table_gone_file(t.id, old_file.id))
+    _age_roots(root, first_overwrite, 3600)
+    with catalog.open(str(root), **LOCAL) as lake:
+        report = lake.gc()
+        assert report.removed_files == [] and report.floor_version == first_overwrite
+        assert lake.retention_floor == first_overwrite  # recorded although it deleted nothing
+        with pytest.raises(SnapshotTooOldError):
+            lake.at(version=appended)
+        assert appended not in [e.version for e in lake.history(limit=None)]
