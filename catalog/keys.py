@@ -16,6 +16,10 @@ safe separators):
 ``tbl/<id>/file/<file id>``            one live data file and its statistics
 ``tbl/<id>/gone/<file id>``            a removed file: path and removing version
 ``sys/...``                            durable transactions and locks
+``lake/retention/window``              the lakehouse's retention window: JSON
+                                       {window_s} (absent: the engine default)
+``lake/retention/floor``               versions below this may have lost data
+                                       files: JSON {version} (never lowered)
 =====================================  =========================================
 
 Appends only create ``file/`` keys with fresh ids and read ``def``, so
@@ -33,6 +37,9 @@ NS_PROP: Final = b"nsprop/"
 OBJ: Final = b"obj/"
 TBL: Final = b"tbl/"
 SYS: Final = b"sys/"
+LAKE: Final = b"lake/"
+RETENTION_WINDOW: Final = LAKE + b"retention/window"
+RETENTION_FLOOR: Final = LAKE + b"retention/floor"
 _PART: Final = b"\x00"
 _LEAF: Final = b"\x01"
 

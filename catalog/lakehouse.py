@@ -22,7 +22,7 @@ import warnings
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from catalog import maintenance, timetravel
+from catalog import maintenance, retention, timetravel
 from catalog.arguments import checked
 from catalog.context import LakeContext
 from catalog.datafiles import DEFAULT_TARGET_FILE_BYTES
@@ -53,6 +53,10 @@ def open(url: object, create: bool = True, background: bool = True, **options: A
             background threads (what a Spark commit worker wants).
         **options: lakekv store options (``kvstore.open``) and object-store
             options (``endpoint_url``, ``key``, ``secret``, ``region``, ...).
+            ``retention_window_s`` is the lakehouse's, not the handle's: given,
+            it is recorded in the lakehouse if it differs (a commit, as
+            :meth:`Lakehouse.set_retention`); left out, the handle keeps the
+            recorded window (see :mod:`catalog.retention`).
 
     Raises:
         TypeError: ``url`` is not a str or os.PathLike.
@@ -69,7 +73,18 @@ def open(url: object, create: bool = True, background: bool = True, **options: A
     if not background:
         options.setdefault("background_threads", False)
     store = open_kv(url, create=create, **options)
-    return Lakehouse(store)
+    try:
+        explicit = options.get("retention_window_s")
+        if explicit is None:
+            explicit = retention.recorded_window(store)
+            if explicit is not None and explicit != store.options.retention_window_s:
+                # The engine's own retention (its compaction and GC) follows the lakehouse's window too.
+                store.close()
+                store = open_kv(url, create=False, **{**options, "retention_window_s": explicit})
+        return Lakehouse(store, retention_window_s=explicit)
+    except BaseException:
+        store.close()
+        raise
 
 
 class Lakehouse(TreeMethods):
@@ -92,11 +107,26 @@ class Lakehouse(TreeMethods):
       (:mod:`catalog.durable`).
     """
 
-    def __init__(self, store: Store, target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES) -> None:
+    def __init__(
+        self, store: Store, target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES, *, retention_window_s: float | None = None
+    ) -> None:
+        """Build the handle on the lakehouse kept in ``store``.
+
+        ``retention_window_s`` is recorded as the lakehouse's retention
+        window if it differs from the recorded one (None: the store's own
+        ``retention_window_s`` is, unless it is the engine's default); see
+        :mod:`catalog.retention`.
+
+        Raises:
+            TypeError / ValueError: a bad ``retention_window_s``.
+        """
         self.store = store
         self.objects = store.objects
         self.target_file_bytes = target_file_bytes
         self.context = LakeContext.of(store, target_file_bytes)
+        wanted = retention.requested_window(store, retention_window_s)
+        if wanted is not None and wanted != retention.window_s(store):
+            retention.set_window(store, wanted)
         self.tree = LakeTree(LiveHost(self.context))
         self._durable: DurableLake | None = None  # made on first use
 
@@ -192,6 +222,37 @@ class Lakehouse(TreeMethods):
         """
         return timetravel.history(self.context, self.tree, limit, table)
 
+    @property
+    def retention_window_s(self) -> float:
+        """The lakehouse's retention window in seconds, as recorded in it (the engine's default if never set).
+
+        It decides which data files GC may delete, for every process; see
+        :mod:`catalog.retention`.
+        """
+        return retention.window_s(self.store)
+
+    @property
+    def retention_floor(self) -> int:
+        """The lakehouse's data floor: versions below it may have lost data files and read as ``SnapshotTooOldError``."""
+        return retention.floor(self.store)
+
+    @checked
+    def set_retention(self, window_s: float) -> int | None:
+        """Record ``window_s`` (seconds) as the lakehouse's retention window, for every process.
+
+        GC (in any process) then keeps a removed data file until its removal
+        is ``window_s`` old on the storage's clock. Shortening it lets the
+        next GC delete more (those versions become ``SnapshotTooOldError``);
+        lengthening it keeps what GC has not deleted yet. Returns the
+        version that recorded it, or None if it was already recorded.
+        Handles already open keep their engine-level window until reopened.
+
+        Raises:
+            TypeError: ``window_s`` is not a number.
+            ValueError: it is negative or not finite.
+        """
+        return retention.set_window(self.store, window_s)
+
     # -- maintenance -------------------------------------------------------------
 
     @checked
@@ -233,6 +294,7 @@ class Lakehouse(TreeMethods):
 
         Raises:
             TypeError: an argument of the wrong type.
+            SnapshotTooOldError: ``version`` is below the lakehouse's data floor.
             CorruptDataFileError: a data file's size or CRC32C is not its catalog entry's.
         """
         return maintenance.export(self.context, dest_url, version, progress, **dest_options)

@@ -2,9 +2,16 @@
 
 GC is safe by construction: a data file is deleted only when
 
-* it was removed by a commit at or before the retention floor (its
-  ``gone`` record is already visible at the floor version, so no retained
-  version or checkpoint can reach it), or it was dropped with ``purge``; or
+* it was removed by a commit at or before the lakehouse's retention floor
+  (its ``gone`` record is already visible at the floor version, so no
+  retained version or checkpoint can reach it), or it was dropped with
+  ``purge``. The floor comes from the window recorded in the lakehouse,
+  not from the GC process's own option, and GC commits it as the
+  lakehouse's data floor before it deletes any such file
+  (:mod:`catalog.retention`): a reader of an older version then gets
+  ``SnapshotTooOldError``, never a missing file. A GC that cannot record
+  the floor (a full disk) raises before it deletes any such file (orphans,
+  deleted first, free what they can); or
 * no key references it at all (an orphan: a failed writer's or aborted
   transaction's file) and it is older than the grace period on the storage's
   own clock, so an in-flight writer that has not committed yet keeps its
@@ -26,7 +33,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from catalog import keys
+from catalog import keys, retention
 from catalog.access import CatalogReader
 from catalog.context import LakeContext
 from catalog.datafiles import DataFile, read_body, read_file, write_files
@@ -34,6 +41,7 @@ from catalog.durable.lake import staged_paths
 from catalog.ops import Compact
 from catalog.transactions import LiveHost, commit_ops
 from catalog.tree import DATA_PREFIX, LakeTree
+from kvstore.errors import SnapshotTooOldError
 
 
 def _progress(enabled: bool, label: str, done: int, total: int) -> None:
@@ -141,6 +149,7 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
 
     Raises:
         ValueError: ``grace_s`` is not a non-negative number.
+        StoreError: the data floor could not be committed (no committed removal was deleted).
     """
     if grace_s is None:
         grace_s = float(ctx.store.options.gc_grace_s)
@@ -151,8 +160,8 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
     # grace (catalog.freshness), so the file cannot be past the cutoff.
     cutoff = _orphan_cutoff(ctx, grace_s)
     ctx.store.refresh()
-    floor = ctx.store.retention_floor()
-    report = GCReport(dry_run=dry_run, floor_version=floor.version)
+    floor, window = retention.gc_floor(ctx.store)
+    report = GCReport(dry_run=dry_run, floor_version=floor)
     live_paths: set[str] = set()
     gone: list[tuple[bytes, dict[str, Any]]] = []
     with ctx.store.snapshot() as now:
@@ -161,15 +170,7 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
                 live_paths.add(DataFile.decode(value).path)
             elif b"/gone/" in key:
                 gone.append((key, json.loads(value)))
-    # A removal visible at the floor happened at or before it: nothing retained reaches the file.
-    deletable: list[tuple[bytes, dict[str, Any]]] = []
-    if gone:
-        with ctx.store.at(version=floor.version) as old:
-            for key, record in gone:
-                if record.get("purge") or old.get(key) is not None:
-                    deletable.append((key, record))
-                else:
-                    report.pending += 1
+    deletable = _past_floor(ctx, gone, floor)
     referenced = live_paths | {record["path"] for _, record in gone}
     referenced |= staged_paths(ctx.store)  # staged by durable transactions not yet committed
     orphans: list[tuple[str, int]] = []
@@ -178,13 +179,8 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
             orphans.append((meta.path, meta.size))
     total = len(deletable) + len(orphans)
     done = 0
-    for key, record in deletable:
-        report.removed_files.append(record["path"])
-        report.bytes_freed += int(record.get("size", 0))
-        if not dry_run:
-            ctx.objects.delete(record["path"])  # a failure is GC's to report (missing is fine)
-        done += 1
-        _progress(progress, "gc", done, total)
+    # Orphans first: no version reads them, and the space they free lets the
+    # floor's commit below succeed on a full disk.
     for path, size in orphans:
         report.orphan_files.append(path)
         report.bytes_freed += size
@@ -192,9 +188,43 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
             ctx.objects.delete(path)
         done += 1
         _progress(progress, "gc", done, total)
+    # A lakehouse that never recorded a floor may have lost files to a GC from
+    # before floors were recorded: its first GC records one whatever it deletes.
+    unrecorded = floor > 0 and retention.recorded_floor(ctx.store) is None
+    if not dry_run and (unrecorded or any(not record.get("purge") for _, record in deletable)):
+        # The floor is recorded in the lakehouse before any file below it
+        # goes: every reader then answers SnapshotTooOldError, never a
+        # missing file (catalog.retention).
+        # A failure to record it (a full disk) raises here, before any such file goes.
+        recorded = retention.raise_floor(ctx.store, floor, window)
+        if recorded < floor:  # the window changed meanwhile: delete only under the recorded floor
+            floor = report.floor_version = recorded
+            deletable = _past_floor(ctx, gone, floor)
+    report.pending = len(gone) - len(deletable)
+    for key, record in deletable:
+        report.removed_files.append(record["path"])
+        report.bytes_freed += int(record.get("size", 0))
+        if not dry_run:
+            ctx.objects.delete(record["path"])  # a failure is GC's to report (missing is fine)
+        done += 1
+        _progress(progress, "gc", done, total)
     if not dry_run:
         _forget(ctx, deletable)
     return report
+
+
+def _past_floor(ctx: LakeContext, gone: list[tuple[bytes, dict[str, Any]]], floor: int) -> list[tuple[bytes, dict[str, Any]]]:
+    """The removal records whose files no version at or above ``floor`` reads: purged, or removed at or before it
+    (the record is visible at the floor version). None but the purged if this handle cannot read the floor version."""
+    purged = [(key, record) for key, record in gone if record.get("purge")]
+    if len(purged) == len(gone):
+        return purged
+    try:
+        old = ctx.store.at(version=floor)
+    except SnapshotTooOldError:  # this handle's engine dropped it: keep every removal for now
+        return purged
+    with old:
+        return [(key, record) for key, record in gone if record.get("purge") or old.get(key) is not None]
 
 
 def purge_dropped(ctx: LakeContext, table_id: str) -> GCReport:
@@ -249,12 +279,17 @@ def export(ctx: LakeContext, dest_url: str, version: int | None, progress: bool,
     The catalog's store is exported at that version (every byte verified by
     lakekv's export), then every data file that version references is copied
     and its size and CRC32C checked (a corrupt source raises CorruptDataFileError).
+
+    Raises:
+        SnapshotTooOldError: ``version`` is below the lakehouse's data floor (:mod:`catalog.retention`).
+        CorruptDataFileError: a data file's size or CRC32C is not its catalog entry's.
     """
     from kvstore.objstore.factory import open_store
 
     ctx.store.refresh()
     if version is None:
         version = ctx.store.version
+    retention.check_readable(ctx.store, version)  # its data files may be gone: too old, not half a copy
     if dest_options:  # destination credentials for s3:// (kvstore.Store.export passes them on)
         kv_report = ctx.store.export(dest_url, version=version, progress=progress, **dest_options)
     else:

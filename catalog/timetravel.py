@@ -5,6 +5,13 @@ catalog reader on a retained snapshot of the store (TrinityLake's
 ``FOR SYSTEM_VERSION AS OF`` / ``FOR SYSTEM_TIME AS OF``), and the history is
 the store's commit log with the operation summaries each commit carried
 (:func:`catalog.transactions.commit_ops` writes them).
+
+Both answer from the retention recorded in the lakehouse
+(:mod:`catalog.retention`): a version below its data floor is
+``SnapshotTooOldError`` and is not listed, and a data file found missing
+while reading a past version is ``SnapshotTooOldError`` once the floor has
+passed that version (GC records the floor before deleting), never a bare
+``FileNotFoundError``.
 """
 
 from __future__ import annotations
@@ -14,13 +21,69 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from catalog import retention
 from catalog.access import CatalogReader
 from catalog.arguments import checked
 from catalog.context import LakeContext
 from catalog.errors import ReadOnlyError
 from catalog.ops import Op
 from catalog.tree import LakeTree, TreeMethods
+from kvstore.objstore.base import ObjectMeta, ObjectStore
 from kvstore.snapshot import Snapshot
+
+
+class _PastObjects:
+    """The lakehouse's object store as a reader of one past version sees it.
+
+    Every call goes to ``inner``; a data file missing on a read becomes
+    ``SnapshotTooOldError`` when GC took it (the data floor has passed the
+    version: :func:`catalog.retention.too_old_if_collected`).
+    """
+
+    def __init__(self, ctx: LakeContext, version: int) -> None:
+        self._ctx = ctx
+        self._version = version
+        self.inner = ctx.objects
+        self.url = ctx.objects.url
+
+    def _missing(self, exc: FileNotFoundError) -> None:
+        retention.too_old_if_collected(self._ctx.store, self._version, exc)
+
+    def get(self, path: str) -> bytes:
+        try:
+            return self.inner.get(path)
+        except FileNotFoundError as exc:
+            self._missing(exc)
+            raise
+
+    def get_range(self, path: str, start: int, end: int) -> bytes:
+        try:
+            return self.inner.get_range(path, start, end)
+        except FileNotFoundError as exc:
+            self._missing(exc)
+            raise
+
+    def head(self, path: str) -> ObjectMeta:
+        try:
+            return self.inner.head(path)
+        except FileNotFoundError as exc:
+            self._missing(exc)
+            raise
+
+    def put(self, path: str, data: bytes) -> None:
+        self.inner.put(path, data)
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        return self.inner.put_if_absent(path, data)
+
+    def list(self, prefix: str = "") -> Iterator[ObjectMeta]:
+        return self.inner.list(prefix)
+
+    def delete(self, path: str) -> None:
+        self.inner.delete(path)
+
+    def close(self) -> None:
+        """Nothing to close: the lakehouse owns the store."""
 
 
 class PastLakehouse(TreeMethods):
@@ -33,7 +96,7 @@ class PastLakehouse(TreeMethods):
     def __init__(self, ctx: LakeContext, snapshot: Snapshot) -> None:
         self.context = ctx
         self._snap = snapshot
-        self.objects = ctx.objects
+        self.objects: ObjectStore = _PastObjects(ctx, int(snapshot.version))
         self.target_file_bytes = ctx.target_file_bytes
         self.tree = LakeTree(self)
 
@@ -93,9 +156,15 @@ def at(ctx: LakeContext, version: int | None = None, timestamp: float | None = N
     """The lakehouse as of ``version`` or storage time ``timestamp`` (see ``Lakehouse.at``).
 
     Raises:
-        SnapshotTooOldError: the version or time is past retention.
+        SnapshotTooOldError: the version or time is past the lakehouse's retention.
     """
-    return PastLakehouse(ctx, ctx.store.at(version=version, timestamp=timestamp))
+    snapshot = ctx.store.at(version=version, timestamp=timestamp)
+    try:
+        retention.check_readable(ctx.store, int(snapshot.version))
+    except BaseException:
+        snapshot.close()
+        raise
+    return PastLakehouse(ctx, snapshot)
 
 
 @dataclass(frozen=True)
@@ -110,6 +179,9 @@ class HistoryEntry:
 def history(ctx: LakeContext, tree: LakeTree, limit: int | None, table: str | None) -> list[HistoryEntry]:
     """Versions newest first with their operations (see ``Lakehouse.history``); ``table`` is loaded from ``tree``.
 
+    Versions below the lakehouse's data floor are not listed: they may have
+    lost data files (:mod:`catalog.retention`).
+
     Raises:
         ValueError: ``limit`` is not a non-negative int or None.
         NoSuchTableError: ``table`` does not exist.
@@ -117,6 +189,7 @@ def history(ctx: LakeContext, tree: LakeTree, limit: int | None, table: str | No
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
     table_id = tree.load_table(table).id if table is not None else None
+    data_floor = retention.floor(ctx.store)  # older versions may have lost data files: not listed
     out: list[HistoryEntry] = []
     start: int | None = None
     page = 256
@@ -125,6 +198,8 @@ def history(ctx: LakeContext, tree: LakeTree, limit: int | None, table: str | No
         if not infos:
             break
         for info in infos:
+            if info.version < data_floor:
+                return out
             ops = [op for commit in info.commits for op in ((commit.get("summary") or {}).get("ops") or [])]
             if table_id is not None:
                 ops = [op for op in ops if op.get("table_id") == table_id]

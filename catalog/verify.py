@@ -1,10 +1,12 @@
 """``lake.verify()``: the catalog's store and every data file any retained version reads.
 
-The files of every retained version (the retention floor up to the head) are
-the files live at the floor, plus those live at the head, plus those removed
-in between: a removal leaves a ``gone`` record (path, size, CRC32C) until GC
-has deleted the file, which it does only once the removal is at or below the
-floor. So three reads cover every retained version however many there are,
+The retained versions are those ``lake.history()`` lists: from the
+lakehouse's data floor (:mod:`catalog.retention`; the version GC recorded
+before deleting files, or the engine's own floor if this handle can no longer
+read that version) up to the head. Their files are the files live at the
+floor, plus those live at the head, plus those removed in between: a removal
+leaves a ``gone`` record (path, size, CRC32C) until GC has deleted the file,
+which it does only once the removal is at or below the recorded floor. So three reads cover every retained version however many there are,
 and each file is checked once: it exists, has its entry's size and CRC32C
 (entries from before checksums: size, then a full Parquet decode with page
 checksums), and every problem is reported, not just the first.
@@ -22,13 +24,15 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from catalog import keys
+from catalog import keys, retention
 from catalog.access import CatalogReader
 from catalog.context import LakeContext
 from catalog.datafiles import DataFile, check_body
 from catalog.errors import CorruptDataFileError
 from catalog.names import join
 from catalog.records import TABLE
+from kvstore.errors import SnapshotTooOldError
+from kvstore.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from kvstore.verify import VerifyReport
@@ -82,22 +86,54 @@ def verify(ctx: LakeContext) -> LakeVerifyReport:
     """
     ctx.store.refresh()
     store_report = ctx.store.verify()
-    floor = ctx.store.retention_floor().version
     head = ctx.store.version
+    floor, wanted = _retained(ctx, head)
     report = LakeVerifyReport(store=store_report, floor_version=floor, head_version=head)
-    wanted: dict[str, tuple[DataFile, str | None, bool]] = {}  # path -> (entry, table, purged)
-    for version in sorted({floor, head}):
-        with ctx.store.at(version=version) as snapshot:
-            _collect(CatalogReader(snapshot), wanted)
     for path in sorted(wanted):
         entry, table, purged = wanted[path]
         problem = _check(ctx, entry, table, purged, report)
         if problem is not None:
             report.problems.append(DataFileProblem(path, table, problem))
+    if any(problem.problem == MISSING for problem in report.problems):
+        # A GC may have raised the floor and deleted files while we read: what
+        # it took is past retention now, not missing (GC records the floor first).
+        ctx.store.refresh()
+        if retention.floor(ctx.store) > floor:
+            report.floor_version, still = _retained(ctx, head)
+            report.problems = [p for p in report.problems if p.problem != MISSING or p.path in still]
     return report
 
 
-def _collect(reader: CatalogReader, wanted: dict[str, tuple[DataFile, str | None, bool]]) -> None:
+MISSING = "missing: a retained version references it"
+
+
+def _retained(ctx: LakeContext, head: int) -> tuple[int, dict[str, tuple[DataFile, str | None, bool]]]:
+    """``(floor, files)``: the oldest version the lakehouse still reads, and the data file of every version from it to ``head``.
+
+    The floor is the lakehouse's data floor (what ``history()`` lists down
+    to), or the engine's own floor if this handle can no longer read that
+    version. Files: those live at the floor or at the head, and those
+    removed after the floor (their removal records at the head that the
+    floor does not show yet).
+    """
+    floor = min(retention.floor(ctx.store), head)
+    try:
+        at_floor = ctx.store.at(version=floor)
+    except SnapshotTooOldError:
+        floor = ctx.store.retention_floor().version
+        at_floor = ctx.store.at(version=floor)
+    wanted: dict[str, tuple[DataFile, str | None, bool]] = {}  # path -> (entry, table, purged)
+    with at_floor, ctx.store.at(version=head) as at_head:
+        _collect(CatalogReader(at_floor), wanted, removed_before=None)
+        _collect(CatalogReader(at_head), wanted, removed_before=at_floor)
+    return floor, wanted
+
+
+def _collect(
+    reader: CatalogReader, wanted: dict[str, tuple[DataFile, str | None, bool]], removed_before: Snapshot | None
+) -> None:
+    """Add the live files ``reader`` sees and, unless ``removed_before`` is None, its removal
+    records that ``removed_before`` does not show (removals after that version)."""
     names = _table_names(reader)
     for key, raw in reader.kv.scan(prefix=keys.TBL):
         table_id = key[len(keys.TBL) :].split(b"/", 1)[0].decode()
@@ -105,7 +141,7 @@ def _collect(reader: CatalogReader, wanted: dict[str, tuple[DataFile, str | None
         if b"/file/" in key:
             entry = DataFile.decode(raw)
             wanted.setdefault(entry.path, (entry, table, False))
-        elif b"/gone/" in key:
+        elif b"/gone/" in key and removed_before is not None and removed_before.get(key) is None:
             record: dict[str, Any] = json.loads(raw)
             crc = record.get("crc32c")
             removed = DataFile(
@@ -132,7 +168,7 @@ def _check(ctx: LakeContext, entry: DataFile, table: str | None, purged: bool, r
     try:
         body = ctx.objects.get(entry.path)
     except FileNotFoundError:
-        return None if purged else "missing: a retained version references it"
+        return None if purged else MISSING
     report.files_checked += 1
     report.bytes_checked += len(body)
     try:
