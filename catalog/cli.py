@@ -206,7 +206,7 @@ def _cmd_gc(args: argparse.Namespace) -> int:
     verb = "would delete" if report.dry_run else "deleted"
     print(
         f"{verb} {len(report.removed_files)} removed and {len(report.orphan_files)} orphaned data files "
-        f"({report.bytes_freed} bytes); {report.pending} removed files still reachable from retained versions "
+        f"and {len(report.temp_files)} temp files of dead writers ({report.bytes_freed} bytes); {report.pending} removed files still reachable from retained versions "
         f"(floor version {report.floor_version})"
     )
     return 0

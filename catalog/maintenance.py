@@ -42,6 +42,7 @@ from catalog.ops import Compact
 from catalog.transactions import LiveHost, commit_ops
 from catalog.tree import DATA_PREFIX, LakeTree
 from kvstore.errors import SnapshotTooOldError
+from kvstore.objstore import TempFileStore
 
 
 def _progress(enabled: bool, label: str, done: int, total: int) -> None:
@@ -128,6 +129,7 @@ class GCReport:
     dry_run: bool
     removed_files: list[str] = field(default_factory=list)  # committed removals past the floor
     orphan_files: list[str] = field(default_factory=list)  # referenced by nothing, older than grace
+    temp_files: list[str] = field(default_factory=list)  # left in .tmp/ by dead writers, older than grace
     bytes_freed: int = 0
     pending: int = 0  # removed files still reachable from a retained version
     floor_version: int = 0
@@ -177,6 +179,14 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
     for meta in ctx.objects.list(DATA_PREFIX + "/"):
         if meta.path not in referenced and meta.mtime <= cutoff:
             orphans.append((meta.path, meta.size))
+    # Temp files of writers killed mid-write (a local directory's .tmp/): they
+    # hold space on a full disk and no version will ever name them.
+    temps = ctx.objects.stale_temp_files(cutoff) if isinstance(ctx.objects, TempFileStore) else []
+    for meta in temps:
+        report.temp_files.append(meta.path)
+        report.bytes_freed += meta.size
+        if not dry_run:
+            ctx.objects.delete_temp_file(meta.path)
     total = len(deletable) + len(orphans)
     done = 0
     # Orphans first: no version reads them, and the space they free lets the

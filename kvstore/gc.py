@@ -43,29 +43,18 @@ import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 from kvstore.clock import StorageClock
 from kvstore.errors import ObjectStoreError
 from kvstore.format.names import HINT_PATH, is_collectable
 from kvstore.format.root import parse_root_path, root_path
 from kvstore.history import RootIndex
-from kvstore.objstore.base import ObjectMeta
+from kvstore.objstore.base import ObjectMeta, TempFileStore
 from kvstore.options import StoreOptions
 from kvstore.retention import Retention, RetentionFloor
 from kvstore.state import EngineState
 
 log = logging.getLogger(__name__)
-
-
-@runtime_checkable
-class TempFileStore(Protocol):
-    """A backend that publishes through temp files and can find those of dead
-    writers (:class:`~kvstore.objstore.local.LocalStore`)."""
-
-    def stale_temp_files(self, cutoff: float) -> list[ObjectMeta]: ...
-
-    def delete_temp_file(self, path: str) -> None: ...
 
 
 @dataclass(frozen=True)

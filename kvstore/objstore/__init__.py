@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kvstore.errors import CrashedError, InjectedFaultError, deprecated_name
-from kvstore.objstore.base import ObjectMeta, ObjectStore
+from kvstore.objstore.base import ObjectMeta, ObjectStore, TempFileStore
 from kvstore.objstore.counting import CountingStore
 from kvstore.objstore.factory import open_store
 from kvstore.objstore.faulty import FaultRecord, FaultyStore
@@ -34,6 +34,7 @@ __all__ = [
     "MemoryStore",
     "ObjectMeta",
     "ObjectStore",
+    "TempFileStore",
     "open_store",
 ]
 

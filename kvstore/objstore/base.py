@@ -121,3 +121,14 @@ def validate_prefix(prefix: str) -> str:
         return prefix
     validate_path(prefix[:-1] if prefix.endswith("/") else prefix)
     return prefix
+
+
+@runtime_checkable
+class TempFileStore(Protocol):
+    """A backend that publishes through temp files and can find those of dead
+    writers (:class:`~kvstore.objstore.local.LocalStore`). Not part of
+    :class:`ObjectStore`: only the engine's and the lakehouse's GC use it."""
+
+    def stale_temp_files(self, cutoff: float) -> list[ObjectMeta]: ...
+
+    def delete_temp_file(self, path: str) -> None: ...

@@ -9,6 +9,8 @@ import pytest
 
 import catalog
 from catalog_util import ORDERS, orders
+from full_disk_util import writer_killed_mid_write
+from kvstore.objstore.local import TEMP_DIR
 
 
 def _data_paths(lake: catalog.Lakehouse) -> set[str]:
@@ -181,3 +183,16 @@ def test_history_lists_operations_newest_first(lake: catalog.Lakehouse) -> None:
     assert all(e.timestamp > 0 for e in entries)
     with pytest.raises(ValueError):
         lake.history(limit=-1)
+
+
+def test_lake_gc_deletes_temp_files_of_writers_killed_mid_write(local_lake: catalog.Lakehouse, tmp_path: Path) -> None:
+    """`lakekv lake URL gc` (lake.gc) frees what a killed writer left in .tmp/, after the grace period only."""
+    root = Path(local_lake.objects.root)
+    writer_killed_mid_write(root, 20_000)
+    [dead] = list((root / TEMP_DIR).iterdir())
+    assert local_lake.gc().temp_files == []  # younger than the grace period: kept
+    _make_old(dead, 2 * 3600)
+    report = local_lake.gc(dry_run=True)
+    assert report.temp_files == [f"{TEMP_DIR}/{dead.name}"] and report.bytes_freed >= 20_000 and dead.exists()
+    assert local_lake.gc().temp_files == [f"{TEMP_DIR}/{dead.name}"]
+    assert not dead.exists()
