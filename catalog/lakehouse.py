@@ -81,7 +81,9 @@ def open(url: object, create: bool = True, background: bool = True, **options: A
                 # The engine's own retention (its compaction and GC) follows the lakehouse's window too.
                 store.close()
                 store = open_kv(url, create=False, **{**options, "retention_window_s": explicit})
-        return Lakehouse(store, retention_window_s=explicit)
+        lake = Lakehouse(store, retention_window_s=explicit)
+        maintenance.keep_reserve(lake.context)  # before the disk can fill: see catalog.maintenance
+        return lake
     except BaseException:
         store.close()
         raise

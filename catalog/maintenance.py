@@ -27,9 +27,10 @@ them. (History and time travel are :mod:`catalog.timetravel`.)
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Final, Iterator
 
 import pyarrow as pa
 
@@ -41,8 +42,10 @@ from catalog.durable.lake import staged_paths
 from catalog.ops import Compact
 from catalog.transactions import LiveHost, commit_ops
 from catalog.tree import DATA_PREFIX, LakeTree
-from kvstore.errors import SnapshotTooOldError
-from kvstore.objstore import TempFileStore
+from kvstore.errors import CommitNotLandedError, NotWrittenError, ObjectStoreError, SnapshotTooOldError
+from kvstore.objstore import LocalStore, TempFileStore
+
+log = logging.getLogger(__name__)
 
 
 def _progress(enabled: bool, label: str, done: int, total: int) -> None:
@@ -205,8 +208,14 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
         # The floor is recorded in the lakehouse before any file below it
         # goes: every reader then answers SnapshotTooOldError, never a
         # missing file (catalog.retention).
-        # A failure to record it (a full disk) raises here, before any such file goes.
-        recorded = retention.raise_floor(ctx.store, floor, window)
+        # On a full disk the reserve makes room for that commit; a failure to
+        # record it raises here, before any such file goes.
+        try:
+            recorded = retention.raise_floor(ctx.store, floor, window)
+        except (CommitNotLandedError, NotWrittenError):
+            if not _release_reserve(ctx):
+                raise
+            recorded = retention.raise_floor(ctx.store, floor, window)
         if recorded < floor:  # the window changed meanwhile: delete only under the recorded floor
             floor = report.floor_version = recorded
             deletable = _past_floor(ctx, gone, floor)
@@ -220,7 +229,48 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
         _progress(progress, "gc", done, total)
     if not dry_run:
         _forget(ctx, deletable)
+        keep_reserve(ctx)
     return report
+
+
+# GC must commit the data floor before it deletes a removed file
+# (catalog.retention), and a commit needs a few KiB. On a local disk with 0
+# bytes free that commit fails, and GC could free nothing but orphans and temp
+# files. So a lakehouse on a local directory keeps this reserve: a GC that
+# finds the disk full deletes it to make room for its floor, and every GC (and
+# every open) puts it back when there is room again.
+RESERVE_PATH: Final = "_lakehouse_gc_reserve"
+RESERVE_BYTES: Final = 256 * 1024
+
+
+def _has_reserve(ctx: LakeContext) -> bool:
+    try:
+        ctx.objects.head(RESERVE_PATH)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def keep_reserve(ctx: LakeContext) -> None:
+    """Put the full-disk reserve back if it is missing (local directories only).
+
+    No room for it is not an error: it is logged, and the next GC tries again.
+    """
+    if not isinstance(ctx.objects, LocalStore) or _has_reserve(ctx):
+        return
+    try:
+        ctx.objects.put(RESERVE_PATH, bytes(RESERVE_BYTES))
+    except ObjectStoreError as exc:
+        log.warning("no room for the lakehouse's full-disk reserve %s (%s); the next gc tries again", RESERVE_PATH, exc)
+
+
+def _release_reserve(ctx: LakeContext) -> bool:
+    """Delete the reserve to free room for GC's floor commit; False if there is none."""
+    if not isinstance(ctx.objects, LocalStore) or not _has_reserve(ctx):
+        return False
+    log.warning("the disk is full: gc releases the lakehouse's %d-byte reserve to record its floor", RESERVE_BYTES)
+    ctx.objects.delete(RESERVE_PATH)
+    return True
 
 
 def _past_floor(ctx: LakeContext, gone: list[tuple[bytes, dict[str, Any]]], floor: int) -> list[tuple[bytes, dict[str, Any]]]:

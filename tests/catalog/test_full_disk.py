@@ -18,6 +18,8 @@ test moves every existing file's stamp two days back
 
 from __future__ import annotations
 
+import errno
+import os
 import random
 from pathlib import Path
 
@@ -27,6 +29,7 @@ import pytest
 import catalog
 import kvstore
 from full_disk_util import age_everything, free_bytes, tmpfs, writer_killed_mid_write
+from catalog.maintenance import RESERVE_PATH
 from kvstore.cli import main
 from kvstore.errors import CommitNotLandedError, NotWrittenError
 
@@ -203,3 +206,57 @@ def test_maintenance_commands_work_with_0_bytes_free(tmp_path: Path, command: st
         assert free_bytes(disk) == 0
         assert MAINTENANCE[command](lake_url, kv_url) == 0
         _check(lake_url, kv_url, lake_model, kv_model)
+
+
+def _fill_up(path: Path) -> None:
+    """Take the last free bytes with a file outside any store (as another program would)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        for size in (1 << 16, 4096, 1):
+            while True:
+                try:
+                    os.write(fd, b"\0" * size)
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    break
+    finally:
+        os.close(fd)
+
+
+def test_lake_gc_alone_frees_a_full_disk_through_its_reserve(tmp_path: Path) -> None:
+    """Nothing else on the disk frees space first: no engine GC, no temp files
+    of killed writers. GC must commit its data floor before it deletes a
+    removed file (catalog.retention); the lakehouse's reserve makes room for it."""
+    rng = random.Random(3535)
+    with tmpfs(tmp_path / "disk", size_mb=8) as disk:
+        lake_url = str(disk / "lake")
+        model: list[tuple[int, bytes]] = []
+        with catalog.open(lake_url, **QUIET) as lake:
+            lake.create_namespace("ns")
+            table = lake.create_table("ns.t", SCHEMA)
+            for step in range(10_000):
+                rows = _rows(rng, step * 100, 100)
+                try:
+                    table.overwrite(_table(rows))
+                except Exception as exc:  # the assertion decides: only a definite refusal is allowed
+                    assert _refused(exc), f"a failed lake write must say it did not land: {exc!r}"
+                    break
+                model = rows
+        _fill_up(disk / "filler")
+        age_everything(disk, TWO_DAYS)
+        assert free_bytes(disk) == 0
+        assert main(["lake", lake_url, "gc"]) == 0
+        assert free_bytes(disk) > 1 << 20
+        with catalog.open(lake_url, create=False, **QUIET) as lake:
+            assert sorted(_rows_of(lake.load_table("ns.t"))) == sorted(model)
+            rows = _rows(rng, 10_000_000, 10)
+            lake.load_table("ns.t").append(_table(rows))  # writes resume
+            assert sorted(_rows_of(lake.load_table("ns.t"))) == sorted(model + rows)
+        # The GC that used the reserve put it back once there was room again.
+        assert (disk / "lake" / RESERVE_PATH).stat().st_size > 0
+
+
+def _rows_of(table: catalog.Table) -> list[tuple[int, bytes]]:
+    data = table.scan().to_arrow()
+    return list(zip(data.column("id").to_pylist(), data.column("payload").to_pylist()))
