@@ -271,10 +271,17 @@ class Watch:
     def _advance(self) -> bool:
         """Read the next version if it exists; False when caught up (expiries due now are reported)."""
         root = self._signal.applied_root(self._next) if self._caught_up else None
+        if root is not None:
+            self._take(root)
+            return True
+        # The head before the probe: a root is written before the head reaches
+        # it, so a miss below that head means retention deleted the root. A
+        # head read after the probe could include a commit that landed in
+        # between, whose root was simply not there yet when probed.
+        head = self._known_head()
+        root = self._chain.try_read_root(self._next)
         if root is None:
-            root = self._chain.try_read_root(self._next)
-        if root is None:
-            if self._next <= self._known_head():
+            if self._next <= head:
                 raise SnapshotTooOldError(
                     f"version {self._next} is no longer retained (its root file is gone): a watch can start "
                     "from a retained version only; start from a later one, e.g. the store's current version"
