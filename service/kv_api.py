@@ -169,7 +169,7 @@ async def _put_body(request: Request) -> tuple[bytes, float | None, str | None]:
             await request.body(), ttl_value(query_number(request, "ttl", float)),
             lease_param(request.query_params.get("lease"), "lease"),
         )
-    data = await read_json(request)
+    data = await read_json(request, ("value", "ttl", "lease"))
     if "value" not in data:
         raise ApiError(400, "ValueError", "body must have a base64 'value'")
     for name in ("ttl", "lease"):
@@ -358,7 +358,7 @@ async def scan(request: Request) -> JSONResponse:
 
 
 async def batch(request: Request) -> JSONResponse:
-    data = await read_json(request)
+    data = await read_json(request, ("ops",))
     return await _commit_batch(request, _parse_ops(data), await request.body())
 
 
@@ -366,7 +366,7 @@ async def batch(request: Request) -> JSONResponse:
 
 
 async def begin(request: Request) -> JSONResponse:
-    data = await read_json(request)
+    data = await read_json(request, ("isolation", "ttl"))
     isolation = data.get("isolation", SERIALIZABLE)
     ttl = ttl_value(data.get("ttl"))
     txn_id, txn = await run_in_threadpool(_state(request).txns.begin, isolation, ttl)
