@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from kvstore.chain import VersionChain
-from kvstore.errors import SnapshotTooOldError
+from kvstore.errors import SnapshotTooOldError, StoreError
 from kvstore.format.root import RootFile
 from kvstore.format.rows import PUT, Row
 from kvstore.reader import now_ms
@@ -234,10 +234,18 @@ class Watch:
 
         Raises:
             SnapshotTooOldError: the next version is no longer retained.
+            StoreError: storage failed. Either comes only once the events
+                read before it have been returned (by an earlier call), so
+                :attr:`next_version` is always where a resumed watch goes on.
         """
         while not self._closed.is_set() and not (self._end is not None and self._next > self._end):
-            if not self._advance():
-                break
+            try:
+                if not self._advance():
+                    break
+            except StoreError:
+                if not self._ready:
+                    raise
+                break  # report what was read; the next poll meets the error again
         ready, self._ready = self._ready, []
         return ready
 

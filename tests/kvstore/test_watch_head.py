@@ -17,8 +17,10 @@ from typing import Iterator
 import pytest
 import kvstore
 from kvstore import SnapshotTooOldError
+from kvstore.errors import InjectedFaultError
 from kvstore.format.root import root_path
 from kvstore.objstore.base import ObjectMeta, ObjectStore
+from kvstore.objstore.faulty import FaultyStore
 from kvstore.objstore.memory import MemoryStore
 from kvstore.watch import WatchEvent
 from maintenance_util import QUIET
@@ -162,3 +164,18 @@ def test_a_start_retention_really_deleted_is_still_too_old() -> None:
         assert gone
         with pytest.raises(SnapshotTooOldError, match=f"version {gone[-1]} is no longer retained"):
             db.watch(start=gone[-1]).poll()
+
+
+def test_poll_returns_what_it_read_before_a_storage_fault_and_resumes_after_it() -> None:
+    storage = FaultyStore(MemoryStore(), seed=0)
+    with kvstore.open(storage, **QUIET) as db:
+        first = db.version + 1
+        seqs = [db.put(b"k%d" % i, b"v") for i in range(3)]
+        watch = db.watch(start=first)
+        storage.fail_next("get", path_prefix=root_path(first + 2), count=2)  # two polls meet it
+        # The two versions read before the fault are reported, not lost with it.
+        assert [e.seq for e in watch.poll()] == seqs[:2]
+        with pytest.raises(InjectedFaultError):
+            watch.poll()
+        assert watch.next_version == first + 2  # where a resumed watch (or stream) goes on
+        assert [e.seq for e in watch.poll()] == seqs[2:]
