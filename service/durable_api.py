@@ -123,6 +123,7 @@ async def ping(request: Request) -> JSONResponse:
 
 async def commit(request: Request) -> JSONResponse:
     lake, txid = _lake(request), request.path_params["txid"]
+    await read_json(request, ())
 
     def do() -> dict[str, Any]:
         txn = _attach(lake, txid)
@@ -134,6 +135,7 @@ async def commit(request: Request) -> JSONResponse:
 
 async def abort(request: Request) -> JSONResponse:
     lake, txid = _lake(request), request.path_params["txid"]
+    await read_json(request, ())
 
     def do() -> dict[str, Any]:
         txn = _attach(lake, txid)

@@ -294,6 +294,7 @@ async def info(request: Request) -> JSONResponse:
 
 
 async def refresh(request: Request) -> JSONResponse:
+    await read_json(request, ())  # takes no field: one sent is refused, not ignored
     store = _state(request).store
     version = await run_in_threadpool(store.refresh)
     return JSONResponse({"version": version, "seq": store.seq})
@@ -436,6 +437,7 @@ async def txn_scan(request: Request) -> JSONResponse:
 
 async def txn_commit(request: Request) -> JSONResponse:
     txn_id = _txn_id(request)
+    await read_json(request, ())
     idem_key = check_idempotency_key(request.headers.get("idempotency-key"))
     state = _state(request)
 
@@ -460,6 +462,7 @@ async def txn_commit(request: Request) -> JSONResponse:
 
 async def txn_rollback(request: Request) -> JSONResponse:
     txn_id = _txn_id(request)
+    await read_json(request, ())
     txns = _state(request).txns
 
     def rollback() -> None:

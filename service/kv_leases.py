@@ -64,6 +64,7 @@ async def show(request: Request) -> JSONResponse:
 
 async def keepalive(request: Request) -> JSONResponse:
     lease_id, store = _lease_id(request), _store(request).store
+    await read_json(request, ())  # a keepalive renews the lease's own ttl: a "ttl" sent is refused, not ignored
 
     def extend() -> tuple[Lease, float]:
         lease = store.lease(lease_id)

@@ -94,3 +94,23 @@ def test_durable_transaction_bodies_refuse_unknown_fields(server: ServerProcess)
 )
 def test_the_endpoints_that_already_refused_typos_still_do(server: ServerProcess, path: str, body: dict) -> None:
     _refused(server, "POST", path, body, "tll")
+
+
+def test_a_body_sent_to_an_endpoint_that_takes_none_is_refused_not_ignored(server: ServerProcess) -> None:
+    status, _, lease = call(server, "POST", "/kv/v1/leases", {"ttl": 30})
+    assert status == 201, lease
+    _refused(server, "POST", f"/kv/v1/leases/{lease['id']}/keepalive", {"ttl": 3600}, "ttl")
+    _refused(server, "POST", "/kv/v1/refresh", {"consistency": "linearizable"}, "consistency")
+    status, _, txn = call(server, "POST", "/kv/v1/txns", {})
+    key = path_key(_key())
+    assert call(server, "PUT", f"/kv/v1/txns/{txn['id']}/keys/{key}", {"value": b64(b"x")})[0] == 200
+    _refused(server, "POST", f"/kv/v1/txns/{txn['id']}/rollback", {"keep": True}, "keep")
+    _refused(server, "POST", f"/kv/v1/txns/{txn['id']}/commit", {"if_seq": 1}, "if_seq")
+    assert call(server, "GET", f"/kv/v1/keys/{key}")[0] == 404  # not committed by the refused request
+    assert call(server, "POST", f"/kv/v1/txns/{txn['id']}/commit")[0] == 200  # still open, and an empty body is fine
+    assert call(server, "GET", f"/kv/v1/keys/{key}")[0] == 200
+    status, _, record = call(server, "POST", DURABLE + "/txns", {})
+    for action in ("commit", "abort"):
+        _refused(server, "POST", f"{DURABLE}/txns/{record['id']}/{action}", {"force": True}, "force")
+    assert call(server, "GET", f"{DURABLE}/txns/{record['id']}")[2]["state"] == "active"
+    assert call(server, "POST", f"{DURABLE}/txns/{record['id']}/abort")[0] == 200
