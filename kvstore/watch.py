@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from kvstore.chain import VersionChain
-from kvstore.errors import SnapshotTooOldError
+from kvstore.errors import SnapshotTooOldError, StoreError
 from kvstore.format.root import RootFile
 from kvstore.format.rows import PUT, Row
 from kvstore.reader import now_ms
@@ -234,10 +234,18 @@ class Watch:
 
         Raises:
             SnapshotTooOldError: the next version is no longer retained.
+            StoreError: storage failed. Either comes only once the events
+                read before it have been returned (by an earlier call), so
+                :attr:`next_version` is always where a resumed watch goes on.
         """
         while not self._closed.is_set() and not (self._end is not None and self._next > self._end):
-            if not self._advance():
-                break
+            try:
+                if not self._advance():
+                    break
+            except StoreError:
+                if not self._ready:
+                    raise
+                break  # report what was read; the next poll meets the error again
         ready, self._ready = self._ready, []
         return ready
 
@@ -271,10 +279,17 @@ class Watch:
     def _advance(self) -> bool:
         """Read the next version if it exists; False when caught up (expiries due now are reported)."""
         root = self._signal.applied_root(self._next) if self._caught_up else None
+        if root is not None:
+            self._take(root)
+            return True
+        # The head before the probe: a root is written before the head reaches
+        # it, so a miss below that head means retention deleted the root. A
+        # head read after the probe could include a commit that landed in
+        # between, whose root was simply not there yet when probed.
+        head = self._known_head()
+        root = self._chain.try_read_root(self._next)
         if root is None:
-            root = self._chain.try_read_root(self._next)
-        if root is None:
-            if self._next <= self._known_head():
+            if self._next <= head:
                 raise SnapshotTooOldError(
                     f"version {self._next} is no longer retained (its root file is gone): a watch can start "
                     "from a retained version only; start from a later one, e.g. the store's current version"

@@ -19,6 +19,7 @@ import base64
 import binascii
 import json
 import string
+from collections.abc import Collection
 from typing import Any, Callable, Final
 
 from starlette.requests import Request
@@ -168,8 +169,15 @@ def store_range(
     return store_lo, store_hi
 
 
-async def read_json(request: Request) -> dict[str, Any]:
-    """The request body as a JSON object; ApiError 400 otherwise."""
+async def read_json(request: Request, fields: Collection[str] | None = None) -> dict[str, Any]:
+    """The request body as a JSON object; ApiError 400 otherwise.
+
+    ``fields``: the fields the endpoint takes. Any other is refused (400
+    naming it), never ignored: a typo such as ``"tll"`` for ``"ttl"`` would
+    otherwise succeed and do something else (write a key that never
+    expires). None: the caller checks the fields itself (nested objects,
+    the Iceberg REST schemas).
+    """
     body = await request.body()
     try:
         data = json.loads(body) if body else {}
@@ -179,7 +187,17 @@ async def read_json(request: Request) -> dict[str, Any]:
         raise ApiError(400, "ValueError", "request body is nested too deeply") from None
     if not isinstance(data, dict):
         raise ApiError(400, "ValueError", "request body must be a JSON object")
+    if fields is not None:
+        check_fields(data, fields, "request body")
     return data
+
+
+def check_fields(data: dict[str, Any], fields: Collection[str], what: str) -> None:
+    """Refuse (ApiError 400, naming them) the keys of JSON object ``data`` that are not in ``fields``."""
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        known = ", ".join(sorted(fields)) or "none"
+        raise ApiError(400, "ValueError", f"{what} has unknown field(s) {unknown}; known: {known}")
 
 
 def query_bool(request: Request, name: str, error_type: str = "ValueError") -> bool:

@@ -92,7 +92,7 @@ def _record(txn: Any) -> dict[str, Any]:
 
 
 async def begin(request: Request) -> JSONResponse:
-    data, lake = await read_json(request), _lake(request)
+    data, lake = await read_json(request, ("timeout", "parent", "title")), _lake(request)
     record = await _run(
         lambda: _record(lake.begin_durable(timeout=data.get("timeout"), parent=data.get("parent"), title=data.get("title")))
     )
@@ -111,7 +111,7 @@ async def get_transaction(request: Request) -> JSONResponse:
 
 
 async def ping(request: Request) -> JSONResponse:
-    data, lake, txid = await read_json(request), _lake(request), request.path_params["txid"]
+    data, lake, txid = await read_json(request, ("ancestors",)), _lake(request), request.path_params["txid"]
 
     def do() -> dict[str, Any]:
         txn = _attach(lake, txid)
@@ -123,6 +123,7 @@ async def ping(request: Request) -> JSONResponse:
 
 async def commit(request: Request) -> JSONResponse:
     lake, txid = _lake(request), request.path_params["txid"]
+    await read_json(request, ())
 
     def do() -> dict[str, Any]:
         txn = _attach(lake, txid)
@@ -134,6 +135,7 @@ async def commit(request: Request) -> JSONResponse:
 
 async def abort(request: Request) -> JSONResponse:
     lake, txid = _lake(request), request.path_params["txid"]
+    await read_json(request, ())
 
     def do() -> dict[str, Any]:
         txn = _attach(lake, txid)
@@ -144,7 +146,8 @@ async def abort(request: Request) -> JSONResponse:
 
 
 async def lock(request: Request) -> JSONResponse:
-    data, lake, txid = await read_json(request), _lake(request), request.path_params["txid"]
+    fields = ("node", "mode", "child_key", "attribute_key", "waitable", "wait_s")
+    data, lake, txid = await read_json(request, fields), _lake(request), request.path_params["txid"]
     wait_s = data.get("wait_s")
     if wait_s is not None and (isinstance(wait_s, bool) or not isinstance(wait_s, (int, float)) or not 0 <= wait_s <= MAX_WAIT_S):
         raise ApiError(400, "ValueError", f"wait_s must be a number of seconds in 0..{MAX_WAIT_S:g}")

@@ -169,7 +169,7 @@ async def _put_body(request: Request) -> tuple[bytes, float | None, str | None]:
             await request.body(), ttl_value(query_number(request, "ttl", float)),
             lease_param(request.query_params.get("lease"), "lease"),
         )
-    data = await read_json(request)
+    data = await read_json(request, ("value", "ttl", "lease"))
     if "value" not in data:
         raise ApiError(400, "ValueError", "body must have a base64 'value'")
     for name in ("ttl", "lease"):
@@ -294,6 +294,7 @@ async def info(request: Request) -> JSONResponse:
 
 
 async def refresh(request: Request) -> JSONResponse:
+    await read_json(request, ())  # takes no field: one sent is refused, not ignored
     store = _state(request).store
     version = await run_in_threadpool(store.refresh)
     return JSONResponse({"version": version, "seq": store.seq})
@@ -358,7 +359,7 @@ async def scan(request: Request) -> JSONResponse:
 
 
 async def batch(request: Request) -> JSONResponse:
-    data = await read_json(request)
+    data = await read_json(request, ("ops",))
     return await _commit_batch(request, _parse_ops(data), await request.body())
 
 
@@ -366,7 +367,7 @@ async def batch(request: Request) -> JSONResponse:
 
 
 async def begin(request: Request) -> JSONResponse:
-    data = await read_json(request)
+    data = await read_json(request, ("isolation", "ttl"))
     isolation = data.get("isolation", SERIALIZABLE)
     ttl = ttl_value(data.get("ttl"))
     txn_id, txn = await run_in_threadpool(_state(request).txns.begin, isolation, ttl)
@@ -436,6 +437,7 @@ async def txn_scan(request: Request) -> JSONResponse:
 
 async def txn_commit(request: Request) -> JSONResponse:
     txn_id = _txn_id(request)
+    await read_json(request, ())
     idem_key = check_idempotency_key(request.headers.get("idempotency-key"))
     state = _state(request)
 
@@ -460,6 +462,7 @@ async def txn_commit(request: Request) -> JSONResponse:
 
 async def txn_rollback(request: Request) -> JSONResponse:
     txn_id = _txn_id(request)
+    await read_json(request, ())
     txns = _state(request).txns
 
     def rollback() -> None:

@@ -19,7 +19,10 @@ stream that reached ``end`` closes with ``: next <end + 1>``.
 ran out; its ``seq`` is the expired put's, its version the newest read when
 the expiry was seen). A comment line (``: keepalive``) comes every
 :data:`KEEPALIVE_S` when nothing else does. A start that is no longer
-retained is 410 ``SnapshotTooOldError`` before the stream begins.
+retained is 410 ``SnapshotTooOldError`` before the stream begins. A storage
+error once the stream is under way (or a version retention deleted before
+the stream sent it) ends the stream with ``: next <version>``, where the
+client resumes; a version that is gone then gets its 410.
 
 A watch wakes at once when this server applies a version (its own commits,
 or its follower catching up) and reads it from memory on the event loop
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from itertools import groupby
 from typing import Final
@@ -39,11 +43,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
+from kvstore.errors import StoreError
 from kvstore.watch import Watch, WatchEvent
 from service.codec import KV_PREFIX, b64encode, client_key, query_key, query_number
 from service.errors import ApiError
 from service.kv_api import KvState
 from service.routing import route
+
+_log = logging.getLogger("lakekv.serve")
 
 POLL_S: Final = 0.1
 KEEPALIVE_S: Final = 15.0
@@ -115,7 +122,14 @@ async def watch(request: Request) -> StreamingResponse:
                 # worker-thread hop between a commit and its event.
                 events = watcher.poll_applied()
                 if events is None and (probe or watcher.next_version <= store.version):
-                    events = await run_in_threadpool(watcher.poll)
+                    try:
+                        events = await run_in_threadpool(watcher.poll)
+                    except StoreError as exc:
+                        # Not a bug: storage failed, or retention deleted a version this
+                        # stream had yet to send. End the stream where it is: the client
+                        # resumes from there, and gets a 410 if that version is gone.
+                        _log.warning("watch stream ended at version %d: %s", watcher.next_version, exc)
+                        break
                 probe = False
                 if events:
                     quiet_s = 0.0
@@ -130,9 +144,9 @@ async def watch(request: Request) -> StreamingResponse:
                     if quiet_s >= KEEPALIVE_S:
                         quiet_s = 0.0
                         yield ": keepalive\n\n"
-            # Past ``end``: say so, or a client whose last versions had no event
-            # under its prefix would take the end of the stream for a dropped
-            # connection and reconnect from where its last event left it.
+            # Past ``end`` (or stopped by a storage error): say where the stream
+            # is, or a client whose last versions had no event under its prefix
+            # would reconnect from where its last event left it.
             yield f": next {watcher.next_version}\n\n"
         finally:
             unsubscribe()
