@@ -74,10 +74,16 @@ def literal(encoded: Any) -> Any:
         if kind == "date":
             return dt.date.fromisoformat(value)
         if kind == "timestamp_us":
-            return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=int(value))
+            try:
+                return _EPOCH + dt.timedelta(microseconds=int(value))
+            except OverflowError:  # Filters.java sends none outside the years 1 to 9999
+                raise ValueError(f"filter literal {encoded!r}: outside the years 1 to 9999") from None
         if kind == "timestamp_ntz":
             return dt.datetime.fromisoformat(value)
     raise ValueError(f"unknown filter literal {encoded!r}")
+
+
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 _FILTERS: Final[dict[str, Callable[..., Filter]]] = {
