@@ -5,6 +5,8 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.spark.sql.catalyst.util.DateTimeUtils;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
+import org.apache.spark.sql.internal.connector.PredicateUtils;
 import org.apache.spark.sql.sources.AlwaysFalse;
 import org.apache.spark.sql.sources.AlwaysTrue;
 import org.apache.spark.sql.sources.And;
@@ -70,6 +72,68 @@ final class Filters {
             out.add(encoded);
         }
         return out.isEmpty() ? null : out;
+    }
+
+    /**
+     * A DELETE or overwrite condition (Spark's V2 predicates) as V1 filters, each
+     * whole, or null when any part has no V1 form.
+     *
+     * <p>Not Spark's {@code PredicateUtils.toV1}: for {@code a OR b} it answers
+     * {@code a} alone when {@code b} has no V1 form (a boolean {@code IN}, whose
+     * values are {@code ALWAYS_TRUE}/{@code ALWAYS_FALSE}), even under {@code NOT};
+     * right for pruning a scan at best, but a delete of {@code c IS NULL OR c IN
+     * (false, true)} then removed only the null rows, and one of {@code NOT (...)}
+     * every other row. Here the connectives are taken apart first and only
+     * leaves, which convert whole or not at all, go through {@code toV1}.
+     */
+    static Filter[] exactV1(Predicate[] predicates) {
+        Filter[] out = new Filter[predicates.length];
+        for (int i = 0; i < predicates.length; i++) {
+            out[i] = exactV1(predicates[i]);
+            if (out[i] == null) {
+                return null;
+            }
+        }
+        return out;
+    }
+
+    private static Filter exactV1(Predicate predicate) {
+        org.apache.spark.sql.connector.expressions.Expression[] children = predicate.children();
+        switch (predicate.name()) {
+            case "AND", "OR" -> {
+                if (children.length != 2 || !(children[0] instanceof Predicate l) || !(children[1] instanceof Predicate r)) {
+                    return null;
+                }
+                Filter left = exactV1(l);
+                Filter right = exactV1(r);
+                if (left == null || right == null) {
+                    return null;
+                }
+                return predicate.name().equals("AND") ? new And(left, right) : new Or(left, right);
+            }
+            case "NOT" -> {
+                if (children.length != 1 || !(children[0] instanceof Predicate c)) {
+                    return null;
+                }
+                Filter child = exactV1(c);
+                return child == null ? null : new Not(child);
+            }
+            case "ALWAYS_TRUE" -> {
+                return new AlwaysTrue();
+            }
+            case "ALWAYS_FALSE" -> {
+                return new AlwaysFalse();
+            }
+            default -> {
+                for (org.apache.spark.sql.connector.expressions.Expression child : children) {
+                    if (child instanceof Predicate) {
+                        return null;  // a leaf holding a predicate (IN (true, false)): toV1 could drop it
+                    }
+                }
+                scala.Option<Filter> v1 = PredicateUtils.toV1(predicate);
+                return v1.isDefined() ? v1.get() : null;
+            }
+        }
     }
 
     private static ObjectNode encodeCondition(Filter filter) {

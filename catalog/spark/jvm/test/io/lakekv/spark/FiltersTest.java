@@ -3,7 +3,13 @@ package io.lakekv.spark;
 import static io.lakekv.spark.Checks.check;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import org.apache.spark.sql.connector.expressions.Expression;
+import org.apache.spark.sql.connector.expressions.FieldReference;
+import org.apache.spark.sql.connector.expressions.LiteralValue;
+import org.apache.spark.sql.connector.expressions.NamedReference;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.sources.AlwaysTrue;
+import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.sources.And;
 import org.apache.spark.sql.sources.EqualTo;
 import org.apache.spark.sql.sources.Filter;
@@ -93,6 +99,21 @@ public final class FiltersTest {
         check("condition with a part without form", Filters.encodeConditions(new Filter[] {
                 new IsNull("a"), new Or(new IsNull("b"), new EqualTo("c", new Object()))}), null);
         check("empty condition", Filters.encodeConditions(new Filter[0]), null);
+        // V2 conditions go to V1 whole or not at all (Spark's toV1 drops the half of an OR it cannot convert).
+        NamedReference c = FieldReference.apply("c");
+        Predicate isNull = new Predicate("IS_NULL", new Expression[] {c});
+        Predicate boolIn = new Predicate("IN", new Expression[] {c,
+                new org.apache.spark.sql.connector.expressions.filter.AlwaysFalse(),
+                new org.apache.spark.sql.connector.expressions.filter.AlwaysTrue()});
+        Predicate intIn = new Predicate("IN", new Expression[] {c,
+                new LiteralValue<>(1, DataTypes.IntegerType), new LiteralValue<>(2, DataTypes.IntegerType)});
+        check("or with a boolean IN has no V1 form",
+                Filters.exactV1(new Predicate[] {new org.apache.spark.sql.connector.expressions.filter.Or(isNull, boolIn)}), null);
+        check("not of it neither", Filters.exactV1(new Predicate[] {new org.apache.spark.sql.connector.expressions.filter.Not(
+                new org.apache.spark.sql.connector.expressions.filter.Or(isNull, boolIn))}), null);
+        check("or converts whole", java.util.Arrays.toString(Filters.exactV1(new Predicate[] {
+                new org.apache.spark.sql.connector.expressions.filter.Or(isNull, intIn), isNull})),
+                "[Or(IsNull(c),In(c, [1,2])), IsNull(c)]");
         check("quoted attribute", Filters.splitAttribute("`a.b`.c"), List.of("a.b", "c"));
         check("doubled backquote", Filters.splitAttribute("`a``b`"), List.of("a`b"));
         check("plain nested attribute", Filters.splitAttribute("s.x"), List.of("s", "x"));
