@@ -16,6 +16,8 @@ is deleted:
 
 * ``float``/``double`` columns: Spark treats ``NaN = NaN`` as true and NaN as
   larger than every number, Arrow as unordered;
+* ``CHAR(n)`` columns: Spark pads their values and the literal, values other
+  writers stored may be short;
 * nested fields, and literals the column's type cannot hold exactly.
 """
 
@@ -43,6 +45,7 @@ from pyspark.sql.datasource import (
 )
 
 from catalog.spark.filters import exact_scalar
+from catalog.spark.types import is_char_column
 
 __all__ = ["exact_condition", "literal", "spark_filters"]
 
@@ -183,6 +186,11 @@ def _node(item: object, schema: pa.Schema) -> pc.Expression:
         return column.is_null()
     if kind == "IsNotNull":
         return column.is_valid()
+    if is_char_column(schema.field(name)):
+        raise ValueError(
+            f"DELETE on CHAR column {name!r} is not supported: Spark pads its values and the literal, while "
+            "values other writers stored may be short, so the rows deleted could differ from the rows Spark selects"
+        )
     if pa.types.is_floating(arrow_type):
         raise ValueError(
             f"DELETE on float/double column {name!r} is not supported: Spark orders NaN above every number "

@@ -55,7 +55,7 @@ from catalog.spark.filters import pruning_expression
 from catalog.spark.options import store_options
 from kvstore.backoff import backoff_delay
 from catalog.schema import COMMENT as COMMENT_KEY
-from catalog.spark.types import spark_arrow_schema, spark_schema
+from catalog.spark.types import column_metadata, spark_arrow_schema, spark_schema
 
 __all__ = ["ControlPlane", "ProtocolError", "serve_stdio", "PROTOCOL_VERSION"]
 
@@ -188,6 +188,10 @@ def arrow_schema(spark_json: object) -> pa.Schema:
             if not isinstance(comment, str):
                 raise ProtocolError(f"column {spark_field.name!r}: a comment must be a string")
             field = field.with_metadata({**(field.metadata or {}), COMMENT_KEY: comment.encode()})
+        # CHAR/VARCHAR kept as Spark's type string; a collation is refused (catalog.spark.types).
+        kept = column_metadata(spark_field)
+        if kept:
+            field = field.with_metadata({**(field.metadata or {}), **kept})
         fields.append(field)
     return pa.schema(fields)
 
