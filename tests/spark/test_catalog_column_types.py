@@ -59,6 +59,22 @@ def test_column_metadata_refuses_a_collation_and_keeps_char_varchar() -> None:
     assert spark_schema(pa.schema([field])).fields[0].metadata == {CHAR_VARCHAR_KEY: "char(3)"}
 
 
+def test_char_columns_neither_prune_nor_delete_exactly() -> None:
+    from pyspark.sql.datasource import EqualTo, IsNull
+
+    from catalog.spark.conditions import exact_condition
+    from catalog.spark.filters import filter_expression
+
+    char = column_metadata(StructField("c", StringType(), metadata={CHAR_VARCHAR_KEY: "char(3)"}))
+    varchar = column_metadata(StructField("v", StringType(), metadata={CHAR_VARCHAR_KEY: "varchar(3)"}))
+    schema = pa.schema([pa.field("c", pa.string(), metadata=char), pa.field("v", pa.string(), metadata=varchar)])
+    assert filter_expression(EqualTo(("c",), "ab "), schema) is None  # a value stored short would be pruned
+    assert filter_expression(IsNull(("c",)), schema) is not None
+    assert filter_expression(EqualTo(("v",), "ab"), schema) is not None  # VARCHAR values are compared as stored
+    with pytest.raises(ValueError, match="CHAR column 'c'"):
+        exact_condition([{"type": "EqualTo", "attribute": ["c"], "value": "ab "}], schema)
+
+
 def test_char_and_varchar_follow_spark_rules(spark: SparkSession, ns: str) -> None:
     table = f"{ns}.codes"
     spark.sql(f"CREATE TABLE {table} (id INT, c CHAR(3), v VARCHAR(4))")
