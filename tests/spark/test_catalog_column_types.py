@@ -19,7 +19,6 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import ArrayType, StringType, StructField
 
 import catalog
-from catalog.spark.types import CHAR_VARCHAR_KEY, column_metadata, spark_schema
 from tests.spark.test_catalog_plugin import lake_url_of, short
 
 
@@ -49,6 +48,8 @@ def test_a_collated_column_is_refused_naming_the_clause(spark: SparkSession, ns:
 
 
 def test_column_metadata_refuses_a_collation_and_keeps_char_varchar() -> None:
+    from catalog.spark.types import CHAR_VARCHAR_KEY, column_metadata, spark_schema
+
     with pytest.raises(ValueError, match="COLLATE UTF8_LCASE"):
         column_metadata(StructField("s", StringType("UTF8_LCASE")))
     with pytest.raises(ValueError, match="COLLATE UNICODE"):
@@ -64,6 +65,7 @@ def test_char_columns_neither_prune_nor_delete_exactly() -> None:
 
     from catalog.spark.conditions import exact_condition
     from catalog.spark.filters import filter_expression
+    from catalog.spark.types import CHAR_VARCHAR_KEY, column_metadata
 
     char = column_metadata(StructField("c", StringType(), metadata={CHAR_VARCHAR_KEY: "char(3)"}))
     varchar = column_metadata(StructField("v", StringType(), metadata={CHAR_VARCHAR_KEY: "varchar(3)"}))

@@ -252,8 +252,8 @@ def test_a_delete_whose_or_holds_a_boolean_in_deletes_what_spark_selects(
     spark: SparkSession, ns: str, condition: str
 ) -> None:
     # Spark's own V2-to-V1 conversion answered `c IS NULL` for the first condition
-    # (a boolean IN has no V1 form) and `NOT c IS NULL` for the second, so the
-    # delete removed the null rows only, or every other row.
+    # (a boolean IN has no V1 form), so the delete removed the null rows only; the
+    # others are guards (Spark's optimizer rewrites them before the conversion).
     table = f"{ns}.flags"
     spark.sql(f"CREATE TABLE {table} (id INT, c BOOLEAN)")
     rows = "(0, false), (1, true), (2, NULL), (3, true)"
