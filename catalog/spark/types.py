@@ -197,7 +197,8 @@ def is_char_column(field: pa.Field) -> bool:
     comparison of the stored values with Spark's literal can differ from
     Spark's, so filters on these columns neither prune nor delete.
     """
-    return (field.metadata or {}).get(_ARROW_CHAR_VARCHAR, b"").startswith(b"char(")
+    raw: bytes = (field.metadata or {}).get(_ARROW_CHAR_VARCHAR, b"")
+    return raw.startswith(b"char(")
 
 
 def _spark_field(field: pa.Field, prefix: str = "") -> StructField:
