@@ -285,3 +285,22 @@ def test_timestamps_far_from_1970_filter_every_statement(spark: SparkSession, ns
     )
     spark.sql(f"DELETE FROM {table} WHERE valid_to < TIMESTAMP'1600-01-01 00:00:00'")
     assert sorted(spark.sql(f"SELECT id FROM {table}").collect()) == [(10,), (20,)]
+
+
+def test_a_timestamp_past_9999_in_utc_is_written_and_filtered(spark: SparkSession, ns: str) -> None:
+    # 9999-12-31 23:00 in Los Angeles is in the year 10000 in UTC: Spark writes it, but
+    # reading the footer statistics of its file raised a raw OverflowError at commit.
+    table = f"{ns}.far"
+    spark.sql(f"CREATE TABLE {table} (id INT, ts TIMESTAMP)")
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+    try:
+        spark.sql(f"INSERT INTO {table} VALUES (1, TIMESTAMP'9999-12-31 23:00:00'), (2, TIMESTAMP'2020-01-01 00:00:00')")
+        for condition, want in (("ts > TIMESTAMP'9999-12-31 22:00:00'", [(1,)]),
+                                ("ts = TIMESTAMP'9999-12-31 23:00:00'", [(1,)]),
+                                ("ts < TIMESTAMP'9999-12-31 23:00:00'", [(2,)])):
+            assert spark.sql(f"SELECT id FROM {table} WHERE {condition}").collect() == want, condition
+        spark.sql(f"DELETE FROM {table} WHERE ts < TIMESTAMP'9999-12-31 23:00:00'")
+        assert spark.sql(f"SELECT id FROM {table}").collect() == [(1,)]
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
