@@ -46,6 +46,7 @@ from pyspark.sql.types import StructType
 
 import catalog
 from catalog import errors
+from catalog.spark.types import column_metadata
 from catalog.datafiles import DataFile, entry_from_footer
 from catalog.maintenance import purge_dropped
 from catalog.spark.commits import files_read_at, reads_checked, replaced_rows
@@ -55,7 +56,7 @@ from catalog.spark.filters import pruning_expression
 from catalog.spark.options import store_options
 from kvstore.backoff import backoff_delay
 from catalog.schema import COMMENT as COMMENT_KEY
-from catalog.spark.types import column_metadata, spark_arrow_schema, spark_schema
+from catalog.spark.types import spark_arrow_schema, spark_schema
 
 __all__ = ["ControlPlane", "ProtocolError", "serve_stdio", "PROTOCOL_VERSION"]
 
