@@ -401,8 +401,13 @@ def _footer_bounds(metadata: pq.FileMetaData, leaf: int, t: pa.DataType) -> list
         if not (s.has_min_max and getattr(s, "is_min_value_exact", True) and getattr(s, "is_max_value_exact", True)):
             exact = False
             continue
-        lows.append(s.min)
-        highs.append(s.max)
+        try:
+            low, high = s.min, s.max
+        except (OverflowError, ValueError):  # e.g. a timestamp past 9999-12-31 UTC, which Spark writes
+            exact = False
+            continue
+        lows.append(low)
+        highs.append(high)
     if not exact or not lows:
         return [None, None, nulls]
     try:

@@ -16,6 +16,8 @@ is deleted:
 
 * ``float``/``double`` columns: Spark treats ``NaN = NaN`` as true and NaN as
   larger than every number, Arrow as unordered;
+* ``CHAR(n)`` columns: Spark pads their values and the literal, values other
+  writers stored may be short;
 * nested fields, and literals the column's type cannot hold exactly.
 """
 
@@ -43,6 +45,7 @@ from pyspark.sql.datasource import (
 )
 
 from catalog.spark.filters import exact_scalar
+from catalog.spark.types import is_char_column
 
 __all__ = ["exact_condition", "literal", "spark_filters"]
 
@@ -74,10 +77,16 @@ def literal(encoded: Any) -> Any:
         if kind == "date":
             return dt.date.fromisoformat(value)
         if kind == "timestamp_us":
-            return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=int(value))
+            try:
+                return _EPOCH + dt.timedelta(microseconds=int(value))
+            except OverflowError:  # Filters.java sends none outside the years 1 to 9999
+                raise ValueError(f"filter literal {encoded!r}: outside the years 1 to 9999") from None
         if kind == "timestamp_ntz":
             return dt.datetime.fromisoformat(value)
     raise ValueError(f"unknown filter literal {encoded!r}")
+
+
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 _FILTERS: Final[dict[str, Callable[..., Filter]]] = {
@@ -177,6 +186,11 @@ def _node(item: object, schema: pa.Schema) -> pc.Expression:
         return column.is_null()
     if kind == "IsNotNull":
         return column.is_valid()
+    if is_char_column(schema.field(name)):
+        raise ValueError(
+            f"DELETE on CHAR column {name!r} is not supported: Spark pads its values and the literal, while "
+            "values other writers stored may be short, so the rows deleted could differ from the rows Spark selects"
+        )
     if pa.types.is_floating(arrow_type):
         raise ValueError(
             f"DELETE on float/double column {name!r} is not supported: Spark orders NaN above every number "

@@ -46,6 +46,7 @@ from pyspark.sql.types import StructType
 
 import catalog
 from catalog import errors
+from catalog.spark.types import column_metadata
 from catalog.datafiles import DataFile, entry_from_footer
 from catalog.maintenance import purge_dropped
 from catalog.spark.commits import files_read_at, reads_checked, replaced_rows
@@ -190,6 +191,10 @@ def arrow_schema(spark_json: object) -> pa.Schema:
             if not isinstance(comment, str):
                 raise ProtocolError(f"column {spark_field.name!r}: a comment must be a string")
             field = field.with_metadata({**(field.metadata or {}), COMMENT_KEY: comment.encode()})
+        # CHAR/VARCHAR kept as Spark's type string; a collation is refused (catalog.spark.types).
+        kept = column_metadata(spark_field)
+        if kept:
+            field = field.with_metadata({**(field.metadata or {}), **kept})
         fields.append(field)
     return pa.schema(fields)
 

@@ -18,7 +18,10 @@ Left out on purpose:
   NaN, so a file whose max is 3 may still hold matching NaN rows;
 * nested column paths (``a.b``): the catalog keeps statistics per top-level
   column only;
-* ``Not``, ``StringEndsWith``, ``StringContains``: min/max cannot refute them.
+* ``Not``, ``StringEndsWith``, ``StringContains``: min/max cannot refute them;
+* comparisons on ``CHAR(n)`` columns: Spark pads the values it reads and the
+  literal it compares them with, while other writers may have stored a value
+  short (``catalog.spark.types.is_char_column``).
 
 ``StringStartsWith(c, p)`` becomes the range ``p <= c < successor(p)``, which
 min/max statistics can refute; Spark compares strings by code point
@@ -47,6 +50,8 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
     StringStartsWith,
 )
+
+from catalog.spark.types import is_char_column
 
 _log = logging.getLogger(__name__)
 
@@ -130,7 +135,7 @@ def filter_expression(spark_filter: Filter, schema: pa.Schema) -> pc.Expression 
         return column.is_null()
     if isinstance(spark_filter, IsNotNull):
         return column.is_valid()
-    if not _is_orderable(arrow_type):
+    if not _is_orderable(arrow_type) or is_char_column(schema.field(name)):
         return None
     if isinstance(spark_filter, StringStartsWith):
         if not (pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)):

@@ -22,6 +22,13 @@ Two directions, two rules:
 
 Spark keeps microseconds: table timestamps with a finer unit are truncated
 when read (``allow_time_truncate``), never when written.
+
+``CHAR(n)``/``VARCHAR(n)`` columns are strings, as in Iceberg, whose Arrow
+field metadata keeps Spark's type (:data:`CHAR_VARCHAR_KEY`); the
+``StructType`` reports it back as Spark's own field metadata, so Spark
+applies its length rules on write and pads ``CHAR`` on read. A collation
+other than ``UTF8_BINARY`` is refused (:func:`column_metadata`): the catalog
+compares strings by their bytes.
 """
 
 from __future__ import annotations
@@ -58,6 +65,9 @@ from catalog.errors import SchemaMismatchError
 from catalog.schema import COMMENT as COMMENT_KEY  # a column's comment, in its Arrow field metadata
 
 __all__ = [
+    "CHAR_VARCHAR_KEY",
+    "column_metadata",
+    "is_char_column",
     "spark_type",
     "spark_schema",
     "spark_arrow_schema",
@@ -73,6 +83,10 @@ _SIGNED: dict[int, DataType] = {8: ByteType(), 16: ShortType(), 32: IntegerType(
 _UNSIGNED: dict[int, DataType] = {8: ShortType(), 16: IntegerType(), 32: LongType()}
 # Spark decimals are at most 38 digits (a 128-bit unscaled value).
 _SPARK_MAX_DECIMAL_PRECISION = 38
+# Spark's field metadata for a CHAR(n)/VARCHAR(n) column stored as a string
+# (CharVarcharUtils), and the Arrow field metadata key that keeps it in a table.
+CHAR_VARCHAR_KEY: Final = "__CHAR_VARCHAR_TYPE_STRING"
+_ARROW_CHAR_VARCHAR: Final = b"spark_char_varchar"
 
 
 def spark_type(arrow_type: pa.DataType, column: str = "?") -> DataType:
@@ -137,10 +151,64 @@ def spark_type(arrow_type: pa.DataType, column: str = "?") -> DataType:
 
 
 
+def _collation(t: DataType) -> str | None:
+    """The first collation other than UTF8_BINARY in ``t`` (nested types too), or None."""
+    if isinstance(t, StringType):
+        name = getattr(t, "collation", "UTF8_BINARY")
+        return None if name == "UTF8_BINARY" else name
+    if isinstance(t, ArrayType):
+        return _collation(t.elementType)
+    if isinstance(t, MapType):
+        return _collation(t.keyType) or _collation(t.valueType)
+    if isinstance(t, StructType):
+        return next((c for c in (_collation(f.dataType) for f in t.fields) if c is not None), None)
+    return None
+
+
+def column_metadata(field: StructField) -> dict[bytes, bytes]:
+    """The Arrow field metadata (besides the comment) a table column created from ``field`` keeps.
+
+    That is its ``CHAR(n)``/``VARCHAR(n)`` type, from Spark's field metadata.
+
+    Raises:
+        ValueError: the column (or a type nested in it) has a collation other
+            than UTF8_BINARY: the COLLATE clause is not supported.
+        TypeError: the CHAR/VARCHAR metadata is not a string.
+    """
+    collation = _collation(field.dataType)
+    if collation is not None:
+        raise ValueError(
+            f"column {field.name!r}: COLLATE {collation} is not supported by the lakehouse catalog, which "
+            "compares strings by their bytes (UTF8_BINARY); declare the column without the COLLATE clause"
+        )
+    raw = field.metadata.get(CHAR_VARCHAR_KEY)
+    if raw is None:
+        return {}
+    if not isinstance(raw, str):
+        raise TypeError(f"column {field.name!r}: {CHAR_VARCHAR_KEY} must be a string, got {raw!r}")
+    return {_ARROW_CHAR_VARCHAR: raw.encode()}
+
+
+def is_char_column(field: pa.Field) -> bool:
+    """Whether a table column is a Spark ``CHAR(n)`` (top level).
+
+    Spark pads such values to ``n`` when it reads them and pads the literals
+    it compares them with, while other writers may have stored them short: a
+    comparison of the stored values with Spark's literal can differ from
+    Spark's, so filters on these columns neither prune nor delete.
+    """
+    raw: bytes = (field.metadata or {}).get(_ARROW_CHAR_VARCHAR, b"")
+    return raw.startswith(b"char(")
+
+
 def _spark_field(field: pa.Field, prefix: str = "") -> StructField:
-    comment = (field.metadata or {}).get(COMMENT_KEY)
-    metadata = {"comment": comment.decode()} if comment is not None else None
-    return StructField(field.name, spark_type(field.type, prefix + field.name), nullable=field.nullable, metadata=metadata)
+    stored = field.metadata or {}
+    metadata = {}
+    if COMMENT_KEY in stored:
+        metadata["comment"] = stored[COMMENT_KEY].decode()
+    if _ARROW_CHAR_VARCHAR in stored:
+        metadata[CHAR_VARCHAR_KEY] = stored[_ARROW_CHAR_VARCHAR].decode()
+    return StructField(field.name, spark_type(field.type, prefix + field.name), nullable=field.nullable, metadata=metadata or None)
 
 
 def spark_schema(arrow_schema: pa.Schema) -> StructType:

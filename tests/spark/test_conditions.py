@@ -111,3 +111,20 @@ def test_the_rows_a_condition_selects_are_those_sql_selects(values: list[tuple[A
 def test_a_condition_without_an_exact_form_is_refused_naming_it(conditions: list[dict[str, Any]], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         exact_condition(conditions, SCHEMA)
+
+
+def test_literals_at_the_edges_of_the_years_decode_exactly_or_are_refused() -> None:
+    import datetime as dt
+
+    from catalog.spark.conditions import literal
+
+    utc = dt.timezone.utc
+    assert literal({"timestamp_us": 253402300799999999}) == dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=utc)
+    assert literal({"timestamp_us": -62135596800000000}) == dt.datetime(1, 1, 1, tzinfo=utc)
+    assert literal({"date": "0001-01-01"}) == dt.date(1, 1, 1)
+    assert literal({"timestamp_ntz": "9999-12-31T23:59:59.999999"}) == dt.datetime(9999, 12, 31, 23, 59, 59, 999999)
+    assert literal({"decimal": "-99999999999999999999999999999999999999"}) == -(10**38 - 1)
+    for encoded in ({"timestamp_us": 253402300800000000}, {"timestamp_us": -62135596800000001},
+                    {"date": "+10000-01-01"}):
+        with pytest.raises(ValueError):
+            literal(encoded)

@@ -4,6 +4,9 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.spark.sql.catalyst.util.DateTimeUtils;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
+import org.apache.spark.sql.internal.connector.PredicateUtils;
 import org.apache.spark.sql.sources.AlwaysFalse;
 import org.apache.spark.sql.sources.AlwaysTrue;
 import org.apache.spark.sql.sources.And;
@@ -27,7 +30,6 @@ import java.sql.Timestamp;
 import java.time.Instant;
 import java.time.LocalDate;
 import java.time.LocalDateTime;
-import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -70,6 +72,68 @@ final class Filters {
             out.add(encoded);
         }
         return out.isEmpty() ? null : out;
+    }
+
+    /**
+     * A DELETE or overwrite condition (Spark's V2 predicates) as V1 filters, each
+     * whole, or null when any part has no V1 form.
+     *
+     * <p>Not Spark's {@code PredicateUtils.toV1}: for {@code a OR b} it answers
+     * {@code a} alone when {@code b} has no V1 form (a boolean {@code IN}, whose
+     * values are {@code ALWAYS_TRUE}/{@code ALWAYS_FALSE}), even under {@code NOT};
+     * right for pruning a scan at best, but a delete of {@code c IS NULL OR c IN
+     * (false, true)} then removed only the null rows, and one of {@code NOT (...)}
+     * every other row. Here the connectives are taken apart first and only
+     * leaves, which convert whole or not at all, go through {@code toV1}.
+     */
+    static Filter[] exactV1(Predicate[] predicates) {
+        Filter[] out = new Filter[predicates.length];
+        for (int i = 0; i < predicates.length; i++) {
+            out[i] = exactV1(predicates[i]);
+            if (out[i] == null) {
+                return null;
+            }
+        }
+        return out;
+    }
+
+    private static Filter exactV1(Predicate predicate) {
+        org.apache.spark.sql.connector.expressions.Expression[] children = predicate.children();
+        switch (predicate.name()) {
+            case "AND", "OR" -> {
+                if (children.length != 2 || !(children[0] instanceof Predicate l) || !(children[1] instanceof Predicate r)) {
+                    return null;
+                }
+                Filter left = exactV1(l);
+                Filter right = exactV1(r);
+                if (left == null || right == null) {
+                    return null;
+                }
+                return predicate.name().equals("AND") ? new And(left, right) : new Or(left, right);
+            }
+            case "NOT" -> {
+                if (children.length != 1 || !(children[0] instanceof Predicate c)) {
+                    return null;
+                }
+                Filter child = exactV1(c);
+                return child == null ? null : new Not(child);
+            }
+            case "ALWAYS_TRUE" -> {
+                return new AlwaysTrue();
+            }
+            case "ALWAYS_FALSE" -> {
+                return new AlwaysFalse();
+            }
+            default -> {
+                for (org.apache.spark.sql.connector.expressions.Expression child : children) {
+                    if (child instanceof Predicate) {
+                        return null;  // a leaf holding a predicate (IN (true, false)): toV1 could drop it
+                    }
+                }
+                scala.Option<Filter> v1 = PredicateUtils.toV1(predicate);
+                return v1.isDefined() ? v1.get() : null;
+            }
+        }
     }
 
     private static ObjectNode encodeCondition(Filter filter) {
@@ -186,7 +250,20 @@ final class Filters {
         return parts;
     }
 
-    /** A literal as JSON; null when its type is not one the control plane reads exactly. */
+    // The control plane reads dates and times as Python's datetime, which holds
+    // the years 1 to 9999 (as Spark's own literals do); a literal outside has
+    // no JSON form, so its filter prunes nothing (and a DELETE with it is
+    // rewritten by Spark rather than done by the catalog).
+    private static final LocalDate MIN_DATE = LocalDate.of(1, 1, 1);
+    private static final LocalDate MAX_DATE = LocalDate.of(9999, 12, 31);
+    private static final long MIN_MICROS = -62_135_596_800_000_000L;  // 0001-01-01T00:00:00Z
+    private static final long MAX_MICROS = 253_402_300_799_999_999L;  // 9999-12-31T23:59:59.999999Z
+
+    /**
+     * A literal as JSON; null when the control plane could not read it exactly
+     * (a type it does not know, NaN or an infinity, a date or time outside the
+     * years 1 to 9999, a time finer than microseconds).
+     */
     static JsonNode literal(Object value) {
         if (value == null) {
             return NODES.nullNode();
@@ -198,7 +275,9 @@ final class Filters {
             return NODES.numberNode(((Number) value).longValue());
         }
         if (value instanceof Float || value instanceof Double) {
-            return NODES.numberNode(((Number) value).doubleValue());
+            // JSON has no NaN or infinity (Jackson would write the string "NaN").
+            double d = ((Number) value).doubleValue();
+            return Double.isFinite(d) ? NODES.numberNode(d) : null;
         }
         if (value instanceof String s) {
             return NODES.textNode(s);
@@ -207,20 +286,51 @@ final class Filters {
             return NODES.objectNode().put("decimal", d.toPlainString());
         }
         if (value instanceof LocalDate d) {
-            return NODES.objectNode().put("date", d.toString());
+            return date(d);
         }
         if (value instanceof Date d) {
-            return NODES.objectNode().put("date", d.toLocalDate().toString());
+            // Spark made the Date in the hybrid Julian calendar; its own inverse gives the day back.
+            return date(LocalDate.ofEpochDay(DateTimeUtils.fromJavaDate(d)));
         }
         if (value instanceof Instant t) {
-            return NODES.objectNode().put("timestamp_us", ChronoUnit.MICROS.between(Instant.EPOCH, t));
+            return timestamp(instantMicros(t));
         }
         if (value instanceof Timestamp t) {
-            return NODES.objectNode().put("timestamp_us", ChronoUnit.MICROS.between(Instant.EPOCH, t.toInstant()));
+            // Not t.toInstant(): before 1582 the hybrid calendar's instant is days off Spark's.
+            return timestamp(DateTimeUtils.fromJavaTimestamp(t));
         }
         if (value instanceof LocalDateTime t) {
+            if (t.getNano() % 1000 != 0 || t.toLocalDate().isBefore(MIN_DATE) || t.toLocalDate().isAfter(MAX_DATE)) {
+                return null;
+            }
             return NODES.objectNode().put("timestamp_ntz", t.toString());
         }
         return null;
+    }
+
+    /** Microseconds since the epoch, exactly (not through nanoseconds, which overflow outside 1677-2262). */
+    static Long instantMicros(Instant t) {
+        if (t.getNano() % 1000 != 0) {
+            return null;
+        }
+        try {
+            return Math.addExact(Math.multiplyExact(t.getEpochSecond(), 1_000_000L), t.getNano() / 1000);
+        } catch (ArithmeticException e) {
+            return null;
+        }
+    }
+
+    private static JsonNode date(LocalDate d) {
+        if (d.isBefore(MIN_DATE) || d.isAfter(MAX_DATE)) {
+            return null;
+        }
+        return NODES.objectNode().put("date", d.toString());
+    }
+
+    private static JsonNode timestamp(Long micros) {
+        if (micros == null || micros < MIN_MICROS || micros > MAX_MICROS) {
+            return null;
+        }
+        return NODES.objectNode().put("timestamp_us", micros);
     }
 }

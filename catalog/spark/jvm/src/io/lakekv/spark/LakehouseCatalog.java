@@ -521,7 +521,7 @@ public class LakehouseCatalog
                         "column " + column.name() + ": GENERATED columns are not supported by the lakehouse catalog");
             }
         }
-        StructType schema = CatalogV2Util.v2ColumnsToStructType(columns);
+        StructType schema = ColumnTypes.forCreate(CatalogV2Util.v2ColumnsToStructType(columns), properties);
         try {
             args.set("schema", ControlPlane.JSON.readTree(schema.json()));
         } catch (java.io.IOException e) {
@@ -576,6 +576,9 @@ public class LakehouseCatalog
     public Table alterTable(Identifier ident, TableChange... changes) throws NoSuchTableException {
         if (changes.length == 0) {
             return loadTable(ident);  // e.g. ALTER COLUMN ... TYPE to the type it has
+        }
+        for (TableChange change : changes) {
+            ColumnTypes.checkAlter(change);  // before anything is sent: a refused change changes nothing
         }
         ObjectNode args = nameArgs(ident);
         ArrayNode list = args.putArray("changes");

@@ -10,6 +10,7 @@ import org.apache.spark.sql.connector.catalog.SupportsRowLevelOperations;
 import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.expressions.Expressions;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.connector.metric.CustomTaskMetric;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.read.ScanBuilder;
@@ -105,7 +106,9 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, Sup
 
     @Override
     public StructType schema() {
-        return schema;
+        // CHAR(n)/VARCHAR(n) columns as Spark's own types (stored as strings, see ColumnTypes),
+        // so that Spark applies its length rules; the scan and writes use the string schema.
+        return ColumnTypes.forSpark(schema);
     }
 
     @Override
@@ -163,6 +166,24 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, Sup
             args.put("version", version);
         }
         return args;
+    }
+
+    // Spark's V2 predicates are converted here, not by SupportsDelete's defaults,
+    // whose conversion can drop half of an OR (Filters.exactV1).
+    @Override
+    public boolean canDeleteWhere(Predicate[] predicates) {
+        Filter[] filters = Filters.exactV1(predicates);
+        return filters != null && canDeleteWhere(filters);
+    }
+
+    @Override
+    public void deleteWhere(Predicate[] predicates) {
+        Filter[] filters = Filters.exactV1(predicates);
+        if (filters == null) {
+            throw new LakehouseException.InvalidArgument("invalid_argument",
+                    "DELETE FROM " + name() + ": the condition has no exact form for the lakehouse catalog; nothing was deleted");
+        }
+        deleteWhere(filters);
     }
 
     @Override

@@ -7,6 +7,7 @@ import org.apache.spark.sql.connector.write.SupportsDynamicOverwrite;
 import org.apache.spark.sql.connector.write.SupportsOverwrite;
 import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.sources.Filter;
 
 import java.util.HashMap;
@@ -53,6 +54,24 @@ final class TableWriteBuilder implements SupportsOverwrite, SupportsDynamicOverw
     public WriteBuilder truncate() {
         overwrite = true;
         return this;
+    }
+
+    // Spark's V2 predicates are converted here, not by SupportsOverwrite's
+    // defaults, whose conversion can drop half of an OR (Filters.exactV1).
+    @Override
+    public boolean canOverwrite(Predicate[] predicates) {
+        Filter[] filters = Filters.exactV1(predicates);
+        return filters != null && canOverwrite(filters);
+    }
+
+    @Override
+    public WriteBuilder overwrite(Predicate[] predicates) {
+        Filter[] filters = Filters.exactV1(predicates);
+        if (filters == null) {
+            throw new LakehouseException.InvalidArgument("invalid_argument", "overwrite of " + table.name()
+                    + ": the condition has no exact form for the lakehouse catalog; nothing was written");
+        }
+        return overwrite(filters);
     }
 
     @Override

@@ -3,7 +3,13 @@ package io.lakekv.spark;
 import static io.lakekv.spark.Checks.check;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import org.apache.spark.sql.connector.expressions.Expression;
+import org.apache.spark.sql.connector.expressions.FieldReference;
+import org.apache.spark.sql.connector.expressions.LiteralValue;
+import org.apache.spark.sql.connector.expressions.NamedReference;
+import org.apache.spark.sql.connector.expressions.filter.Predicate;
 import org.apache.spark.sql.sources.AlwaysTrue;
+import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.sources.And;
 import org.apache.spark.sql.sources.EqualTo;
 import org.apache.spark.sql.sources.Filter;
@@ -38,6 +44,44 @@ public final class FiltersTest {
                 "{\"timestamp_us\":1000002}");
         check("timestamp without zone", Filters.encode(new EqualTo("t", LocalDateTime.of(2024, 1, 1, 0, 0))).get("value"),
                 "{\"timestamp_ntz\":\"2024-01-01T00:00\"}");
+        // Literals at the edges of their types: exact, or no form at all (they prune nothing).
+        check("instant 9999-12-31", Filters.literal(Instant.parse("9999-12-31T00:00:00Z")).toString(),
+                "{\"timestamp_us\":253402214400000000}");
+        check("instant 1600-01-01", Filters.literal(Instant.parse("1600-01-01T00:00:00Z")).toString(),
+                "{\"timestamp_us\":-11676096000000000}");
+        check("instant 0001-01-01", Filters.literal(Instant.parse("0001-01-01T00:00:00Z")).toString(),
+                "{\"timestamp_us\":-62135596800000000}");
+        check("last microsecond", Filters.literal(Instant.parse("9999-12-31T23:59:59.999999Z")).toString(),
+                "{\"timestamp_us\":253402300799999999}");
+        check("instant past year 9999", Filters.literal(Instant.parse("+10000-01-01T00:00:00Z")), null);
+        check("instant before year 1", Filters.literal(Instant.parse("0000-12-31T23:59:59Z")), null);
+        check("instant finer than a microsecond", Filters.literal(Instant.ofEpochSecond(0, 1)), null);
+        // java.sql.Timestamp and java.sql.Date (Spark's default literals) go through Spark's own
+        // DateTimeUtils, which needs Spark's JVM options: tests/spark/test_spark_literal_edges.py.
+        for (String day : new String[] {"0001-01-01", "1582-10-04", "1582-10-15", "9999-12-31"}) {
+            check("LocalDate " + day, Filters.literal(LocalDate.parse(day)).get("date").asText(), day);
+        }
+        check("date past year 9999", Filters.literal(LocalDate.of(10000, 1, 1)), null);
+        check("date before year 1", Filters.literal(LocalDate.of(0, 12, 31)), null);
+        check("ntz year 1", Filters.literal(LocalDateTime.of(1, 1, 1, 0, 0)).toString(),
+                "{\"timestamp_ntz\":\"0001-01-01T00:00\"}");
+        check("ntz last microsecond", Filters.literal(LocalDateTime.parse("9999-12-31T23:59:59.999999")).toString(),
+                "{\"timestamp_ntz\":\"9999-12-31T23:59:59.999999\"}");
+        check("ntz past year 9999", Filters.literal(LocalDateTime.of(10000, 1, 1, 0, 0)), null);
+        check("NaN has no JSON form", Filters.literal(Double.NaN), null);
+        check("float NaN has no JSON form", Filters.literal(Float.NaN), null);
+        check("infinity has no JSON form", Filters.literal(Double.POSITIVE_INFINITY), null);
+        check("minus infinity has no JSON form", Filters.literal(Float.NEGATIVE_INFINITY), null);
+        check("NaN filter is left out", Filters.encode(new EqualTo("f", Double.NaN)), null);
+        check("minus zero", Filters.literal(-0.0d).toString(), "-0.0");
+        check("long min", Filters.literal(Long.MIN_VALUE).toString(), "-9223372036854775808");
+        check("byte min", Filters.literal((byte) -128).toString(), "-128");
+        check("decimal of 38 digits", Filters.literal(new BigDecimal("-99999999999999999999999999999999999.999")).toString(),
+                "{\"decimal\":\"-99999999999999999999999999999999999.999\"}");
+        check("decimal with exponent", Filters.literal(new BigDecimal("1E+37")).get("decimal").asText(),
+                "10000000000000000000000000000000000000");
+        check("empty string", Filters.literal("").toString(), "\"\"");
+        check("non-ASCII string", Filters.literal("\u00e9\ud83d\ude00").asText(), "\u00e9\ud83d\ude00");
         check("in", Filters.encode(new In("s", new Object[] {"x", "y"})).get("values"), "[\"x\",\"y\"]");
         check("is null", Filters.encode(new IsNull("s")).get("type"), "\"IsNull\"");
         check("starts with", Filters.encode(new StringStartsWith("s", "ab")).get("value"), "\"ab\"");
@@ -55,6 +99,21 @@ public final class FiltersTest {
         check("condition with a part without form", Filters.encodeConditions(new Filter[] {
                 new IsNull("a"), new Or(new IsNull("b"), new EqualTo("c", new Object()))}), null);
         check("empty condition", Filters.encodeConditions(new Filter[0]), null);
+        // V2 conditions go to V1 whole or not at all (Spark's toV1 drops the half of an OR it cannot convert).
+        NamedReference c = FieldReference.apply("c");
+        Predicate isNull = new Predicate("IS_NULL", new Expression[] {c});
+        Predicate boolIn = new Predicate("IN", new Expression[] {c,
+                new org.apache.spark.sql.connector.expressions.filter.AlwaysFalse(),
+                new org.apache.spark.sql.connector.expressions.filter.AlwaysTrue()});
+        Predicate intIn = new Predicate("IN", new Expression[] {c,
+                new LiteralValue<>(1, DataTypes.IntegerType), new LiteralValue<>(2, DataTypes.IntegerType)});
+        check("or with a boolean IN has no V1 form",
+                Filters.exactV1(new Predicate[] {new org.apache.spark.sql.connector.expressions.filter.Or(isNull, boolIn)}), null);
+        check("not of it neither", Filters.exactV1(new Predicate[] {new org.apache.spark.sql.connector.expressions.filter.Not(
+                new org.apache.spark.sql.connector.expressions.filter.Or(isNull, boolIn))}), null);
+        check("or converts whole", java.util.Arrays.toString(Filters.exactV1(new Predicate[] {
+                new org.apache.spark.sql.connector.expressions.filter.Or(isNull, intIn), isNull})),
+                "[Or(IsNull(c),In(c, [1,2])), IsNull(c)]");
         check("quoted attribute", Filters.splitAttribute("`a.b`.c"), List.of("a.b", "c"));
         check("doubled backquote", Filters.splitAttribute("`a``b`"), List.of("a`b"));
         check("plain nested attribute", Filters.splitAttribute("s.x"), List.of("s", "x"));
