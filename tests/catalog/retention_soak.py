@@ -14,7 +14,7 @@ committed, so a client-side model knows every table at every version. Then:
   ``SnapshotTooOldError``; the current version equals the model;
 * ``verify()`` is clean and its floor is at least the recorded data floor.
 
-The test suite runs a short version (tests/catalog/test_retention.py); the
+The test suite runs a short version (tests/catalog/test_lake_retention.py); the
 whole run is a script::
 
     PYTHONPATH=$PWD .venv/bin/python tests/catalog/retention_soak.py --duration-s 300
