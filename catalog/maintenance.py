@@ -184,12 +184,13 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
             orphans.append((meta.path, meta.size))
     # Temp files of writers killed mid-write (a local directory's .tmp/): they
     # hold space on a full disk and no version will ever name them.
-    temps = ctx.objects.stale_temp_files(cutoff) if isinstance(ctx.objects, TempFileStore) else []
+    objects = ctx.objects
+    temps = objects.stale_temp_files(cutoff) if isinstance(objects, TempFileStore) else []
     for meta in temps:
         report.temp_files.append(meta.path)
         report.bytes_freed += meta.size
-        if not dry_run:
-            ctx.objects.delete_temp_file(meta.path)
+        if not dry_run and isinstance(objects, TempFileStore):
+            objects.delete_temp_file(meta.path)
     total = len(deletable) + len(orphans)
     done = 0
     # Orphans first: no version reads them, and the space they free lets the

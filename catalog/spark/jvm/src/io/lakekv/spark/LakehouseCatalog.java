@@ -160,12 +160,9 @@ public class LakehouseCatalog
 
     /**
      * Where this JVM reads and writes a table's data files: the {@code data_root} of its
-     * description, unless the control plane is a server whose store this JVM does not reach.
+     * description (not null), unless the control plane is a server whose store this JVM does not reach.
      */
     String dataRoot(JsonNode described) {
-        if (described == null || described.isNull()) {
-            return null;
-        }
         String root = described.asText();
         if (!served) {
             return root;

@@ -92,7 +92,8 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, Sup
         Map<String, String> props = new LinkedHashMap<>();
         info.get("properties").fields().forEachRemaining(e -> props.put(e.getKey(), e.getValue().asText()));
         this.properties = props;
-        this.dataRoot = catalog.dataRoot(info.get("data_root"));
+        JsonNode root = info.get("data_root");
+        this.dataRoot = root == null || root.isNull() ? null : catalog.dataRoot(root);
         JsonNode path = info.get("data_path");
         this.dataPath = path == null || path.isNull() ? null : path.asText();
         this.txn = txn;
