@@ -28,11 +28,12 @@ from catalog.context import LakeContext
 from catalog.errors import ReadOnlyError
 from catalog.ops import Op
 from catalog.tree import LakeTree, TreeMethods
+from kvstore.objstore import ForwardingStore
 from kvstore.objstore.base import ObjectMeta, ObjectStore
 from kvstore.snapshot import Snapshot
 
 
-class _PastObjects:
+class _PastObjects(ForwardingStore):
     """The lakehouse's object store as a reader of one past version sees it.
 
     Every call goes to ``inner``; a data file missing on a read becomes
@@ -41,10 +42,9 @@ class _PastObjects:
     """
 
     def __init__(self, ctx: LakeContext, version: int) -> None:
+        super().__init__(ctx.objects)
         self._ctx = ctx
         self._version = version
-        self.inner = ctx.objects
-        self.url = ctx.objects.url
 
     def _missing(self, exc: FileNotFoundError) -> None:
         retention.too_old_if_collected(self._ctx.store, self._version, exc)
@@ -69,18 +69,6 @@ class _PastObjects:
         except FileNotFoundError as exc:
             self._missing(exc)
             raise
-
-    def put(self, path: str, data: bytes) -> None:
-        self.inner.put(path, data)
-
-    def put_if_absent(self, path: str, data: bytes) -> bool:
-        return self.inner.put_if_absent(path, data)
-
-    def list(self, prefix: str = "") -> Iterator[ObjectMeta]:
-        return self.inner.list(prefix)
-
-    def delete(self, path: str) -> None:
-        self.inner.delete(path)
 
     def close(self) -> None:
         """Nothing to close: the lakehouse owns the store."""

@@ -53,8 +53,8 @@ from catalog.spark.options import SourceOptions, parse_options
 from catalog.spark.readahead import read_ahead
 from catalog.schema import conform
 from catalog.spark.types import check_writable, spark_arrow_schema, spark_schema, to_spark_batches, to_table_batches
-from kvstore.objstore import open_store
-from kvstore.objstore.base import ObjectMeta, ObjectStore
+from kvstore.objstore import ForwardingStore, open_store
+from kvstore.objstore.base import ObjectStore
 
 __all__ = ["LakehouseDataSource", "FilesPartition", "WrittenFiles", "open_lakehouse", "plan_partitions"]
 
@@ -277,7 +277,7 @@ class LakehouseReader(DataSourceReader):
 # -- writing ---------------------------------------------------------------------
 
 
-class _RecordingStore:
+class _RecordingStore(ForwardingStore):
     """A write task's object store, remembering every path it puts: what the task deletes if it fails.
 
     ``write_files`` puts several files per call and returns their entries
@@ -286,18 +286,8 @@ class _RecordingStore:
     """
 
     def __init__(self, inner: ObjectStore) -> None:
-        self.inner = inner
-        self.url = inner.url
+        super().__init__(inner)
         self.put_paths: list[str] = []
-
-    def get(self, path: str) -> bytes:
-        return self.inner.get(path)
-
-    def get_range(self, path: str, start: int, end: int) -> bytes:
-        return self.inner.get_range(path, start, end)
-
-    def head(self, path: str) -> ObjectMeta:
-        return self.inner.head(path)
 
     def put(self, path: str, data: bytes) -> None:
         self.put_paths.append(path)  # before: a put that fails may still have landed
@@ -306,15 +296,6 @@ class _RecordingStore:
     def put_if_absent(self, path: str, data: bytes) -> bool:
         self.put_paths.append(path)
         return self.inner.put_if_absent(path, data)
-
-    def list(self, prefix: str = "") -> Iterator[ObjectMeta]:
-        return self.inner.list(prefix)
-
-    def delete(self, path: str) -> None:
-        self.inner.delete(path)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 @dataclass

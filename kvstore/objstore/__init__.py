@@ -17,6 +17,7 @@ from kvstore.objstore.base import ObjectMeta, ObjectStore, TempFileStore
 from kvstore.objstore.counting import CountingStore
 from kvstore.objstore.factory import open_store
 from kvstore.objstore.faulty import FaultRecord, FaultyStore
+from kvstore.objstore.forwarding import ForwardingStore
 from kvstore.objstore.fsspec_store import FsspecStore
 from kvstore.objstore.lmdb_commit import LmdbCommitStore
 from kvstore.objstore.local import LocalStore
@@ -27,6 +28,7 @@ __all__ = [
     "CrashedError",
     "FaultRecord",
     "FaultyStore",
+    "ForwardingStore",
     "FsspecStore",
     "InjectedFaultError",
     "LmdbCommitStore",

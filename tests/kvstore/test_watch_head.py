@@ -12,14 +12,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import kvstore
 from kvstore import SnapshotTooOldError
 from kvstore.errors import InjectedFaultError
 from kvstore.format.root import root_path
-from kvstore.objstore.base import ObjectMeta, ObjectStore
+from kvstore.objstore import ForwardingStore
+from kvstore.objstore.base import ObjectStore
 from kvstore.objstore.faulty import FaultyStore
 from kvstore.objstore.memory import MemoryStore
 from kvstore.watch import WatchEvent
@@ -28,13 +28,12 @@ from maintenance_util import QUIET
 WAIT_S = 20.0  # liveness bound for events the test itself sets
 
 
-class MissHook:
+class MissHook(ForwardingStore):
     """Delegates to ``inner``; a missing-object ``get`` of ``path`` in ``thread`` calls ``on_miss`` once,
     before the miss reaches the caller: it stands for the time between a watch's probe and what it does next."""
 
     def __init__(self, inner: ObjectStore) -> None:
-        self.inner = inner
-        self.url = inner.url
+        super().__init__(inner)
         self._lock = threading.Lock()
         self._armed: tuple[str, threading.Thread, Callable[[], None]] | None = None
 
@@ -54,27 +53,6 @@ class MissHook:
             if hit and armed is not None:
                 armed[2]()
             raise
-
-    def get_range(self, path: str, start: int, end: int) -> bytes:
-        return self.inner.get_range(path, start, end)
-
-    def head(self, path: str) -> ObjectMeta:
-        return self.inner.head(path)
-
-    def put(self, path: str, data: bytes) -> None:
-        self.inner.put(path, data)
-
-    def put_if_absent(self, path: str, data: bytes) -> bool:
-        return self.inner.put_if_absent(path, data)
-
-    def list(self, prefix: str = "") -> Iterator[ObjectMeta]:
-        return self.inner.list(prefix)
-
-    def delete(self, path: str) -> None:
-        self.inner.delete(path)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def test_a_commit_between_the_probe_and_the_head_check_is_an_event_not_too_old() -> None:
