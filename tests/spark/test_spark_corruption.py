@@ -224,6 +224,19 @@ def test_an_entry_from_before_checksums_is_checked_by_size(
         assert f"has {len(bare.good) - 100} bytes, its entry says {len(bare.good)}" in _error_text(raised.value)
 
 
+def test_a_missing_file_is_left_to_sparks_reader(spark: SparkSession, tables: dict) -> None:
+    """The check never turns a missing file into an answer: Spark's reader reports it, naming it."""
+    damaged = tables["py"]
+    damaged.file.unlink()
+    try:
+        with pytest.raises(Exception) as raised:
+            _sql(spark, FULL, damaged)
+        assert damaged.entry.path in _error_text(raised.value)
+    finally:
+        damaged.file.write_bytes(damaged.good)
+    assert _sql(spark, POINT, damaged) == [(1,)]
+
+
 # -- acceptance 2: random flips and truncations through every read path -------------
 
 CASES = 64  # per read path, each case through all five

@@ -6,6 +6,7 @@ import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 
+import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.Serializable;
 import java.io.UncheckedIOException;
@@ -32,6 +33,9 @@ import java.util.zip.CRC32C;
  * <p>A file whose entry predates footer checksums is read whole against the
  * whole-file CRC32C instead; one with no checksum at all (written before
  * checksums) is checked by its size only, as the Python reader does.
+ * A missing file is left to Spark's reader, which reports it (or skips it
+ * under {@code spark.sql.files.ignoreMissingFiles}) as for any table: no
+ * byte of it can be read wrong.
  *
  * @param path the store-relative path the entry names (for the message)
  * @param table the table's name, {@code ns.t} (for the message)
@@ -55,12 +59,17 @@ record FileCheck(String path, String table, long size, long footerSize, long foo
      *
      * @throws LakehouseException {@code catalog.errors.CorruptDataFileError} naming the file and the
      *         table: its size or a checksum is not its entry's
-     * @throws UncheckedIOException the file could not be read (missing, storage error)
+     * @throws UncheckedIOException the file could not be read (a storage error)
      */
     void verify(Path file, Configuration conf) {
         try {
             FileSystem fs = file.getFileSystem(conf);
-            long length = fs.getFileStatus(file).getLen();
+            long length;
+            try {
+                length = fs.getFileStatus(file).getLen();
+            } catch (FileNotFoundException e) {
+                return;  // Spark's reader reports it
+            }
             if (length != size) {
                 throw corrupt("has " + length + " bytes, its entry says " + size);
             }
