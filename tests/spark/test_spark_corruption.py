@@ -224,6 +224,37 @@ def test_an_entry_from_before_checksums_is_checked_by_size(
         assert f"has {len(bare.good) - 100} bytes, its entry says {len(bare.good)}" in _error_text(raised.value)
 
 
+def _dictionary_shortened(body: bytes) -> bytes:
+    """The id column's dictionary page header made to say 2000 values, not 3000: no checksum covers a page header."""
+    import pyarrow.parquet as pq
+
+    start = pq.read_metadata(pa.BufferReader(body)).row_group(0).column(0).dictionary_page_offset
+    # num_values in the header's Thrift compact encoding: zigzag varints, 3000 -> f0 2e, 2000 -> a0 1f.
+    at = body.index(bytes([0xF0, 0x2E]), start, start + 40)
+    return body[:at] + bytes([0xA0, 0x1F]) + body[at + 2 :]
+
+
+def test_a_damaged_dictionary_page_header_never_skips_a_row_group(spark: SparkSession, tables: dict) -> None:
+    """Found by random flips: with Parquet's dictionary filtering a shortened dictionary hid id 2000 (count 0).
+
+    The plugin turns that filtering off: row groups are skipped by their
+    footer statistics (checked) only, and a dictionary is only used to
+    decode, where a short one fails the query (an index past the
+    dictionary's end: Spark decodes dictionaries lazily, outside its file
+    reader, so that error does not name the file) or gives the right values.
+    """
+    damaged = tables["py"]
+    with damaged_file(damaged, _dictionary_shortened(damaged.good)):
+        for query, right in ((POINT, [(1,)]), (MAX_ABOVE, [(ROWS - 1,)]), (FULL, None)):
+            try:
+                answer = _sql(spark, query, damaged)
+            except Exception as exc:  # noqa: BLE001 - judged: a read failure or the dictionary index
+                text = _error_text(exc)
+                assert _read_failure(exc, damaged) or "out of bounds for length 2000" in text, text[:2000]
+                continue
+            assert right is not None and answer == right, query
+
+
 def test_a_missing_file_is_left_to_sparks_reader(spark: SparkSession, tables: dict) -> None:
     """The check never turns a missing file into an answer: Spark's reader reports it, naming it."""
     damaged = tables["py"]

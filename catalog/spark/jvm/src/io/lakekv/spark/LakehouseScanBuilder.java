@@ -40,9 +40,16 @@ import java.util.Map;
  * reader opens them ({@link PlannedParquetScan}, {@link FileCheck}).
  */
 final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters, SupportsPushDownRequiredColumns {
-    /** Hadoop settings for our scans: Parquet page checksums (every lakehouse file has them) are verified. */
+    /**
+     * Hadoop settings for our scans: Parquet page checksums (every lakehouse file has them) are verified,
+     * and row groups are never skipped by their dictionaries. A page's checksum does not cover its
+     * header, so a damaged dictionary page header (fewer values) would hide values from Parquet's
+     * dictionary filter: a silent wrong answer. Row groups are skipped by the footer's statistics and
+     * pages by the page indexes, which the footer-region checksum covers ({@link FileCheck}).
+     */
     private static final Map<String, String> PARQUET_OPTIONS = Map.of(
             "parquet.page.verify-checksum.enabled", "true",
+            "parquet.filter.dictionary.enabled", "false",
             "spark.sql.parquet.fieldId.read.enabled", "true");
 
     private final LakehouseTable table;
