@@ -250,7 +250,8 @@ def test_a_damaged_dictionary_page_header_never_skips_a_row_group(spark: SparkSe
                 answer = _sql(spark, query, damaged)
             except Exception as exc:  # noqa: BLE001 - judged: a read failure or the dictionary index
                 text = _error_text(exc)
-                assert _read_failure(exc, damaged) or "out of bounds for length 2000" in text, text[:2000]
+                # (The JVM drops the message of an exception it has thrown often: the class is all that is sure.)
+                assert _read_failure(exc, damaged) or "java.lang.ArrayIndexOutOfBoundsException" in text, text[:2000]
                 continue
             assert right is not None and answer == right, query
 
