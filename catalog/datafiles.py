@@ -47,6 +47,11 @@ PARQUET_WRITE_OPTIONS: Final = {
 READ_BATCH_ROWS: Final = 64 * 1024
 # Strings longer than this keep no min/max: a truncated max is no upper bound.
 _MAX_STAT_CHARS: Final = 256
+# A Parquet file starts with the magic "PAR1" and ends with its footer, the
+# footer's length (4 bytes, little endian) and "PAR1" again: a footer region
+# (see footer_region_start) has at least those last 8 bytes.
+_MAGIC: Final = b"PAR1"
+_FOOTER_TRAILER: Final = 8
 
 
 def _stat_kind(t: pa.DataType) -> str | None:
@@ -133,6 +138,13 @@ class DataFile:
     # in the catalog plugin) can match columns by id. False: written before
     # that; only the Arrow schema stored in the file has the ids.
     parquet_field_ids: bool = False
+    # The file's footer region (see footer_region_start): its last
+    # ``footer_size`` bytes and their CRC32C. Readers that skip bytes (the
+    # Spark plugin's JVM reader) check these instead of ``crc32c``, then
+    # Parquet's page checksums. None: an entry written before they were
+    # recorded; such readers check the whole file.
+    footer_size: int | None = None
+    footer_crc32c: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The entry as a JSON-serialisable dict (optional fields only when set)."""
@@ -148,6 +160,9 @@ class DataFile:
             out["crc32c"] = self.crc32c
         if self.parquet_field_ids:
             out["parquet_field_ids"] = True
+        if self.footer_size is not None:
+            out["footer_size"] = self.footer_size
+            out["footer_crc32c"] = self.footer_crc32c
         return out
 
     def encode(self) -> bytes:
@@ -161,7 +176,9 @@ class DataFile:
         Raises:
             TypeError: ``d`` is not a dict.
             ValueError: a field is missing or malformed, the size or row count is
-                negative, or the CRC32C is out of range.
+                negative, a CRC32C is out of range, or the footer region is given
+                without its checksum (or the other way round) or is not inside the
+                file.
         """
         if not isinstance(d, dict):
             raise TypeError(f"a data file entry must be a dict, not {type(d).__name__}")
@@ -175,13 +192,20 @@ class DataFile:
                 stats=dict(d.get("stats") or {}),
                 crc32c=None if d.get("crc32c") is None else int(d["crc32c"]),
                 parquet_field_ids=d.get("parquet_field_ids") is True,
+                footer_size=None if d.get("footer_size") is None else int(d["footer_size"]),
+                footer_crc32c=None if d.get("footer_crc32c") is None else int(d["footer_crc32c"]),
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise ValueError(f"malformed data file entry {str(d)[:200]}: {exc!r}") from None
         if entry.size < 0 or entry.rows < 0:
             raise ValueError(f"malformed data file entry {entry.id}: negative size or rows")
-        if entry.crc32c is not None and not 0 <= entry.crc32c <= 0xFFFFFFFF:
-            raise ValueError(f"malformed data file entry {entry.id}: crc32c out of range")
+        for name, crc in (("crc32c", entry.crc32c), ("footer_crc32c", entry.footer_crc32c)):
+            if crc is not None and not 0 <= crc <= 0xFFFFFFFF:
+                raise ValueError(f"malformed data file entry {entry.id}: {name} out of range")
+        if (entry.footer_size is None) != (entry.footer_crc32c is None):
+            raise ValueError(f"malformed data file entry {entry.id}: footer_size and footer_crc32c go together")
+        if entry.footer_size is not None and not _FOOTER_TRAILER <= entry.footer_size <= entry.size:
+            raise ValueError(f"malformed data file entry {entry.id}: footer_size {entry.footer_size} is not inside the file")
         return entry
 
     @classmethod
@@ -300,6 +324,7 @@ def _write_one(
     pq.write_table(with_parquet_field_ids(chunk, ids), sink, **PARQUET_WRITE_OPTIONS)
     body = sink.getvalue()
     checksum = crc32c(body)
+    footer_start = footer_region_start(pq.read_metadata(pa.BufferReader(body)))
     objects.put(path, body)
     stats = {ids[name]: column_stats(chunk.column(name)) for name in chunk.column_names}
     return DataFile(
@@ -311,13 +336,47 @@ def _write_one(
         stats=stats,
         crc32c=checksum,
         parquet_field_ids=True,
+        footer_size=len(body) - footer_start,
+        footer_crc32c=crc32c(body[footer_start:]),
     )
 
 
+# -- the footer region: what a reader that skips bytes checks ------------------------
+#
+# A Parquet file is the magic "PAR1", its column chunks (pages, each behind
+# its header; every writer here puts a CRC32 of the page in that header),
+# then what writers put after the last chunk: page indexes (per-page
+# min/max and offsets, which parquet-mr writes and Spark's reader skips
+# pages by) and Bloom filters, if any, then the Thrift footer (schema,
+# row groups, column statistics), its length (4 bytes) and "PAR1" again.
+# Everything after the last column chunk is the *footer region*. A reader
+# that skips row groups and pages trusts all of it and no page checksum
+# covers it, so its size and CRC32C go in the entry: one small read at the
+# end of the file checks it (the Spark plugin's reader: FileCheck.java).
+
+
+def footer_region_start(metadata: pq.FileMetaData) -> int:
+    """The offset where the footer region of a file with footer ``metadata`` begins.
+
+    That is the end of its last column chunk; 4 (just after the leading
+    magic) for a file of no row groups. Chunks are contiguous pages from the
+    dictionary page (if any) on, ``total_compressed_size`` bytes with their
+    headers, as the Parquet format defines.
+    """
+    end = len(_MAGIC)
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        for i in range(group.num_columns):
+            chunk = group.column(i)
+            start = chunk.data_page_offset
+            if chunk.has_dictionary_page:
+                start = min(start, chunk.dictionary_page_offset)
+            end = max(end, start + chunk.total_compressed_size)
+    return end
 
 
 def entry_from_footer(
-    objects: ObjectStore, path: str, crc32c: int, schema: pa.Schema, partition_by: list[str]
+    objects: ObjectStore, path: str, file_crc32c: int, schema: pa.Schema, partition_by: list[str]
 ) -> DataFile:
     """The entry of a Parquet file another writer (Spark's) put at ``path``, from its footer alone.
 
@@ -325,24 +384,34 @@ def entry_from_footer(
     row-group statistics, never from the data. Bounds are kept only where
     the footer's value converts exactly to the column's type (no float
     bounds: writers differ on NaN); a file holding more than one partition
-    value is refused.
+    value is refused. ``file_crc32c`` is the whole file's CRC32C, which the
+    writer computed; the footer region's size and CRC32C are computed here
+    from the bytes read.
 
     Raises:
-        CorruptDataFileError: the file is not Parquet or its footer is unreadable.
+        CorruptDataFileError: the file is not Parquet, its footer is unreadable,
+            or it places column chunks past itself.
         ValueError: the file holds more than one value of a partition column.
         FileNotFoundError / ObjectStoreError: the file is missing or the read failed.
     """
     size = objects.head(path).size
-    tail = objects.get_range(path, max(0, size - 8), size)
-    if len(tail) != 8 or tail[4:] != b"PAR1":
+    tail = objects.get_range(path, max(0, size - _FOOTER_TRAILER), size)
+    if len(tail) != _FOOTER_TRAILER or tail[4:] != _MAGIC:
         raise CorruptDataFileError(f"{path} is not a Parquet file (no footer)", path=path)
-    start = max(0, size - 8 - int.from_bytes(tail[:4], "little"))
+    start = max(0, size - _FOOTER_TRAILER - int.from_bytes(tail[:4], "little"))
     footer = objects.get_range(path, start, size)
     try:
         # pyarrow reads the metadata from the end of what it is given.
-        metadata = pq.read_metadata(pa.BufferReader(b"PAR1" + footer if start else footer))
+        metadata = pq.read_metadata(pa.BufferReader(_MAGIC + footer if start else footer))
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptDataFileError(f"{path}: unreadable Parquet footer ({exc})", path=path) from exc
+    region_start = footer_region_start(metadata)
+    if not len(_MAGIC) <= region_start <= start:
+        raise CorruptDataFileError(
+            f"{path}: its footer places column chunks up to byte {region_start}, past the footer at {start}", path=path
+        )
+    # The bytes between the last column chunk and the footer (page indexes, Bloom filters), if any.
+    region = objects.get_range(path, region_start, start) + footer if region_start < start else footer
     arrow = metadata.schema.to_arrow_schema()
     file_columns = {}
     for i, f in enumerate(arrow):
@@ -372,8 +441,10 @@ def entry_from_footer(
         rows=metadata.num_rows,
         partition=partition,
         stats=stats,
-        crc32c=crc32c,
+        crc32c=file_crc32c,
         parquet_field_ids=len(file_columns) == len(arrow),
+        footer_size=len(region),
+        footer_crc32c=crc32c(region),
     )
 
 
@@ -434,7 +505,9 @@ def with_parquet_field_ids(chunk: pa.Table, ids: dict[str, str]) -> pa.Table:
 #
 # A data file is read whole (one GET), so its CRC32C is checked over exactly
 # the bytes that are then decoded: a flipped byte is CorruptDataFileError
-# before Parquet sees it, never a wrong answer. Entries from before checksums
+# before Parquet sees it, never a wrong answer. The footer region's CRC32C is
+# checked too, so an entry whose footer checksum would fail the JVM reader
+# fails here (verify, export) as well. Entries from before checksums
 # (crc32c None) get the size check and Parquet's own page checksums, which
 # every file written here carries; any decode failure of such a file is
 # reported the same way, naming the file and the table.
@@ -444,7 +517,8 @@ def check_body(entry: DataFile, body: bytes, table: str | None = None) -> None:
     """Raise :class:`~catalog.errors.CorruptDataFileError` unless ``body`` is the file ``entry`` describes.
 
     Raises:
-        CorruptDataFileError: ``body`` has another size than the entry's, or fails its CRC32C.
+        CorruptDataFileError: ``body`` has another size than the entry's, or fails its
+            CRC32C or its footer region's.
     """
     if len(body) != entry.size:
         raise CorruptDataFileError(
@@ -458,6 +532,15 @@ def check_body(entry: DataFile, body: bytes, table: str | None = None) -> None:
             raise CorruptDataFileError(
                 f"data file {entry.path}{_of(table)} failed its checksum "
                 f"(crc32c {actual:#010x}, its entry says {entry.crc32c:#010x})",
+                path=entry.path,
+                table=table,
+            )
+    if entry.footer_size is not None:
+        actual = crc32c(memoryview(body)[len(body) - entry.footer_size :])
+        if actual != entry.footer_crc32c:
+            raise CorruptDataFileError(
+                f"data file {entry.path}{_of(table)} failed its footer checksum "
+                f"(crc32c {actual:#010x} of its last {entry.footer_size} bytes, its entry says {entry.footer_crc32c:#010x})",
                 path=entry.path,
                 table=table,
             )

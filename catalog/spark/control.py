@@ -961,9 +961,10 @@ class ControlPlane:
     def op_plan_scan(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """The data files a scan at ``version`` reads, pruned by the pushed ``filters``.
 
-        Answers each file's path, size and rows, and whether every file
-        records Parquet field ids (else Spark reads them through the Python
-        source).
+        Answers each file's path, size and rows, what its reader checks
+        before it trusts the file's footer (see :func:`_planned_file`), and
+        whether every file records Parquet field ids (else Spark reads them
+        through the Python source).
 
         Raises:
             ProtocolError: ``name`` is not a list of names, or a session argument
@@ -983,7 +984,7 @@ class ControlPlane:
             expression = pruning_expression(spark_filters(args.get("filters") or []), table.schema)
             files = table.files(filter=expression)
         return {
-            "files": [{"path": f.path, "size": f.size, "rows": f.rows} for f in files],
+            "files": [_planned_file(f) for f in files],
             # Spark's Parquet reader matches columns by the files' own field
             # ids; files written before they were recorded go through the
             # Python source, which matches by the ids in the stored Arrow schema.
@@ -1198,6 +1199,26 @@ class ControlPlane:
 
 _STREAM_PREFIX: Final = "lakekv.stream."
 _STREAM_ATTEMPTS: Final = 20
+
+
+def _planned_file(entry: DataFile) -> dict[str, Any]:
+    """One file of a scan plan: path, size, rows and the checksums its JVM reader checks.
+
+    ``footer_size`` and ``footer_crc32c``: the file's footer region (page
+    indexes, footer, its length and magic), which the reader checks with
+    one read at the end of the file before Spark reads the footer; the
+    pages are then checked by their Parquet page checksums. ``crc32c``:
+    the whole file's, checked whole by the reader only for a file from
+    before footer checksums were recorded. A checksum the entry lacks is
+    left out.
+    """
+    planned: dict[str, Any] = {"path": entry.path, "size": entry.size, "rows": entry.rows}
+    if entry.footer_size is not None:
+        planned["footer_size"] = entry.footer_size
+        planned["footer_crc32c"] = entry.footer_crc32c
+    elif entry.crc32c is not None:
+        planned["crc32c"] = entry.crc32c
+    return planned
 
 
 def _stream_arg(args: Mapping[str, Any]) -> tuple[str, int] | None:

@@ -207,3 +207,117 @@ def test_discard_files_deletes_what_it_can_and_logs_the_rest(caplog: pytest.LogC
         discard_files(objects, ["data/t/a.parquet", "data/t/stuck.parquet", "data/t/b.parquet", "data/t/gone.parquet"], "a test")
     assert [meta.path for meta in objects.list("data/")] == ["data/t/stuck.parquet"]  # the others went, missing is fine
     assert "data/t/stuck.parquet (a test)" in caplog.text and "permission denied" in caplog.text
+
+
+# -- the footer region: what the Spark plugin's JVM reader checks -------------------
+
+
+def _chunk_ranges(body: bytes) -> list[tuple[int, int]]:
+    """The byte ranges of every column chunk of a Parquet file, from its footer."""
+    import pyarrow.parquet as pq
+
+    metadata = pq.read_metadata(pa.BufferReader(body))
+    ranges = []
+    for g in range(metadata.num_row_groups):
+        for i in range(metadata.num_columns):
+            chunk = metadata.row_group(g).column(i)
+            start = min(chunk.data_page_offset, chunk.dictionary_page_offset or chunk.data_page_offset)
+            ranges.append((start, start + chunk.total_compressed_size))
+    return ranges
+
+
+def test_every_written_entry_records_the_checksum_of_its_footer_region() -> None:
+    from kvstore.format.checksum import crc32c
+
+    schema, _ = assign_field_ids(pa.schema([("id", pa.int64()), ("name", pa.string())]))
+    objects = MemoryStore()
+    data = pa.table({"id": list(range(5000)), "name": [f"n{i % 7}" for i in range(5000)]}, schema=schema)
+    (entry,) = write_files(objects, "data/t", data, schema, [])
+    body = objects.get(entry.path)
+    assert entry.footer_size is not None and entry.footer_crc32c is not None
+    # Everything after the last column chunk: the footer, its length and the magic.
+    assert len(body) - entry.footer_size == max(end for _, end in _chunk_ranges(body))
+    assert entry.footer_size == int.from_bytes(body[-8:-4], "little") + 8
+    assert entry.footer_crc32c == crc32c(body[-entry.footer_size :])
+
+
+def test_a_damaged_footer_fails_its_own_checksum_on_read_too() -> None:
+    """An entry without the whole-file CRC (so only the footer check can see it): a footer flip is named."""
+    import dataclasses
+
+    from catalog.errors import CorruptDataFileError
+
+    schema, _ = assign_field_ids(pa.schema([("id", pa.int64())]))
+    objects = MemoryStore()
+    (entry,) = write_files(objects, "data/t", pa.table({"id": list(range(100))}, schema=schema), schema, [])
+    footer_only = dataclasses.replace(entry, crc32c=None)
+    body = objects.get(entry.path)
+    for position in range(len(body) - entry.footer_size, len(body), 7):
+        bad = bytearray(body)
+        bad[position] ^= 0x10
+        objects.put(entry.path, bytes(bad))
+        with pytest.raises(CorruptDataFileError, match=f"{entry.path} of table 't' failed its footer checksum"):
+            read_file(objects, footer_only, schema, table="t")
+    objects.put(entry.path, body)
+    assert read_file(objects, footer_only, schema).num_rows == 100
+
+
+@pytest.mark.parametrize("row_group_size", [7, 1000])
+def test_an_entry_from_the_footer_covers_page_indexes_and_the_footer(row_group_size: int) -> None:
+    """parquet-mr writes page indexes (per-page min/max) between the last chunk and the footer: the region covers them."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from catalog.datafiles import entry_from_footer, with_parquet_field_ids
+    from kvstore.format.checksum import crc32c
+
+    schema = pa.schema([with_field_id(pa.field("n", pa.int32()), 1), with_field_id(pa.field("s", pa.string()), 2)])
+    data = pa.table({"n": list(range(50)), "s": [f"s{i}" for i in range(50)]}, schema=pa.schema([f.remove_metadata() for f in schema]))
+    sink = io.BytesIO()
+    pq.write_table(with_parquet_field_ids(data, {"n": "1", "s": "2"}), sink, row_group_size=row_group_size,
+                   store_schema=False, write_page_index=True)
+    body = sink.getvalue()
+    store = MemoryStore()
+    store.put("data/t/0123abcd.parquet", body)
+    entry = entry_from_footer(store, "data/t/0123abcd.parquet", crc32c(body), schema, [])
+    footer_length = int.from_bytes(body[-8:-4], "little") + 8
+    assert len(body) - entry.footer_size == max(end for _, end in _chunk_ranges(body))
+    assert entry.footer_size > footer_length  # the page indexes are inside
+    assert entry.footer_crc32c == crc32c(body[-entry.footer_size :])
+    assert DataFile.decode(entry.encode()) == entry
+
+
+def test_an_entry_from_the_footer_refuses_chunks_past_the_footer() -> None:
+    from catalog.datafiles import entry_from_footer
+    from catalog.errors import CorruptDataFileError
+
+    schema = pa.schema([with_field_id(pa.field("n", pa.int32()), 1)])
+    store = MemoryStore()
+    path, checksum = _foreign_file(store, pa.table({"n": list(range(10))}), {"n": "1"}, 10)
+    body = store.get(path)
+    footer_length = int.from_bytes(body[-8:-4], "little")
+    # The footer alone, behind a magic: its chunks point past the bytes that are left.
+    store.put(path, b"PAR1" + body[-footer_length - 8 :])
+    with pytest.raises(CorruptDataFileError, match="places column chunks up to byte"):
+        entry_from_footer(store, path, checksum, schema, [])
+
+
+def test_footer_checksums_round_trip_and_old_entries_have_none() -> None:
+    base = {"id": "a", "path": "data/t/a.parquet", "size": 100, "rows": 2}
+    old = DataFile.from_json(base)
+    assert (old.footer_size, old.footer_crc32c) == (None, None)
+    assert "footer_size" not in old.to_json()  # an old entry is stored as before
+    new = DataFile.from_json({**base, "crc32c": 5, "footer_size": 40, "footer_crc32c": 0xFFFFFFFF})
+    assert (new.footer_size, new.footer_crc32c) == (40, 0xFFFFFFFF)
+    assert DataFile.decode(new.encode()) == new
+    for bad, match in [
+        ({"footer_size": 40}, "go together"),
+        ({"footer_crc32c": 1}, "go together"),
+        ({"footer_size": 40, "footer_crc32c": 1 << 32}, "footer_crc32c out of range"),
+        ({"footer_size": 101, "footer_crc32c": 1}, "not inside the file"),
+        ({"footer_size": 7, "footer_crc32c": 1}, "not inside the file"),
+        ({"footer_size": "x", "footer_crc32c": 1}, "malformed"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            DataFile.from_json({**base, **bad})

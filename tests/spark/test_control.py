@@ -76,6 +76,44 @@ def test_plan_scan_prunes_with_encoded_filters(plane: ControlPlane, tmp_path: Pa
     assert error(plane, "plan_scan", name=["s", "t"], id="other", version=version, filters=[])["kind"] == "no_such_table"
 
 
+def test_plan_scan_carries_what_the_jvm_reader_checks(plane: ControlPlane, tmp_path: Path) -> None:
+    """Each file's footer region checksum; the whole-file CRC32C only for an entry from before footer checksums."""
+    import dataclasses
+
+    ok(plane, "create_namespace", namespace=["s"])
+    info = ok(plane, "create_table", name=["s", "t"], schema=STRUCT, partitioning=["p"])
+    with catalog.open(str(tmp_path / "lake")) as lake:
+        table = lake.load_table("s.t")
+        (new,) = table.write_files(pa.table({"id": [1], "p": ["new"]}).cast(table.schema))
+        (old,) = table.write_files(pa.table({"id": [2], "p": ["old"]}).cast(table.schema))
+        (bare,) = table.write_files(pa.table({"id": [3], "p": ["bare"]}).cast(table.schema))
+        old = dataclasses.replace(old, footer_size=None, footer_crc32c=None)
+        bare = dataclasses.replace(bare, crc32c=None, footer_size=None, footer_crc32c=None)
+        table.commit_files([new, old, bare])
+        version = lake.version
+    planned = {f["path"]: f for f in ok(plane, "plan_scan", name=["s", "t"], id=info["id"], version=version, filters=[])["files"]}
+    assert planned[new.path] == {"path": new.path, "size": new.size, "rows": 1,
+                                 "footer_size": new.footer_size, "footer_crc32c": new.footer_crc32c}
+    assert planned[old.path] == {"path": old.path, "size": old.size, "rows": 1, "crc32c": old.crc32c}
+    assert planned[bare.path] == {"path": bare.path, "size": bare.size, "rows": 1}
+
+
+def test_a_written_files_entry_records_its_footer_region(plane: ControlPlane, tmp_path: Path) -> None:
+    from kvstore.format.checksum import crc32c
+
+    ok(plane, "create_namespace", namespace=["s"])
+    info = ok(plane, "create_table", name=["s", "t"], schema=STRUCT)
+    with catalog.open(str(tmp_path / "lake")) as lake:
+        table = lake.load_table("s.t")
+        written = _foreign_file(lake, table, pa.table({"id": [1, 2], "p": ["a", "b"]}))
+        ok(plane, "commit_written", name=["s", "t"], id=info["id"], files=[written])
+        lake.refresh()
+        (entry,) = lake.load_table("s.t").files()
+        body = lake.objects.get(entry.path)
+    assert entry.footer_size == int.from_bytes(body[-8:-4], "little") + 8  # pyarrow wrote no page index
+    assert entry.footer_crc32c == crc32c(body[-entry.footer_size :])
+
+
 def _foreign_file(plane_lake: catalog.Lakehouse, table: catalog.Table, data: pa.Table) -> dict[str, object]:
     """``data`` written as Spark's writer would (Parquet field ids, no Arrow schema) under the table's location."""
     import pyarrow.parquet as pq

@@ -32,7 +32,7 @@ def test_a_missing_javac_fails_the_build_naming_the_package_and_keeps_the_jar() 
     assert jar.stat().st_mtime_ns == before
 
 
-@pytest.mark.parametrize("test_class", ["FiltersTest", "ScanPlansTest"])
+@pytest.mark.parametrize("test_class", ["FiltersTest", "ScanPlansTest", "FileCheckTest"])
 def test_java_unit_tests_pass(test_class: str) -> None:
     classpath = os.pathsep.join([str(TEST_JAR), jar_path(), str(SPARK_HOME / "jars" / "*")])
     result = subprocess.run(

@@ -24,4 +24,13 @@ final class ControlErrors {
         }
         return new LakehouseException(kind, text);
     }
+
+    /**
+     * A data file that is not the file its catalog entry describes, found by the JVM's reader
+     * ({@link FileCheck}): the Python reader's {@code catalog.errors.CorruptDataFileError}, with
+     * its class line, so the error reads the same whichever reader found it.
+     */
+    static LakehouseException corruptDataFile(String message) {
+        return new LakehouseException("catalog", "catalog.errors.CorruptDataFileError: " + message);
+    }
 }

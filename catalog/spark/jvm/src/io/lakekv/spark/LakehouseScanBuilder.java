@@ -36,11 +36,20 @@ import java.util.Map;
  * only the required columns, and matches columns by field id (so renamed,
  * added and dropped columns read right). Every filter is also given back to
  * Spark, which applies it to the rows: pruning only has to be conservative.
+ * Each task checks its files against their catalog entries before Spark's
+ * reader opens them ({@link PlannedParquetScan}, {@link FileCheck}).
  */
 final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters, SupportsPushDownRequiredColumns {
-    /** Hadoop settings for our scans: Parquet page checksums (every lakehouse file has them) are verified. */
+    /**
+     * Hadoop settings for our scans: Parquet page checksums (every lakehouse file has them) are verified,
+     * and row groups are never skipped by their dictionaries. A page's checksum does not cover its
+     * header, so a damaged dictionary page header (fewer values) would hide values from Parquet's
+     * dictionary filter: a silent wrong answer. Row groups are skipped by the footer's statistics and
+     * pages by the page indexes, which the footer-region checksum covers ({@link FileCheck}).
+     */
     private static final Map<String, String> PARQUET_OPTIONS = Map.of(
             "parquet.page.verify-checksum.enabled", "true",
+            "parquet.filter.dictionary.enabled", "false",
             "spark.sql.parquet.fieldId.read.enabled", "true");
 
     private final LakehouseTable table;
@@ -83,7 +92,9 @@ final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters
         }
 
         String root = table.dataRoot.endsWith("/") ? table.dataRoot : table.dataRoot + "/";
+        String tableName = String.join(".", table.nameParts);
         Map<Path, FileStatus[]> statuses = new HashMap<>();
+        Map<Path, FileCheck> checks = new HashMap<>();
         List<Path> paths = new ArrayList<>();
         long rows = 0;
         for (JsonNode file : plan.get("files")) {
@@ -91,6 +102,7 @@ final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters
             Path path = new Path(root + file.get("path").asText());
             // The catalog knows every file's size: no listing, no HEAD per file.
             statuses.put(path, new FileStatus[] {new FileStatus(file.get("size").asLong(), false, 1, 128L << 20, 0L, path)});
+            checks.put(path, FileCheck.fromPlan(file, tableName));
             paths.add(path);
         }
         SparkSession session = SparkSession.active();
@@ -109,9 +121,8 @@ final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters
         if (rewrite == null) {
             // A rewrite must read every row of its files: no row group skipped.
             parquet.pushedDataFilters_$eq(parquet.pushDataFilters(pushed));
-            return new PlannedParquetScan((ParquetScan) parquet.build(), rows);
         }
-        return parquet.build();
+        return new PlannedParquetScan((ParquetScan) parquet.build(), rows, checks, rewrite == null);
     }
 
     /** The same scan through the Python source (files whose Parquet schema lacks field ids). */

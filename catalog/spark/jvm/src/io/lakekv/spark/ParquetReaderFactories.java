@@ -2,7 +2,6 @@ package io.lakekv.spark;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.SparkContext;
-import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.execution.datasources.v2.parquet.ParquetPartitionReaderFactory;
 import org.apache.spark.sql.execution.datasources.v2.parquet.ParquetScan;
 import org.apache.spark.sql.types.StructType;
@@ -39,9 +38,9 @@ final class ParquetReaderFactories {
     }
 
     /** A reader factory for {@code scan}: an earlier one with its filters, or the scan's own. */
-    static PartitionReaderFactory forScan(ParquetScan scan) {
+    static ParquetPartitionReaderFactory forScan(ParquetScan scan) {
         if (scan.pushedAggregate().isDefined() || scan.pushedVariantExtractions().length > 0) {
-            return scan.createReaderFactory();  // rare shapes: not worth a key
+            return made(scan);  // rare shapes: not worth a key
         }
         // Read before createReaderFactory adds the read schema to the same configuration.
         Key key = new Key(scan.dataSchema(), scan.readDataSchema(), scan.readPartitionSchema(),
@@ -58,15 +57,18 @@ final class ParquetReaderFactories {
                         kept.partitionSchema(), scan.pushedFilters(), kept.aggregation(), kept.options());
             }
         }
-        PartitionReaderFactory made = scan.createReaderFactory();
-        if (made instanceof ParquetPartitionReaderFactory parquet) {
-            synchronized (KEPT_FACTORIES) {
-                if (owner == context) {
-                    KEPT_FACTORIES.put(key, parquet);
-                }
+        ParquetPartitionReaderFactory made = made(scan);
+        synchronized (KEPT_FACTORIES) {
+            if (owner == context) {
+                KEPT_FACTORIES.put(key, made);
             }
         }
         return made;
+    }
+
+    /** The scan's own factory: a Parquet scan's is always a ParquetPartitionReaderFactory. */
+    private static ParquetPartitionReaderFactory made(ParquetScan scan) {
+        return (ParquetPartitionReaderFactory) scan.createReaderFactory();
     }
 
     private static Map<String, String> content(Configuration conf) {

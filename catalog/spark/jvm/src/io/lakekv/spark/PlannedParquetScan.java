@@ -1,5 +1,7 @@
 package io.lakekv.spark;
 
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.connector.expressions.Expression;
@@ -17,18 +19,28 @@ import org.apache.spark.sql.connector.read.SupportsReportStatistics;
 import org.apache.spark.sql.connector.read.partitioning.KeyGroupedPartitioning;
 import org.apache.spark.sql.connector.read.partitioning.Partitioning;
 import org.apache.spark.sql.connector.read.partitioning.UnknownPartitioning;
+import org.apache.spark.sql.execution.datasources.FilePartition;
+import org.apache.spark.sql.execution.datasources.PartitionedFile;
+import org.apache.spark.sql.execution.datasources.v2.parquet.ParquetPartitionReaderFactory;
 import org.apache.spark.sql.execution.datasources.v2.parquet.ParquetScan;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.internal.connector.SupportsMetadata;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
+import java.util.Map;
+
 /**
  * Spark's Parquet scan of the files a query's plan kept, as the query
  * hands it to Spark: the same reads, planned once per query.
  *
- * <p>Two things differ from handing Spark the Parquet scan itself:
+ * <p>Three things differ from handing Spark the Parquet scan itself:
  * <ul>
+ *   <li>Before Spark's reader opens a file, the task checks it against its
+ *       catalog entry ({@link FileCheck}: its footer region's CRC32C, or for
+ *       a file from before those the whole file's), so a damaged footer is
+ *       an error naming the file, never a row group skipped by a wrong
+ *       statistic. Each split carries the checks of its own files.</li>
  *   <li>Its reader factory is made once per scan (Spark asks each copy of
  *       the physical scan node for one) and comes from
  *       {@link ParquetReaderFactories}, which reuses an earlier query's
@@ -47,7 +59,8 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  *       so nothing that needed a shuffle's parallelism loses it. With
  *       {@code spark.sql.sources.v2.bucketing.shuffle.enabled} Spark would
  *       shuffle the other side of a join into that one partition, so the
- *       scan then reports nothing.</li>
+ *       scan then reports nothing. A row-level rewrite's scan never claims
+ *       it.</li>
  * </ul>
  */
 final class PlannedParquetScan implements Scan, Batch, SupportsReportPartitioning, SupportsReportStatistics, SupportsMetadata {
@@ -56,16 +69,27 @@ final class PlannedParquetScan implements Scan, Batch, SupportsReportPartitionin
     private final boolean oneTask;
     private PartitionReaderFactory factory;
 
-    /** {@code plannedRows}: the rows of the files the catalog planned (the plan says each file's). */
-    PlannedParquetScan(ParquetScan parquet, long plannedRows) {
+    /**
+     * {@code plannedRows}: the rows of the files the catalog planned (the plan says each file's);
+     * {@code checks}: each planned file's check, by the path the scan reads it by;
+     * {@code mayClaimOneTask}: false for a row-level rewrite's scan.
+     *
+     * @throws IllegalStateException a split reads a file that {@code checks} does not name
+     */
+    PlannedParquetScan(ParquetScan parquet, long plannedRows, Map<Path, FileCheck> checks, boolean mayClaimOneTask) {
         this.parquet = parquet;
         InputPartition[] planned = parquet.planInputPartitions();
         SQLConf conf = parquet.conf();
         long advisory = (Long) conf.getConf(SQLConf.ADVISORY_PARTITION_SIZE_IN_BYTES());
-        this.oneTask = planned.length == 1
+        this.oneTask = mayClaimOneTask
+                && planned.length == 1
                 && !conf.v2BucketingShuffleEnabled()
                 && plannedRows <= advisory / Math.max(1, parquet.readSchema().defaultSize());
-        this.splits = oneTask ? new InputPartition[] {new KeylessSplit(planned[0])} : planned;
+        InputPartition[] checked = new InputPartition[planned.length];
+        for (int i = 0; i < planned.length; i++) {
+            checked[i] = CheckedSplit.of((FilePartition) planned[i], checks);
+        }
+        this.splits = oneTask ? new InputPartition[] {new KeylessSplit(checked[0])} : checked;
     }
 
     @Override
@@ -96,7 +120,7 @@ final class PlannedParquetScan implements Scan, Batch, SupportsReportPartitionin
     @Override
     public synchronized PartitionReaderFactory createReaderFactory() {
         if (factory == null) {
-            factory = new Unwrapping(ParquetReaderFactories.forScan(parquet));
+            factory = new Checking(ParquetReaderFactories.forScan(parquet));
         }
         return factory;
     }
@@ -150,25 +174,71 @@ final class PlannedParquetScan implements Scan, Batch, SupportsReportPartitionin
         }
     }
 
-    /** The Parquet reader factory, given back the Parquet scan's own split. */
-    record Unwrapping(PartitionReaderFactory parquet) implements PartitionReaderFactory {
-        private static InputPartition unwrapped(InputPartition partition) {
-            return partition instanceof KeylessSplit keyless ? keyless.split() : partition;
+    /**
+     * A split of the Parquet scan with the checks of its files, in the split's order.
+     *
+     * <p>Only the split's own checks travel with its task, not the whole plan's.
+     */
+    record CheckedSplit(FilePartition split, FileCheck[] checks) implements InputPartition {
+        static CheckedSplit of(FilePartition split, Map<Path, FileCheck> checks) {
+            PartitionedFile[] files = split.files();
+            FileCheck[] own = new FileCheck[files.length];
+            for (int i = 0; i < files.length; i++) {
+                own[i] = checks.get(files[i].toPath());
+                if (own[i] == null) {
+                    throw new IllegalStateException("Spark's Parquet scan reads " + files[i].toPath()
+                            + ", which the catalog's scan plan does not list");
+                }
+            }
+            return new CheckedSplit(split, own);
+        }
+
+        /** Checks every file of the split (see {@link FileCheck#verify}). */
+        void verify(Configuration conf) {
+            PartitionedFile[] files = split.files();
+            for (int i = 0; i < files.length; i++) {
+                checks[i].verify(files[i].toPath(), conf);
+            }
+        }
+
+        @Override
+        public String[] preferredLocations() {
+            return split.preferredLocations();
+        }
+    }
+
+    /**
+     * The Parquet reader factory, given back the Parquet scan's own split once the
+     * split's files passed their checks: a task returns no row of a file that fails.
+     *
+     * <p>The files are checked when the task asks for its reader, before Spark's
+     * reader reads any footer (it opens each file when it gets to it), with the
+     * Hadoop configuration Spark's reader opens them with.
+     */
+    record Checking(ParquetPartitionReaderFactory parquet) implements PartitionReaderFactory {
+        private static CheckedSplit checked(InputPartition partition) {
+            return (CheckedSplit) (partition instanceof KeylessSplit keyless ? keyless.split() : partition);
+        }
+
+        private FilePartition verified(InputPartition partition) {
+            CheckedSplit split = checked(partition);
+            split.verify(parquet.broadcastedConf().value().value());
+            return split.split();
         }
 
         @Override
         public PartitionReader<InternalRow> createReader(InputPartition partition) {
-            return parquet.createReader(unwrapped(partition));
+            return parquet.createReader(verified(partition));
         }
 
         @Override
         public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-            return parquet.createColumnarReader(unwrapped(partition));
+            return parquet.createColumnarReader(verified(partition));
         }
 
         @Override
         public boolean supportColumnarReads(InputPartition partition) {
-            return parquet.supportColumnarReads(unwrapped(partition));
+            return parquet.supportColumnarReads(checked(partition).split());
         }
     }
 }
