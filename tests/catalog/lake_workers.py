@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import queue
 import random
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -25,11 +26,16 @@ from lake_peer import rows
 SPAWN = multiprocessing.get_context("spawn")
 
 
-def run_processes(targets: list[tuple[Callable[..., Any], tuple[Any, ...]]], timeout_s: float = 300) -> list[Any]:
+def run_processes(
+    targets: list[tuple[Callable[..., Any], tuple[Any, ...]]], timeout_s: float = 300, duration_s: float | None = None
+) -> list[Any]:
     """Run each ``target(*args, start, stop)`` in its own process; return their results in order.
 
-    ``start`` is set once every process is up; ``stop`` once every process
-    but the last has finished (so the last one can run "meanwhile").
+    ``start`` is set once every process is up. ``stop`` is set once every
+    process but the last has finished (so the last one can run "meanwhile"),
+    or, with ``duration_s``, once the run has lasted that long (its length is
+    a parameter, not a wait for something); at once when a worker fails.
+    ``timeout_s`` bounds each wait for a result after that.
     """
     results: Any = SPAWN.Queue()
     start, stop = SPAWN.Event(), SPAWN.Event()
@@ -41,16 +47,21 @@ def run_processes(targets: list[tuple[Callable[..., Any], tuple[Any, ...]]], tim
         proc.start()
     start.set()
     out: dict[int, Any] = {}
+    deadline = None if duration_s is None else time.monotonic() + duration_s
     try:
         while len(out) < len(procs):
+            timed = deadline is not None and not stop.is_set()
             try:
-                index, status, value = results.get(timeout=timeout_s)
+                index, status, value = results.get(timeout=max(0.0, deadline - time.monotonic()) if timed else timeout_s)
             except queue.Empty:
-                raise AssertionError(f"workers {sorted(set(range(len(procs))) - set(out))} did not finish") from None
+                if not timed:
+                    raise AssertionError(f"workers {sorted(set(range(len(procs))) - set(out))} did not finish") from None
+                stop.set()
+                continue
             if status != "ok":
                 raise AssertionError(f"worker {index} failed:\n{value}")
             out[index] = value
-            if len(out) >= len(procs) - 1 and all(i in out for i in range(len(procs) - 1)):
+            if deadline is None and all(i in out for i in range(len(procs) - 1)):
                 stop.set()
     finally:
         stop.set()

@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import multiprocessing
-import queue
 import random
 import sys
 import tempfile
@@ -41,9 +39,8 @@ from catalog import RetryableConflictError
 from kvstore.errors import SnapshotTooOldError
 from kvstore.store import open_embedded
 from lake_peer import LOCAL, SCHEMA, rows
-from lake_workers import Logged, compactor, id_range
+from lake_workers import Logged, compactor, id_range, run_processes
 
-SPAWN = multiprocessing.get_context("spawn")
 TABLES = ["db.a", "db.b"]
 CREATED_WINDOW_S = 2.0  # the window the lakehouse is created with
 # Handles that open with a window of their own (recording it for the lakehouse).
@@ -170,50 +167,6 @@ def traveller(url: str, options: dict[str, Any], first_version: int, seed: int, 
 # -- the run -----------------------------------------------------------------------------------
 
 
-def run_processes(targets: list[tuple[Callable[..., Any], tuple[Any, ...]]], duration_s: float) -> list[Any]:
-    """Run each ``target(*args, start, stop)`` in its own process for ``duration_s``; their results in order."""
-    results: Any = SPAWN.Queue()
-    start, stop = SPAWN.Event(), SPAWN.Event()
-    procs = [SPAWN.Process(target=_report, args=(i, fn, args, start, stop, results), daemon=True) for i, (fn, args) in enumerate(targets)]
-    for proc in procs:
-        proc.start()
-    start.set()
-    out: dict[int, Any] = {}
-    try:
-        # The run's length is its parameter, not a wait for something: stop when it is over,
-        # or at once when a worker fails.
-        deadline = time.monotonic() + duration_s
-        while len(out) < len(procs):
-            timeout = max(0.0, deadline - time.monotonic()) if not stop.is_set() else 120.0
-            try:
-                index, status, value = results.get(timeout=timeout)
-            except queue.Empty:
-                if stop.is_set():
-                    raise AssertionError(f"workers {sorted(set(range(len(procs))) - set(out))} did not finish") from None
-                stop.set()
-                continue
-            if status != "ok":
-                raise AssertionError(f"worker {index} failed:\n{value}")
-            out[index] = value
-    finally:
-        stop.set()
-        for proc in procs:
-            proc.join(timeout=30)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-    return [out[i] for i in range(len(procs))]
-
-
-def _report(index: int, fn: Callable[..., Any], args: tuple[Any, ...], start: Any, stop: Any, results: Any) -> None:
-    try:
-        value = fn(*args, start, stop)
-    except BaseException:  # noqa: BLE001 - sent to the parent, which fails with it
-        results.put((index, "error", traceback.format_exc()))
-        return
-    results.put((index, "ok", value))
-
-
 class Model:
     """Every table at every version, replayed from the writers' logs (one committed op per version)."""
 
@@ -283,7 +236,7 @@ def run_soak(root: Path, duration_s: float, seed: int = 35, check_at_most: int |
         (traveller, (url, LOCAL, first_version, seed + 4, True)),
     ]
     started = time.monotonic()
-    *writes, compacted, collected, reader_a, reader_b = run_processes(workers, duration_s)
+    *writes, compacted, collected, reader_a, reader_b = run_processes(workers, timeout_s=120, duration_s=duration_s)
     elapsed = time.monotonic() - started
     logs = [op for per_worker in writes for op in per_worker] + list(compacted)
     model = Model(first_version, logs)
