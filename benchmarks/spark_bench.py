@@ -270,20 +270,20 @@ def main() -> int:
         print()
         print("| query | lake.tpch.lineitem s | spark.read.parquet(dir) s | speed ratio | goal |")
         print("|---|---:|---:|---:|---:|")
-        print(f"| full-scan aggregation (JVM reader) | {t_full_lake:.2f} | {t_full_fresh:.2f} | "
+        print(f"| full-scan aggregation (JVM reader) | {t_full_lake:.3f} | {t_full_fresh:.3f} | "
               f"{t_full_fresh / t_full_lake:.2f}x | >= 0.9x |")
-        print(f"| the same, vs a DataFrame read once (its file list kept) | {t_full_lake2:.2f} | {t_full_pq:.2f} | "
+        print(f"| the same, vs a DataFrame read once (its file list kept) | {t_full_lake2:.3f} | {t_full_pq:.3f} | "
               f"{t_full_pq / t_full_lake2:.2f}x | |")
-        print(f"| selective, ~5% of rows ({planned} of {files_lake} files planned) | {t_sel_lake:.2f} | {t_sel_fresh:.2f} | "
+        print(f"| selective, ~5% of rows ({planned} of {files_lake} files planned) | {t_sel_lake:.3f} | {t_sel_fresh:.3f} | "
               f"{t_sel_fresh / t_sel_lake:.2f}x | >= 2x |")
-        print(f"| the same, vs a DataFrame read once (its file list kept) | {t_sel_lake2:.2f} | {t_sel_pq:.2f} | "
+        print(f"| the same, vs a DataFrame read once (its file list kept) | {t_sel_lake2:.3f} | {t_sel_pq:.3f} | "
               f"{t_sel_pq / t_sel_lake2:.2f}x | |")
-        print(f"| floor: Spark's Parquet reader over only the planned file | {t_sel_lake3:.2f} | {t_sel_floor:.2f} | "
+        print(f"| floor: Spark's Parquet reader over only the planned file | {t_sel_lake3:.3f} | {t_sel_floor:.3f} | "
               f"{t_sel_floor / t_sel_lake3:.2f}x | |")
-        print(f"| write: INSERT OVERWRITE (Spark's Parquet writer) vs df.write.parquet | {t_write_lake:.2f} | "
-              f"{t_write_pq:.2f} | {t_write_pq / t_write_lake:.2f}x | >= 0.85x |")
-        print(f"| MERGE of {merged_rows:,} rows (1%) vs Spark's own rewrite of the affected files | {t_merge_lake:.2f} | "
-              f"{t_merge_pq:.2f} | {t_merge_pq / t_merge_lake:.2f}x | (reported) |")
+        print(f"| write: INSERT OVERWRITE (Spark's Parquet writer) vs df.write.parquet | {t_write_lake:.3f} | "
+              f"{t_write_pq:.3f} | {t_write_pq / t_write_lake:.2f}x | >= 0.85x |")
+        print(f"| MERGE of {merged_rows:,} rows (1%) vs Spark's own rewrite of the affected files | {t_merge_lake:.3f} | "
+              f"{t_merge_pq:.3f} | {t_merge_pq / t_merge_lake:.2f}x | (reported) |")
         if not args.no_s3:
             print(s3_line)
         print()
