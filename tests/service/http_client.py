@@ -31,3 +31,9 @@ def call(
         return response.status, {k.lower(): v for k, v in response.getheaders()}, json.loads(data) if data else None
     finally:
         conn.close()
+
+
+def call_json(server: ServerProcess, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+    """``(status, decoded JSON body)``, ``{}`` for an empty body: for tests that look at the status and the error."""
+    status, _, data = call(server, method, path, body)
+    return status, data if data is not None else {}

@@ -12,13 +12,12 @@ end to end on a server, with the Python client as the encoder.
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Iterator
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_security import request
+from http_client import call_json
 
 import kvclient
 from kvclient.transport import path_key
@@ -84,29 +83,23 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         process.stop()
 
 
-def _call(server: ServerProcess, method: str, path: str, payload: object = None) -> tuple[int, dict]:
-    body = None if payload is None else json.dumps(payload).encode()
-    status, _, raw = request(server, method, path, body, {"Content-Type": "application/json"})
-    return status, (json.loads(raw) if raw else {})
-
-
 def test_a_standard_alphabet_key_is_a_400_and_not_the_url_safe_one(server: ServerProcess) -> None:
     key = b"\xfb\xef\xff"  # standard '++//', base64url '--__'
     assert path_key_encode(key) == "--__"
-    assert _call(server, "PUT", "/kv/v1/keys/--__", {"value": base64.b64encode(b"one").decode()})[0] == 200
+    assert call_json(server, "PUT", "/kv/v1/keys/--__", {"value": base64.b64encode(b"one").decode()})[0] == 200
     for method, payload in (("GET", None), ("PUT", {"value": base64.b64encode(b"two").decode()}), ("DELETE", None)):
-        status, body = _call(server, method, "/kv/v1/keys/++__", payload)
+        status, body = call_json(server, method, "/kv/v1/keys/++__", payload)
         assert status == 400, (method, body)
         assert body["error"]["message"].startswith("key is not valid") and "'++__' has the character '+'" in body["error"]["message"]
-    status, body = _call(server, "GET", "/kv/v1/keys/--__")
+    status, body = call_json(server, "GET", "/kv/v1/keys/--__")
     assert status == 200 and base64.b64decode(body["value"]) == b"one"  # untouched by the refused PUT
     # Padding, stray bits, and the same in a scan bound.
-    assert _call(server, "GET", "/kv/v1/keys/YQ==")[0] == 400
-    assert _call(server, "GET", "/kv/v1/keys/YR")[0] == 400
-    status, body = _call(server, "GET", "/kv/v1/scan?prefix=%2B%2B")
+    assert call_json(server, "GET", "/kv/v1/keys/YQ==")[0] == 400
+    assert call_json(server, "GET", "/kv/v1/keys/YR")[0] == 400
+    status, body = call_json(server, "GET", "/kv/v1/scan?prefix=%2B%2B")
     assert status == 400 and body["error"]["message"].startswith("prefix is not valid unpadded base64url")
     # In a body: the stray-bit twin of a key is refused, naming the field.
-    status, body = _call(server, "POST", "/kv/v1/batch", {"ops": [{"op": "put", "key": "YR==", "value": "YQ=="}]})
+    status, body = call_json(server, "POST", "/kv/v1/batch", {"ops": [{"op": "put", "key": "YR==", "value": "YQ=="}]})
     assert status == 400 and body["error"]["message"] == (
         "ops[0].key is not valid base64 (RFC 4648 §4): 'YR==' is not canonical, 'YQ==' is"
     ), body

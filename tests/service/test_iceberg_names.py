@@ -7,14 +7,13 @@ UTF-8) or a body, through raw HTTP and through pyiceberg; the NFC spelling works
 
 from __future__ import annotations
 
-import json
 import urllib.parse
 from collections.abc import Iterator
 
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError
-from test_security import request
+from http_client import call_json
 
 from service.errors import ApiError
 from service.iceberg.names import check_part
@@ -41,15 +40,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         process.stop()
 
 
-def _call(server: ServerProcess, method: str, path: str, payload: object = None) -> tuple[int, dict]:
-    body = None if payload is None else json.dumps(payload).encode()
-    status, _, raw = request(server, method, path, body, {"Content-Type": "application/json"})
-    return status, (json.loads(raw) if raw else {})
-
-
 def test_http_nfd_names_are_refused_and_make_nothing(server: ServerProcess) -> None:
-    assert _call(server, "POST", "/v1/namespaces", {"namespace": [NFC]})[0] == 200
-    status, body = _call(server, "POST", "/v1/namespaces", {"namespace": [NFD]})
+    assert call_json(server, "POST", "/v1/namespaces", {"namespace": [NFC]})[0] == 200
+    status, body = call_json(server, "POST", "/v1/namespaces", {"namespace": [NFD]})
     assert status == 400 and "not in Unicode NFC" in body["error"]["message"], body
     nfd_path = urllib.parse.quote(NFD)
     for method, path, payload in (
@@ -57,10 +50,10 @@ def test_http_nfd_names_are_refused_and_make_nothing(server: ServerProcess) -> N
         ("POST", f"/v1/namespaces/{urllib.parse.quote(NFC)}/tables", {"name": NFD, "schema": SCHEMA}),
         ("GET", f"/v1/namespaces/{urllib.parse.quote(NFC)}/tables/{nfd_path}", None),
     ):
-        status, body = _call(server, method, path, payload)
+        status, body = call_json(server, method, path, payload)
         assert status == 400 and "not in Unicode NFC" in body["error"]["message"], (method, path, body)
-    assert _call(server, "GET", "/v1/namespaces")[1]["namespaces"] == [[NFC]]
-    assert _call(server, "GET", f"/v1/namespaces/{urllib.parse.quote(NFC)}/tables")[1]["identifiers"] == []
+    assert call_json(server, "GET", "/v1/namespaces")[1]["namespaces"] == [[NFC]]
+    assert call_json(server, "GET", f"/v1/namespaces/{urllib.parse.quote(NFC)}/tables")[1]["identifiers"] == []
 
 
 def test_pyiceberg_sees_one_namespace(server: ServerProcess) -> None:

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError
-from test_security import request
+from http_client import call_json
 
 from service.errors import ApiError
 from service.iceberg.warehouse import LOCATION_PROVIDER_PROPERTIES, WRITE_PATH_PROPERTIES, Warehouse
@@ -76,12 +76,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPro
         process.stop()
 
 
-def _call(server: ServerProcess, method: str, path: str, payload: dict | None = None) -> tuple[int, dict]:
-    body = None if payload is None else json.dumps(payload).encode()
-    status, _, raw = request(server, method, path, body, {"Content-Type": "application/json"})
-    return status, (json.loads(raw) if raw else {})
-
-
 def _files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*") if p.is_file())
 
@@ -92,18 +86,18 @@ def test_http_create_and_commit_refuse_a_write_path_outside(server: tuple[Server
     outside = root / f"outside-{key}"
     outside.mkdir()
     ns = key.replace(".", "_").replace("-", "_")
-    assert _call(process, "POST", "/v1/namespaces", {"namespace": [ns]})[0] == 200
+    assert call_json(process, "POST", "/v1/namespaces", {"namespace": [ns]})[0] == 200
     for staged in (False, True):
-        status, body = _call(process, "POST", f"/v1/namespaces/{ns}/tables", {
+        status, body = call_json(process, "POST", f"/v1/namespaces/{ns}/tables", {
             "name": "t", "schema": SCHEMA, "properties": {key: f"file://{outside}"}, "stage-create": staged,
         })
         assert status == 400 and body["error"]["type"] == "BadRequestException", body
         assert key in body["error"]["message"]
-    assert _call(process, "HEAD", f"/v1/namespaces/{ns}/tables/t")[0] == 404
+    assert call_json(process, "HEAD", f"/v1/namespaces/{ns}/tables/t")[0] == 404
 
-    status, body = _call(process, "POST", f"/v1/namespaces/{ns}/tables", {"name": "t", "schema": SCHEMA})
+    status, body = call_json(process, "POST", f"/v1/namespaces/{ns}/tables", {"name": "t", "schema": SCHEMA})
     assert status == 200, body
-    before = _call(process, "GET", f"/v1/namespaces/{ns}/tables/t")[1]
+    before = call_json(process, "GET", f"/v1/namespaces/{ns}/tables/t")[1]
     location = before["metadata"]["location"]
     for updates in (
         [{"action": "set-properties", "updates": {key: f"file://{outside}"}}],
@@ -113,14 +107,14 @@ def test_http_create_and_commit_refuse_a_write_path_outside(server: tuple[Server
         [{"action": "set-properties", "updates": {key: location + "/data"}},
          {"action": "set-location", "location": location + "-moved"}],
     ):
-        status, body = _call(process, "POST", f"/v1/namespaces/{ns}/tables/t", {"requirements": [], "updates": updates})
+        status, body = call_json(process, "POST", f"/v1/namespaces/{ns}/tables/t", {"requirements": [], "updates": updates})
         assert status == 400, (updates, body)
         assert key in body["error"]["message"]
-    after = _call(process, "GET", f"/v1/namespaces/{ns}/tables/t")[1]
+    after = call_json(process, "GET", f"/v1/namespaces/{ns}/tables/t")[1]
     assert after["metadata-location"] == before["metadata-location"]
     assert key not in after["metadata"].get("properties", {})
     # Inside the table location it is taken.
-    status, body = _call(process, "POST", f"/v1/namespaces/{ns}/tables/t", {
+    status, body = call_json(process, "POST", f"/v1/namespaces/{ns}/tables/t", {
         "requirements": [], "updates": [{"action": "set-properties", "updates": {key: location + "/files"}}],
     })
     assert status == 200, body
@@ -130,25 +124,25 @@ def test_http_create_and_commit_refuse_a_write_path_outside(server: tuple[Server
 
 def test_a_multi_table_commit_with_one_bad_write_path_changes_nothing(server: tuple[ServerProcess, Path]) -> None:
     process, root = server
-    assert _call(process, "POST", "/v1/namespaces", {"namespace": ["multi"]})[0] == 200
+    assert call_json(process, "POST", "/v1/namespaces", {"namespace": ["multi"]})[0] == 200
     for name in ("a", "b"):
-        assert _call(process, "POST", "/v1/namespaces/multi/tables", {"name": name, "schema": SCHEMA})[0] == 200
-    before = {n: _call(process, "GET", f"/v1/namespaces/multi/tables/{n}")[1]["metadata-location"] for n in "ab"}
-    status, body = _call(process, "POST", "/v1/transactions/commit", {"table-changes": [
+        assert call_json(process, "POST", "/v1/namespaces/multi/tables", {"name": name, "schema": SCHEMA})[0] == 200
+    before = {n: call_json(process, "GET", f"/v1/namespaces/multi/tables/{n}")[1]["metadata-location"] for n in "ab"}
+    status, body = call_json(process, "POST", "/v1/transactions/commit", {"table-changes": [
         {"identifier": {"namespace": ["multi"], "name": "a"}, "requirements": [],
          "updates": [{"action": "set-properties", "updates": {"owner": "me"}}]},
         {"identifier": {"namespace": ["multi"], "name": "b"}, "requirements": [],
          "updates": [{"action": "set-properties", "updates": {"write.data.path": f"file://{root}/elsewhere"}}]},
     ]})
     assert status == 400 and "write.data.path" in body["error"]["message"], body
-    after = {n: _call(process, "GET", f"/v1/namespaces/multi/tables/{n}")[1]["metadata-location"] for n in "ab"}
+    after = {n: call_json(process, "GET", f"/v1/namespaces/multi/tables/{n}")[1]["metadata-location"] for n in "ab"}
     assert after == before
 
 
 def test_register_refuses_metadata_with_a_write_path_outside(server: tuple[ServerProcess, Path]) -> None:
     process, root = server
-    assert _call(process, "POST", "/v1/namespaces", {"namespace": ["reg"]})[0] == 200
-    status, body = _call(process, "POST", "/v1/namespaces/reg/tables", {"name": "src", "schema": SCHEMA})
+    assert call_json(process, "POST", "/v1/namespaces", {"namespace": ["reg"]})[0] == 200
+    status, body = call_json(process, "POST", "/v1/namespaces/reg/tables", {"name": "src", "schema": SCHEMA})
     assert status == 200, body
     # A metadata file inside the warehouse whose properties point outside (written
     # by hand, as a client that bypassed the server could).
@@ -157,10 +151,10 @@ def test_register_refuses_metadata_with_a_write_path_outside(server: tuple[Serve
     document["properties"]["write.data.path"] = f"file://{root}/elsewhere"
     forged = source.with_name("00009-forged.metadata.json")
     forged.write_text(json.dumps(document))
-    assert _call(process, "DELETE", "/v1/namespaces/reg/tables/src")[0] == 204
-    status, body = _call(process, "POST", "/v1/namespaces/reg/register", {"name": "t", "metadata-location": f"file://{forged}"})
+    assert call_json(process, "DELETE", "/v1/namespaces/reg/tables/src")[0] == 204
+    status, body = call_json(process, "POST", "/v1/namespaces/reg/register", {"name": "t", "metadata-location": f"file://{forged}"})
     assert status == 400 and "write.data.path" in body["error"]["message"], body
-    assert _call(process, "HEAD", "/v1/namespaces/reg/tables/t")[0] == 404
+    assert call_json(process, "HEAD", "/v1/namespaces/reg/tables/t")[0] == 404
 
 
 def test_pyiceberg_cannot_send_data_files_outside(server: tuple[ServerProcess, Path]) -> None:
