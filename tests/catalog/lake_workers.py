@@ -135,6 +135,36 @@ def id_range(lo: int, hi: int) -> pc.Expression:
     return (pc.field("id") >= lo) & (pc.field("id") < hi)
 
 
+def logged_write(
+    lake: catalog.Lakehouse,
+    worker: int,
+    table: str,
+    kind: str,
+    ids: tuple[int, ...],
+    tag: str,
+    where: tuple[int, int] | None,
+) -> Logged:
+    """One append, overwrite (whole, or of ``where``) or delete of ``where``, retried on RetryableConflictError."""
+    retries = 0
+    while True:
+        t = lake.load_table(table)  # fresh each attempt: a retry redoes the work on new data
+        # A quiet handle's view moves only by its own commits and refreshes, so
+        # a call that returns this version committed nothing (a no-op).
+        seen = lake.version
+        try:
+            if kind == "append":
+                version = t.append(rows(list(ids), tag))
+            elif kind == "overwrite":
+                version = t.overwrite(rows(list(ids), tag), filter=None if where is None else id_range(*where))
+            else:
+                assert where is not None
+                version = t.delete(id_range(*where))
+            return Logged(version, worker, table, kind, ids, tag, where, retries, seen)
+        except RetryableConflictError:
+            retries += 1
+            lake.refresh()
+
+
 def mixed_writer(
     url: str, options: dict[str, Any], tables: list[str], worker: int, ops: int, seed: int, start: Any, stop: Any
 ) -> list[Logged]:
@@ -157,25 +187,7 @@ def mixed_writer(
                 ids = tuple(rng.randrange(lo, lo + 20) for _ in range(rng.randint(1, 3)))
             else:
                 kind, where, ids = "delete", (lo, lo + 20), ()
-            retries = 0
-            while True:
-                t = lake.load_table(table)  # fresh each attempt: a retry redoes the work on new data
-                # A quiet handle's view moves only by its own commits and refreshes, so
-                # a call that returns this version committed nothing (a no-op).
-                seen = lake.version
-                try:
-                    if kind == "append":
-                        version = t.append(rows(list(ids), tag))
-                    elif kind == "overwrite":
-                        version = t.overwrite(rows(list(ids), tag), filter=None if where is None else id_range(*where))
-                    else:
-                        assert where is not None
-                        version = t.delete(id_range(*where))
-                    break
-                except RetryableConflictError:
-                    retries += 1
-                    lake.refresh()
-            log.append(Logged(version, worker, table, kind, ids, tag, where, retries, seen))
+            log.append(logged_write(lake, worker, table, kind, ids, tag, where))
     return log
 
 

@@ -35,11 +35,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 import catalog
-from catalog import RetryableConflictError
 from kvstore.errors import SnapshotTooOldError
 from kvstore.store import open_embedded
-from lake_peer import LOCAL, SCHEMA, rows
-from lake_workers import Logged, compactor, id_range, run_processes
+from lake_peer import LOCAL, SCHEMA
+from lake_workers import Logged, compactor, logged_write, run_processes
 
 TABLES = ["db.a", "db.b"]
 CREATED_WINDOW_S = 2.0  # the window the lakehouse is created with
@@ -84,23 +83,7 @@ def writer(url: str, options: dict[str, Any], worker: int, seed: int, mix: str, 
                 ids = tuple(rng.randrange(lo, lo + 20) for _ in range(rng.randint(1, 3)))
             else:
                 kind, where, ids = "delete", (lo, lo + 20), ()
-            retries = 0
-            while True:
-                t = lake.load_table(table)
-                seen = lake.version  # a quiet handle: returning this version means nothing was committed
-                try:
-                    if kind == "append":
-                        version = t.append(rows(list(ids), tag))
-                    elif kind == "overwrite":
-                        version = t.overwrite(rows(list(ids), tag), filter=None if where is None else id_range(*where))
-                    else:
-                        assert where is not None
-                        version = t.delete(id_range(*where))
-                    break
-                except RetryableConflictError:
-                    retries += 1
-                    lake.refresh()
-            log.append(Logged(version, worker, table, kind, ids, tag, where, retries, seen))
+            log.append(logged_write(lake, worker, table, kind, ids, tag, where))
     return log
 
 
