@@ -138,7 +138,11 @@ def kit_classpath() -> str:
     classpath, classes = KIT / "classpath.txt", KIT / "classes"
     if not (classpath.exists() and (classes / ".compiled").exists()):
         pytest.fail("the Iceberg REST Compatibility Kit is not fetched: run `make iceberg-rck` (make test does)")
-    return f"{classes}{os.pathsep}{classpath.read_text().strip()}"
+    jars = classpath.read_text().strip().split(os.pathsep)
+    missing = [jar for jar in jars if not Path(jar).exists()]
+    if missing:  # the Maven cache was cleared after the classpath was written
+        pytest.fail(f"{len(missing)} RCK jars are gone ({missing[0]}): rm -r {KIT} and run `make iceberg-rck`")
+    return os.pathsep.join([str(classes), *jars])
 
 
 @pytest.fixture
