@@ -16,11 +16,21 @@ JAR         := $(JVM_DIR)/lakekv-spark.jar
 TEST_JAR    := $(JVM_DIR)/lakekv-spark-tests.jar
 SPARK_JARS   = $(shell $(PY) -c "import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), 'jars'))")
 JAVAC       ?= javac
+# Apache Iceberg's REST Compatibility Kit: its published jars (see the pom) are
+# fetched once by Maven into a cache outside the repository; the classpath
+# file and the compiled entry classes live in the (ignored) build/ beside it.
+RCK_DIR      := tests/service/iceberg_rck
+RCK_POM      := $(RCK_DIR)/pom.xml
+RCK_SOURCES  := $(shell find $(RCK_DIR)/src -name '*.java')
+RCK_CACHE    ?= $(HOME)/.cache/lakekv/maven
+RCK_CLASSPATH := $(RCK_DIR)/build/classpath.txt
+RCK_CLASSES  := $(RCK_DIR)/build/classes/.compiled
+MVN         ?= mvn
 
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: run test install bench clean
+.PHONY: run test install bench clean iceberg-rck
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +52,21 @@ $(JAR) $(TEST_JAR): $(STAMP) $(JVM_SOURCES) $(JVM_TESTS)
 
 install: $(STAMP) $(JAR)
 
+$(RCK_CLASSPATH): $(RCK_POM)
+	@command -v $(MVN) >/dev/null 2>&1 || { echo "mvn not found: the Iceberg REST Compatibility Kit is fetched with Maven (Debian: apt install maven)" >&2; exit 1; }
+	mkdir -p $(RCK_DIR)/build
+	$(MVN) --batch-mode --quiet -f $(RCK_POM) -Dmaven.repo.local=$(RCK_CACHE) \
+		dependency:build-classpath -Dmdep.outputFile=$(abspath $@).tmp
+	mv $@.tmp $@
+
+$(RCK_CLASSES): $(RCK_CLASSPATH) $(RCK_SOURCES)
+	rm -rf $(RCK_DIR)/build/classes && mkdir -p $(RCK_DIR)/build/classes
+	$(JAVAC) --release 17 -nowarn -d $(RCK_DIR)/build/classes -cp "$$(cat $(RCK_CLASSPATH))" $(RCK_SOURCES)
+	touch $@
+
+# The RCK's jars and entry classes (tests/service/test_iceberg_rck.py runs them).
+iceberg-rck: $(RCK_CLASSES)
+
 # The end-to-end job: check the storage under ./data/lakehouse (the doctor
 # works in a scratch prefix it deletes), then the PySpark pipeline on it
 # (catalog/spark/pipeline.py). Re-runnable: it replaces its own namespace.
@@ -50,7 +75,7 @@ run: install
 	$(VENV)/bin/lakekv doctor ./data/lakehouse --rounds 5 --samples 50
 	$(PY) -m catalog.spark.pipeline ./data/lakehouse
 
-test: install
+test: install iceberg-rck
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The full side-by-side run against the peers (under 15 minutes on 2 cores);
@@ -59,4 +84,4 @@ bench: install
 	$(PY) benchmarks/bench.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info cython_ext/*.c cython_ext/*.so $(JAR) $(TEST_JAR)
+	rm -rf $(VENV) build *.egg-info cython_ext/*.c cython_ext/*.so $(JAR) $(TEST_JAR) $(RCK_DIR)/build

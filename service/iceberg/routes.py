@@ -166,11 +166,29 @@ async def get_config(request: Request) -> JSONResponse:
 # -- namespaces ----------------------------------------------------------------
 
 
+async def _run_on_namespace(namespace: str, fn: Callable[..., T], *args: Any) -> T:
+    """:func:`_run` for work on one namespace, with its absence and existence
+    worded as Iceberg's reference catalog words them ("Namespace does not
+    exist: a.b"): Iceberg's clients and its REST compatibility kit match on
+    that text, and the spec leaves the message to the server."""
+    try:
+        return await _run(fn, *args)
+    except ApiError as exc:
+        if isinstance(exc.__cause__, catalog_errors.NoSuchNamespaceError):
+            raise ApiError(404, "NoSuchNamespaceException", f"Namespace does not exist: {namespace}") from exc.__cause__
+        if isinstance(exc.__cause__, catalog_errors.NamespaceAlreadyExistsError):
+            raise ApiError(409, "AlreadyExistsException", f"Namespace already exists: {namespace}") from exc.__cause__
+        raise
+
+
 async def list_namespaces(request: Request) -> JSONResponse:
     lake = _state(request).lake
     parent_text = request.query_params.get("parent")
     parent = namespace_from_path(parent_text) if parent_text else None
-    names = await _run(lambda: sorted(lake.list_namespaces(parent=parent)))
+    if parent is None:
+        names = await _run(lambda: sorted(lake.list_namespaces()))
+    else:
+        names = await _run_on_namespace(parent, lambda: sorted(lake.list_namespaces(parent=parent)))
     page, token = _page(request, names)
     return JSONResponse({"namespaces": [parts_of(n) for n in page], "next-page-token": token})
 
@@ -182,13 +200,19 @@ async def create_namespace(request: Request) -> JSONResponse:
     if not isinstance(properties, dict) or not all(isinstance(v, str) for v in properties.values()):
         raise ApiError(400, "BadRequestException", "properties must be an object of strings")
     lake = _state(request).lake
-    await _run(lambda: lake.create_namespace(namespace, properties=properties))
+    try:
+        await _run(lambda: lake.create_namespace(namespace, properties=properties))
+    except ApiError as exc:
+        # A missing parent keeps the catalog's message, which names the parent.
+        if isinstance(exc.__cause__, catalog_errors.NamespaceAlreadyExistsError):
+            raise ApiError(409, "AlreadyExistsException", f"Namespace already exists: {namespace}") from exc.__cause__
+        raise
     return JSONResponse({"namespace": parts_of(namespace), "properties": properties})
 
 
 async def load_namespace(request: Request) -> JSONResponse:
     namespace, lake = _ns(request), _state(request).lake
-    properties = await _run(lake.namespace_properties, namespace)
+    properties = await _run_on_namespace(namespace, lake.namespace_properties, namespace)
     return JSONResponse({"namespace": parts_of(namespace), "properties": properties})
 
 
@@ -199,7 +223,7 @@ async def namespace_exists(request: Request) -> Response:
 
 async def drop_namespace(request: Request) -> Response:
     namespace, lake = _ns(request), _state(request).lake
-    await _run(lake.drop_namespace, namespace)
+    await _run_on_namespace(namespace, lake.drop_namespace, namespace)
     return Response(status_code=204)
 
 
@@ -212,7 +236,9 @@ async def update_namespace_properties(request: Request) -> JSONResponse:
     overlap = set(updates) & set(removals)
     if overlap:
         raise ApiError(422, "UnprocessableEntityException", f"keys both updated and removed: {sorted(overlap)}")
-    summary = await _run(lambda: lake.update_namespace_properties(namespace, updates=updates, removals=removals))
+    summary = await _run_on_namespace(
+        namespace, lambda: lake.update_namespace_properties(namespace, updates=updates, removals=removals)
+    )
     return JSONResponse({k: sorted(summary[k]) for k in ("updated", "removed", "missing")})
 
 

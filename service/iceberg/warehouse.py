@@ -248,24 +248,58 @@ class Warehouse:
         return self.check(location, "metadata location")
 
     def write_metadata(self, metadata: TableMetadata, location: str) -> None:
+        """Write ``metadata`` to ``location``.
+
+        Raises:
+            ApiError: 400 naming the format version pyiceberg's writer does not
+                support (version 3 today); nothing is left at ``location``.
+        """
         io = load_file_io(properties={}, location=location)
-        ToOutputFile.table_metadata(metadata, io.new_output(location))
+        try:
+            ToOutputFile.table_metadata(metadata, io.new_output(location))
+        except NotImplementedError as exc:
+            # pyiceberg refuses while serializing, after it created the (fresh,
+            # unreferenced) file: remove the empty file it leaves.
+            io.delete(location)
+            raise ApiError(
+                400, "BadRequestException",
+                f"cannot write format-version {metadata.format_version} table metadata: {exc}",
+            ) from None
         self._remember(location, metadata)
 
     def read_metadata(self, location: str) -> TableMetadata:
+        """The metadata file at ``location``, parsed (from the cache if it was parsed before).
+
+        Raises:
+            ApiError: 404 ``NotFoundException`` if the file is gone, as Iceberg's
+                reference catalog answers: a table whose current metadata file
+                was deleted is damaged, and a cached copy must not hide that.
+        """
+        input_file = load_file_io(properties={}, location=location).new_input(location)
         with self._cache_lock:
             cached = self._cache.get(location)
             if cached is not None:
                 self._cache.move_to_end(location)
-                return cached
-        io = load_file_io(properties={}, location=location)
-        metadata = FromInputFile.table_metadata(io.new_input(location))
+        if cached is not None:
+            # One stat (a HEAD on s3): the parsed copy stays valid only while the
+            # file exists, since metadata files never change once written.
+            if not input_file.exists():
+                self._forget(location)
+                raise _missing_metadata(location)
+            return cached
+        try:
+            metadata = FromInputFile.table_metadata(input_file)
+        except FileNotFoundError:
+            raise _missing_metadata(location) from None
         self._remember(location, metadata)
         return metadata
 
     def delete_file(self, location: str) -> None:
         """Remove a metadata file this server wrote but never published (a lost race)."""
         load_file_io(properties={}, location=location).delete(location)
+        self._forget(location)
+
+    def _forget(self, location: str) -> None:
         with self._cache_lock:
             self._cache.pop(location, None)
 
@@ -274,6 +308,10 @@ class Warehouse:
             self._cache[location] = metadata
             while len(self._cache) > _METADATA_CACHE_ENTRIES:
                 self._cache.popitem(last=False)
+
+
+def _missing_metadata(location: str) -> ApiError:
+    return ApiError(404, "NotFoundException", f"Failed to open input stream for file: {location}")
 
 
 def _metadata_version(location: str) -> int:
