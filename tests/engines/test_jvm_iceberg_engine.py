@@ -1,0 +1,186 @@
+"""A JVM Iceberg engine (Spark 4.1 with Apache Iceberg's ``iceberg-spark-runtime``)
+reads and writes through ``lakekv serve``'s Iceberg REST API, row for row,
+with pyiceberg on the other side.
+
+Each test has namespaces of its own on the session's server (conftest.py).
+"""
+
+from __future__ import annotations
+
+import datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from jvm_iceberg import JvmEngineError, JvmIcebergEngine, engine_home
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import DateType, DecimalType, LongType, NestedField, StringType
+
+import catalog
+from service.testing import ServerProcess
+
+ORDERS_SQL = "id BIGINT, region STRING, amount DECIMAL(10,2), day DATE"
+ORDERS = [
+    (1, "eu", Decimal("9.50"), datetime.date(2026, 11, 1)),
+    (2, "us", Decimal("3.00"), datetime.date(2026, 11, 1)),
+    (3, "eu", Decimal("1.25"), datetime.date(2026, 11, 2)),
+    (4, "apac", None, datetime.date(2026, 11, 3)),
+]
+
+
+def rest(server: ServerProcess) -> RestCatalog:
+    return RestCatalog("lakekv", uri=server.url, token=server.token)
+
+
+def values_sql(rows: list[tuple[object, ...]]) -> str:
+    def literal(value: object) -> str:
+        if value is None:
+            return "NULL"
+        if isinstance(value, str):
+            return "'" + value.replace("'", "''") + "'"
+        if isinstance(value, datetime.date):
+            return f"DATE '{value.isoformat()}'"
+        return str(value)
+
+    return ", ".join("(" + ", ".join(literal(v) for v in row) + ")" for row in rows)
+
+
+def pyiceberg_rows(table: pa.Table) -> list[tuple[object, ...]]:
+    return sorted(tuple(row.values()) for row in table.to_pylist())
+
+
+def test_the_engine_creates_a_partitioned_table_and_reads_back_every_row(
+    jvm_iceberg: JvmIcebergEngine, lake_server: ServerProcess
+) -> None:
+    jvm_iceberg.run_sql(lake_server.url, [
+        "CREATE NAMESPACE jvm_own",
+        f"CREATE TABLE jvm_own.orders ({ORDERS_SQL}) USING iceberg PARTITIONED BY (region)",
+        f"INSERT INTO jvm_own.orders VALUES {values_sql(ORDERS[:2])}",
+        f"INSERT INTO jvm_own.orders VALUES {values_sql(ORDERS[2:])}",
+    ], token=lake_server.token)
+    rows = jvm_iceberg.run_sql(lake_server.url, "SELECT * FROM jvm_own.orders ORDER BY id", token=lake_server.token)
+    assert rows == ORDERS
+    # Partitioned for real: one data file per region, and pruning by it.
+    files = jvm_iceberg.run_sql(
+        lake_server.url, "SELECT partition.region FROM jvm_own.orders.files ORDER BY 1", token=lake_server.token)
+    assert files == [("apac",), ("eu",), ("eu",), ("us",)]
+    eu = jvm_iceberg.run_sql(
+        lake_server.url, "SELECT id FROM jvm_own.orders WHERE region = 'eu' ORDER BY id", token=lake_server.token)
+    assert eu == [(1,), (3,)]
+    with catalog.open(lake_server.store_url, poll_interval_s=0, background_maintenance=False) as lake:
+        assert lake.load_table("jvm_own.orders").format == "iceberg"  # a lakehouse catalog object
+
+
+def test_pyiceberg_reads_what_the_engine_wrote(jvm_iceberg: JvmIcebergEngine, lake_server: ServerProcess) -> None:
+    jvm_iceberg.run_sql(lake_server.url, [
+        "CREATE NAMESPACE jvm_to_py",
+        f"CREATE TABLE jvm_to_py.orders ({ORDERS_SQL}) USING iceberg PARTITIONED BY (region)",
+        f"INSERT INTO jvm_to_py.orders VALUES {values_sql(ORDERS)}",
+    ], token=lake_server.token)
+    table = rest(lake_server).load_table("jvm_to_py.orders")
+    assert [f.name for f in table.spec().fields] == ["region"]
+    assert pyiceberg_rows(table.scan().to_arrow()) == sorted(ORDERS, key=lambda r: r[0])
+    eu = table.scan(row_filter="region == 'eu'").to_arrow()
+    assert sorted(eu.column("id").to_pylist()) == [1, 3]
+
+
+PY_SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "region", StringType(), required=False),
+    NestedField(3, "amount", DecimalType(10, 2), required=False),
+    NestedField(4, "day", DateType(), required=False),
+)
+PY_SPEC = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="region"))
+
+
+def arrow_orders(rows: list[tuple[object, ...]]) -> pa.Table:
+    schema = pa.schema([
+        ("id", pa.int64()), ("region", pa.string()), ("amount", pa.decimal128(10, 2)), ("day", pa.date32())])
+    return pa.Table.from_pylist([dict(zip(schema.names, row, strict=True)) for row in rows], schema=schema)
+
+
+def test_the_engine_reads_a_table_pyiceberg_created_at_every_snapshot(
+    jvm_iceberg: JvmIcebergEngine, lake_server: ServerProcess
+) -> None:
+    cat = rest(lake_server)
+    cat.create_namespace("py_to_jvm")
+    table = cat.create_table("py_to_jvm.orders", schema=PY_SCHEMA, partition_spec=PY_SPEC)
+    table.append(arrow_orders(ORDERS[:2]))
+    first = table.current_snapshot()
+    assert first is not None
+    table.append(arrow_orders(ORDERS[2:]))
+
+    rows = jvm_iceberg.run_sql(lake_server.url, "SELECT * FROM py_to_jvm.orders ORDER BY id", token=lake_server.token)
+    assert rows == ORDERS
+    older = jvm_iceberg.run_sql(
+        lake_server.url, f"SELECT * FROM py_to_jvm.orders VERSION AS OF {first.snapshot_id} ORDER BY id",
+        token=lake_server.token)
+    assert older == ORDERS[:2]
+    snapshots = jvm_iceberg.run_sql(
+        lake_server.url, "SELECT snapshot_id FROM py_to_jvm.orders.snapshots ORDER BY committed_at", token=lake_server.token)
+    assert [s for (s,) in snapshots] == [s.snapshot_id for s in cat.load_table("py_to_jvm.orders").snapshots()]
+
+
+def test_the_engine_reads_an_older_snapshot_of_its_own_table_by_id(
+    jvm_iceberg: JvmIcebergEngine, lake_server: ServerProcess
+) -> None:
+    jvm_iceberg.run_sql(lake_server.url, [
+        "CREATE NAMESPACE jvm_history",
+        f"CREATE TABLE jvm_history.orders ({ORDERS_SQL}) USING iceberg PARTITIONED BY (region)",
+        f"INSERT INTO jvm_history.orders VALUES {values_sql(ORDERS[:1])}",
+    ], token=lake_server.token)
+    (first,), = jvm_iceberg.run_sql(
+        lake_server.url, "SELECT snapshot_id FROM jvm_history.orders.snapshots", token=lake_server.token)
+    jvm_iceberg.run_sql(lake_server.url, [
+        f"INSERT INTO jvm_history.orders VALUES {values_sql(ORDERS[1:])}",
+        "DELETE FROM jvm_history.orders WHERE id = 1",
+    ], token=lake_server.token)
+    assert jvm_iceberg.run_sql(
+        lake_server.url, "SELECT * FROM jvm_history.orders ORDER BY id", token=lake_server.token) == ORDERS[1:]
+    assert jvm_iceberg.run_sql(
+        lake_server.url, f"SELECT * FROM jvm_history.orders VERSION AS OF {first}", token=lake_server.token) == ORDERS[:1]
+    # pyiceberg lands on the same rows at that snapshot.
+    table = rest(lake_server).load_table("jvm_history.orders")
+    assert pyiceberg_rows(table.scan(snapshot_id=first).to_arrow()) == ORDERS[:1]
+
+
+@pytest.mark.xfail(
+    strict=True, raises=JvmEngineError,
+    reason="issue 34: native tables served as Iceberg v2 tables (derived metadata) are not merged yet; "
+    "today loadTable answers 400 for format 'parquet'",
+)
+def test_the_engine_reads_a_native_table_made_with_the_python_api(
+    jvm_iceberg: JvmIcebergEngine, lake_server: ServerProcess
+) -> None:
+    with catalog.open(lake_server.store_url, poll_interval_s=0, background_maintenance=False) as lake:
+        lake.create_namespace("native_to_jvm")
+        table = lake.create_table("native_to_jvm.orders", arrow_orders([]).schema, partition_by=["region"])
+        table.append(arrow_orders(ORDERS))
+    rows = jvm_iceberg.run_sql(lake_server.url, "SELECT * FROM native_to_jvm.orders ORDER BY id", token=lake_server.token)
+    assert rows == ORDERS
+
+
+def test_a_failed_statement_is_reported_and_the_engine_goes_on(
+    jvm_iceberg: JvmIcebergEngine, lake_server: ServerProcess
+) -> None:
+    with pytest.raises(JvmEngineError, match="no_such_ns"):
+        jvm_iceberg.run_sql(lake_server.url, "SELECT * FROM no_such_ns.t", token=lake_server.token)
+    with pytest.raises(JvmEngineError, match="ForbiddenException: Forbidden: invalid bearer token$"):
+        jvm_iceberg.run_sql(lake_server.url, "SHOW NAMESPACES", token="wrong-token-0123456789abcdef")
+    assert jvm_iceberg.run_sql(lake_server.url, "SELECT 1 + 1", token=lake_server.token) == [(2,)]
+
+
+@pytest.mark.parametrize("statements", [[], "", ["SELECT 1", "  "], [b"SELECT 1"]])
+def test_run_sql_refuses_no_statement(jvm_iceberg: JvmIcebergEngine, statements: object) -> None:
+    with pytest.raises(ValueError, match="statements must be"):
+        jvm_iceberg.run_sql("http://127.0.0.1:1", statements)  # type: ignore[arg-type]
+
+
+def test_a_missing_engine_names_the_make_target(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LAKEKV_JVM_ICEBERG_HOME", str(tmp_path / "nothing-here"))
+    with pytest.raises(FileNotFoundError, match="make jvm-iceberg-engine"):
+        engine_home()
