@@ -120,6 +120,11 @@ def test_the_engine_reads_a_table_pyiceberg_created_at_every_snapshot(
         lake_server.url, f"SELECT * FROM py_to_jvm.orders VERSION AS OF {first.snapshot_id} ORDER BY id",
         token=lake_server.token)
     assert older == ORDERS[:2]
+    # By time: the snapshot current at the first append's commit time (UTC, the session's zone).
+    at = datetime.datetime.fromtimestamp(first.timestamp_ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    by_time = jvm_iceberg.run_sql(
+        lake_server.url, f"SELECT * FROM py_to_jvm.orders TIMESTAMP AS OF '{at}' ORDER BY id", token=lake_server.token)
+    assert by_time == ORDERS[:2]
     snapshots = jvm_iceberg.run_sql(
         lake_server.url, "SELECT snapshot_id FROM py_to_jvm.orders.snapshots ORDER BY committed_at", token=lake_server.token)
     assert [s for (s,) in snapshots] == [s.snapshot_id for s in cat.load_table("py_to_jvm.orders").snapshots()]
