@@ -88,6 +88,9 @@ class JvmIcebergEngine:
         env["PYSPARK_PYTHON"] = sys.executable
         env["SPARK_LOCAL_IP"] = "127.0.0.1"
         env["TZ"] = "UTC"  # timestamps come back as naive UTC datetimes
+        # Short queries on 2 cores: the C1 compiler alone and the serial GC
+        # start faster (as tests/spark's QUICK_JVM).
+        env["PYSPARK_SUBMIT_ARGS"] = '--driver-java-options "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" pyspark-shell'
         # A socket pair, not stdin/stdout: the JVM inherits the worker's
         # standard streams and may print on them.
         ours, theirs = Pipe(duplex=True)

@@ -8,6 +8,7 @@ Each test has namespaces of its own on the session's server (conftest.py).
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 
@@ -33,10 +34,11 @@ ORDERS = [
 
 
 def rest(server: ServerProcess) -> RestCatalog:
+    assert server.token is not None, "the engines' server has a token (conftest.py)"
     return RestCatalog("lakekv", uri=server.url, token=server.token)
 
 
-def values_sql(rows: list[tuple[object, ...]]) -> str:
+def values_sql(rows: Sequence[tuple[object, ...]]) -> str:
     def literal(value: object) -> str:
         if value is None:
             return "NULL"
@@ -97,7 +99,7 @@ PY_SCHEMA = Schema(
 PY_SPEC = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="region"))
 
 
-def arrow_orders(rows: list[tuple[object, ...]]) -> pa.Table:
+def arrow_orders(rows: Sequence[tuple[object, ...]]) -> pa.Table:
     schema = pa.schema([
         ("id", pa.int64()), ("region", pa.string()), ("amount", pa.decimal128(10, 2)), ("day", pa.date32())])
     return pa.Table.from_pylist([dict(zip(schema.names, row, strict=True)) for row in rows], schema=schema)
