@@ -35,7 +35,8 @@ def plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {plain(k): plain(v) for k, v in value.items()}
     if value is None or isinstance(
-        value, (bool, int, float, str, bytes, bytearray, decimal.Decimal, datetime.date, datetime.datetime)
+        value, (bool, int, float, str, bytes, bytearray, decimal.Decimal, datetime.date, datetime.datetime,
+                datetime.timedelta)
     ):
         return value
     raise TypeError(f"no plain form for a result value of type {type(value).__name__}")

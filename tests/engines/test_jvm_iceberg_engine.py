@@ -181,6 +181,16 @@ def test_a_failed_statement_is_reported_and_the_engine_goes_on(
     assert jvm_iceberg.run_sql(lake_server.url, "SELECT 1 + 1", token=lake_server.token) == [(2,)]
 
 
+def test_result_values_come_back_as_plain_python(jvm_iceberg: JvmIcebergEngine, lake_server: ServerProcess) -> None:
+    rows = jvm_iceberg.run_sql(lake_server.url, """SELECT named_struct('a', 1, 'b', array(2, 3)) AS s,
+        map('k', 1.5D) AS m, TIMESTAMP '2026-11-27 01:02:03.456' AS ts, TIMESTAMP_NTZ '2026-11-27 01:02:03' AS ntz,
+        INTERVAL '2' DAY AS i, X'00FF' AS b, CAST(NULL AS STRING) AS n""", token=lake_server.token)
+    assert rows == [(
+        (1, [2, 3]), {"k": 1.5}, datetime.datetime(2026, 11, 27, 1, 2, 3, 456000),
+        datetime.datetime(2026, 11, 27, 1, 2, 3), datetime.timedelta(days=2), bytearray(b"\x00\xff"), None,
+    )]
+
+
 @pytest.mark.parametrize("statements", [[], "", ["SELECT 1", "  "], [b"SELECT 1"]])
 def test_run_sql_refuses_no_statement(jvm_iceberg: JvmIcebergEngine, statements: object) -> None:
     with pytest.raises(ValueError, match="statements must be"):
