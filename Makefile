@@ -17,23 +17,23 @@ TEST_JAR    := $(JVM_DIR)/lakekv-spark-tests.jar
 SPARK_JARS   = $(shell $(PY) -c "import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), 'jars'))")
 JAVAC       ?= javac
 
+export PYSPARK_PYTHON := $(abspath $(PY))
+export SPARK_LOCAL_IP := 127.0.0.1
+
 # The JVM Iceberg engine that tests/engines reads lakekv serve with: Spark 4.1.1
 # (pyspark from PyPI) and Apache Iceberg's iceberg-spark-runtime for it (Maven
 # Central), fetched once into a cache outside the repository (about 540 MB;
 # Iceberg 1.12 has no runtime for the project's Spark 4.3). The versions are
 # in the folder's name, so a change of version fetches afresh.
 ENGINE_CACHE       ?= $(HOME)/.cache/lakekv/engines
+ENGINE_MAVEN_REPO  ?= $(HOME)/.cache/lakekv/maven
 ICEBERG_SPARK      := 4.1.1
 ICEBERG_VERSION    := 1.12.0
 JVM_ICEBERG_HOME   := $(ENGINE_CACHE)/spark-$(ICEBERG_SPARK)-iceberg-$(ICEBERG_VERSION)
 JVM_ICEBERG_ENGINE := $(JVM_ICEBERG_HOME)/.complete
-
-export PYSPARK_PYTHON := $(abspath $(PY))
-export SPARK_LOCAL_IP := 127.0.0.1
-
 export LAKEKV_JVM_ICEBERG_HOME := $(JVM_ICEBERG_HOME)
 
-.PHONY: run test install bench clean jvm-iceberg-engine
+.PHONY: run test install bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -55,20 +55,6 @@ $(JAR) $(TEST_JAR): $(STAMP) $(JVM_SOURCES) $(JVM_TESTS)
 
 install: $(STAMP) $(JAR)
 
-# Fetched into a staging folder and renamed, so an interrupted fetch leaves
-# no half engine behind; pip's --target keeps pyspark 4.1.1 out of the venv.
-$(JVM_ICEBERG_ENGINE): | $(PY)
-	@command -v mvn >/dev/null 2>&1 || { echo "mvn not found: the JVM Iceberg engine's jar comes from Maven Central (Debian: apt install maven)" >&2; exit 1; }
-	rm -rf $(JVM_ICEBERG_HOME).partial && mkdir -p $(JVM_ICEBERG_HOME).partial/jars
-	$(PY) -m pip install --quiet --no-deps --target $(JVM_ICEBERG_HOME).partial/python pyspark==$(ICEBERG_SPARK)
-	mvn --quiet --batch-mode org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
-		-Dartifact=org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:$(ICEBERG_VERSION) \
-		-DoutputDirectory=$(JVM_ICEBERG_HOME).partial/jars
-	touch $(JVM_ICEBERG_HOME).partial/.complete
-	rm -rf $(JVM_ICEBERG_HOME) && mv $(JVM_ICEBERG_HOME).partial $(JVM_ICEBERG_HOME)
-
-jvm-iceberg-engine: $(JVM_ICEBERG_ENGINE)
-
 # The end-to-end job: check the storage under ./data/lakehouse (the doctor
 # works in a scratch prefix it deletes), then the PySpark pipeline on it
 # (catalog/spark/pipeline.py). Re-runnable: it replaces its own namespace.
@@ -77,13 +63,33 @@ run: install
 	$(VENV)/bin/lakekv doctor ./data/lakehouse --rounds 5 --samples 50
 	$(PY) -m catalog.spark.pipeline ./data/lakehouse
 
-test: install $(JVM_ICEBERG_ENGINE)
+test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The full side-by-side run against the peers (under 15 minutes on 2 cores);
 # writes benchmarks/results/bench.{json,md,png}.
 bench: install
 	$(PY) benchmarks/bench.py
+
+# Fetched into a staging folder and renamed, so an interrupted fetch leaves
+# no half engine behind; pip's --target keeps pyspark 4.1.1 out of the venv.
+# A second `make test` finds the folder and fetches nothing.
+$(JVM_ICEBERG_ENGINE): | $(PY)
+	@command -v mvn >/dev/null 2>&1 || { echo "mvn not found: the JVM Iceberg engine's jar comes from Maven Central (Debian: apt install maven)" >&2; exit 1; }
+	rm -rf $(JVM_ICEBERG_HOME).partial && mkdir -p $(JVM_ICEBERG_HOME).partial/jars
+	$(PY) -m pip install --quiet --no-deps --target $(JVM_ICEBERG_HOME).partial/python pyspark==$(ICEBERG_SPARK)
+	mvn --quiet --batch-mode -Dmaven.repo.local=$(ENGINE_MAVEN_REPO) \
+		org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+		-Dartifact=org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:$(ICEBERG_VERSION) \
+		-DoutputDirectory=$(JVM_ICEBERG_HOME).partial/jars
+	touch $(JVM_ICEBERG_HOME).partial/.complete
+	rm -rf $(JVM_ICEBERG_HOME) && mv $(JVM_ICEBERG_HOME).partial $(JVM_ICEBERG_HOME)
+
+.PHONY: jvm-iceberg-engine
+jvm-iceberg-engine: $(JVM_ICEBERG_ENGINE)
+
+# The engine tests need it (a prerequisite added here, beside test's own rule).
+test: $(JVM_ICEBERG_ENGINE)
 
 clean:
 	rm -rf $(VENV) build *.egg-info cython_ext/*.c cython_ext/*.so $(JAR) $(TEST_JAR)
