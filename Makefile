@@ -20,19 +20,6 @@ JAVAC       ?= javac
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-# The JVM Iceberg engine that tests/engines reads lakekv serve with: Spark 4.1.1
-# (pyspark from PyPI) and Apache Iceberg's iceberg-spark-runtime for it (Maven
-# Central), fetched once into a cache outside the repository (about 540 MB;
-# Iceberg 1.12 has no runtime for the project's Spark 4.3). The versions are
-# in the folder's name, so a change of version fetches afresh.
-ENGINE_CACHE       ?= $(HOME)/.cache/lakekv/engines
-ENGINE_MAVEN_REPO  ?= $(HOME)/.cache/lakekv/maven
-ICEBERG_SPARK      := 4.1.1
-ICEBERG_VERSION    := 1.12.0
-JVM_ICEBERG_HOME   := $(ENGINE_CACHE)/spark-$(ICEBERG_SPARK)-iceberg-$(ICEBERG_VERSION)
-JVM_ICEBERG_ENGINE := $(JVM_ICEBERG_HOME)/.complete
-export LAKEKV_JVM_ICEBERG_HOME := $(JVM_ICEBERG_HOME)
-
 .PHONY: run test install bench clean
 
 $(PY):
@@ -70,6 +57,19 @@ test: install
 # writes benchmarks/results/bench.{json,md,png}.
 bench: install
 	$(PY) benchmarks/bench.py
+
+# The JVM Iceberg engine that tests/engines reads lakekv serve with: Spark 4.1.1
+# (pyspark from PyPI) and Apache Iceberg's iceberg-spark-runtime for it (Maven
+# Central), fetched once into a cache outside the repository (about 540 MB;
+# Iceberg 1.12 has no runtime for the project's Spark 4.3). The versions are
+# in the folder's name, so a change of version fetches afresh.
+ENGINE_CACHE       ?= $(HOME)/.cache/lakekv/engines
+ENGINE_MAVEN_REPO  ?= $(HOME)/.cache/lakekv/maven
+ICEBERG_SPARK      := 4.1.1
+ICEBERG_VERSION    := 1.12.0
+JVM_ICEBERG_HOME   := $(ENGINE_CACHE)/spark-$(ICEBERG_SPARK)-iceberg-$(ICEBERG_VERSION)
+JVM_ICEBERG_ENGINE := $(JVM_ICEBERG_HOME)/.complete
+export LAKEKV_JVM_ICEBERG_HOME := $(JVM_ICEBERG_HOME)
 
 # Fetched into a staging folder and renamed, so an interrupted fetch leaves
 # no half engine behind; pip's --target keeps pyspark 4.1.1 out of the venv.
