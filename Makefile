@@ -83,5 +83,38 @@ test: install iceberg-rck
 bench: install
 	$(PY) benchmarks/bench.py
 
+# The JVM Iceberg engine that tests/engines reads lakekv serve with: Spark 4.1.1
+# (pyspark from PyPI) and Apache Iceberg's iceberg-spark-runtime for it (Maven
+# Central), fetched once into a cache outside the repository (about 540 MB;
+# Iceberg 1.12 has no runtime for the project's Spark 4.3). The versions are
+# in the folder's name, so a change of version fetches afresh.
+ENGINE_CACHE       ?= $(HOME)/.cache/lakekv/engines
+ENGINE_MAVEN_REPO  ?= $(HOME)/.cache/lakekv/maven
+ICEBERG_SPARK      := 4.1.1
+ICEBERG_VERSION    := 1.12.0
+JVM_ICEBERG_HOME   := $(ENGINE_CACHE)/spark-$(ICEBERG_SPARK)-iceberg-$(ICEBERG_VERSION)
+JVM_ICEBERG_ENGINE := $(JVM_ICEBERG_HOME)/.complete
+export LAKEKV_JVM_ICEBERG_HOME := $(JVM_ICEBERG_HOME)
+
+# Fetched into a staging folder and renamed, so an interrupted fetch leaves
+# no half engine behind; pip's --target keeps pyspark 4.1.1 out of the venv.
+# A second `make test` finds the folder and fetches nothing.
+$(JVM_ICEBERG_ENGINE): | $(PY)
+	@command -v mvn >/dev/null 2>&1 || { echo "mvn not found: the JVM Iceberg engine's jar comes from Maven Central (Debian: apt install maven)" >&2; exit 1; }
+	rm -rf $(JVM_ICEBERG_HOME).partial && mkdir -p $(JVM_ICEBERG_HOME).partial/jars
+	$(PY) -m pip install --quiet --no-deps --target $(JVM_ICEBERG_HOME).partial/python pyspark==$(ICEBERG_SPARK)
+	mvn --quiet --batch-mode -Dmaven.repo.local=$(ENGINE_MAVEN_REPO) \
+		org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+		-Dartifact=org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:$(ICEBERG_VERSION) \
+		-DoutputDirectory=$(JVM_ICEBERG_HOME).partial/jars
+	touch $(JVM_ICEBERG_HOME).partial/.complete
+	rm -rf $(JVM_ICEBERG_HOME) && mv $(JVM_ICEBERG_HOME).partial $(JVM_ICEBERG_HOME)
+
+.PHONY: jvm-iceberg-engine
+jvm-iceberg-engine: $(JVM_ICEBERG_ENGINE)
+
+# The engine tests need it (a prerequisite added here, beside test's own rule).
+test: $(JVM_ICEBERG_ENGINE)
+
 clean:
 	rm -rf $(VENV) build *.egg-info cython_ext/*.c cython_ext/*.so $(JAR) $(TEST_JAR) $(RCK_DIR)/build

@@ -13,8 +13,10 @@ Blocks tagged ``text`` or ``console`` are illustrations (output listings,
 configuration snippets, commands and clients that need a running server or
 Spark) and are not run; no other tag is allowed on the pages checked here.
 
-Three pages are skipped because other tests run them. docs/service.md: its
+Four pages are skipped because other tests run them. docs/service.md: its
 client examples run against a live server in tests/service/test_docs_service.py.
+docs/engines.md: tests/engines/test_docs_engines.py runs its blocks in order
+against a live server (one on the JVM Iceberg engine's Spark 4.1).
 docs/spark.md: its python
 blocks run in tests/spark/test_docs_spark.py (slow: each starts Spark), its
 SQL transaction block in tests/spark/test_catalog_transactions.py.
@@ -36,7 +38,7 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
-COVERED_ELSEWHERE = {"spark.md", "metadata-store.md", "service.md"}
+COVERED_ELSEWHERE = {"spark.md", "metadata-store.md", "service.md", "engines.md"}
 RUNNABLE = ("python", "bash")
 BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 
