@@ -379,21 +379,26 @@ async def list_views(request: Request) -> JSONResponse:
     return JSONResponse({"identifiers": [identifier_to_json(n) for n in page], "next-page-token": token})
 
 
-def _view_response(metadata: Any) -> JSONResponse:
-    return JSONResponse({"metadata": metadata.model_dump(mode="json", by_alias=True, exclude_none=True), "config": {}})
+def _view_response(loaded: views.Loaded) -> JSONResponse:
+    """A ``LoadViewResult``: the metadata and the location of its file (which the spec requires)."""
+    return JSONResponse({
+        "metadata-location": loaded.metadata_location,
+        "metadata": loaded.metadata.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "config": {},
+    })
 
 
 async def create_view(request: Request) -> JSONResponse:
     namespace, state = _ns(request), _state(request)
     body = await read_json(request)
     name = table_name(namespace, body.get("name"))  # validates before anything runs
-    metadata = await _run(views.create, state.lake, state.warehouse, namespace, name.rsplit(".", 1)[1], body)
-    return _view_response(metadata)
+    loaded = await _run(views.create, state.lake, state.warehouse, namespace, name.rsplit(".", 1)[1], body)
+    return _view_response(loaded)
 
 
 async def load_view(request: Request) -> JSONResponse:
-    name, lake = _view(request), _state(request).lake
-    return _view_response(await _run(views.load, lake, name))
+    name, state = _view(request), _state(request)
+    return _view_response(await _run(views.load, state.lake, state.warehouse, name))
 
 
 async def view_exists(request: Request) -> Response:

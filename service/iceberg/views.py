@@ -1,10 +1,24 @@
-"""Iceberg views on the catalog.
+"""Iceberg views on the catalog: every catalog view, whoever created it.
 
-A view is a catalog view whose ``metadata`` holds the whole Iceberg view
-metadata (a small JSON document: versions, schemas, SQL representations), and
-whose ``sql``/``dialect`` mirror the current version's first SQL
-representation, so lakehouse tools that only know plain views still read it.
-Views need no files, so none are written.
+A view made over this API is a catalog view whose ``metadata`` holds the
+whole Iceberg view metadata (a small JSON document: versions, schemas, SQL
+representations); its ``sql``/``dialect`` mirror the current version's Spark
+representation (else its first) and its ``schema`` the current version's
+schema, so Spark and the Python API read it as they read any view.
+
+A view made by Spark SQL or the Python API has no such document: its Iceberg
+metadata is derived from the catalog view at each load (:func:`derived`), a
+pure function of the view, so two servers derive the same one. A view without
+a schema (the Python API's ``create_view`` takes none) gets a schema with no
+fields here: only an engine that analyses the SQL knows its columns (Spark
+does, at load).
+
+Every load answers a ``metadata-location`` (the REST spec's
+``LoadViewResult`` requires one): the metadata JSON is written under the
+view's location in the warehouse, named after its catalog version and a hash
+of its content, so two servers write the same file. The file is a cache for
+clients that read it, never read back here: the catalog view is the source of
+truth, and a lost file is written again at the next load.
 
 Replacing a view applies the Iceberg view updates this server understands
 (``assign-uuid``, ``upgrade-format-version`` to 1, ``add-schema``,
@@ -15,45 +29,163 @@ The one view requirement, ``assert-view-uuid``, is checked: 409 if it fails.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, Final
 
+import pyarrow as pa
 from pydantic import ValidationError
-from pyiceberg.schema import Schema
+from pyiceberg.catalog import Catalog
+from pyiceberg.io import load_file_io
+from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.schema import Schema, assign_fresh_schema_ids
 from pyiceberg.view.metadata import ViewMetadata, ViewVersion
 
 from service.errors import ApiError
 from service.iceberg.warehouse import Warehouse
 
 _LAST_ADDED: Final = -1  # set-current-view-version: "the version added in this request"
+SPARK: Final = "spark"
+# The namespace of the derived view UUIDs (uuid5): a view's UUID is a pure
+# function of its name and creation time, the same on every server.
+_VIEW_UUIDS: Final = uuid.UUID("6c616b65-6b76-5669-6577-000000000001")
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A view's Iceberg metadata and the file that holds a copy of it."""
+
+    metadata_location: str
+    metadata: ViewMetadata
+
+
+def _current_version(metadata: ViewMetadata) -> ViewVersion:
+    return next(v for v in metadata.versions if v.version_id == metadata.current_version_id)
 
 
 def _sql_of(metadata: ViewMetadata) -> tuple[str, str]:
-    version = next(v for v in metadata.versions if v.version_id == metadata.current_version_id)
-    sql = version.representations[0].root
-    return sql.sql, sql.dialect
+    """The current version's Spark SQL representation, else its first: what the catalog view mirrors."""
+    representations = [r.root for r in _current_version(metadata).representations]
+    chosen = next((r for r in representations if r.dialect.lower() == SPARK), representations[0])
+    return chosen.sql, chosen.dialect
+
+
+def _arrow_schema(metadata: ViewMetadata) -> pa.Schema:
+    version = _current_version(metadata)
+    schema = next(s for s in metadata.schemas if s.schema_id == version.schema_id)
+    return schema_to_pyarrow(schema, include_field_ids=False)
 
 
 def to_catalog(lake: Any, name: str, metadata: ViewMetadata, replace: bool) -> None:
+    """Store ``metadata`` as catalog view ``name``, with the SQL and schema every engine reads."""
     sql, dialect = _sql_of(metadata)
     document = metadata.model_dump(mode="json", by_alias=True, exclude_none=True)
+    schema = _arrow_schema(metadata)
+    properties = dict(metadata.properties)
     if replace:
-        lake.replace_view(name, sql=sql, dialect=dialect, properties=dict(metadata.properties), metadata=document)
+        lake.replace_view(name, sql=sql, dialect=dialect, properties=properties, schema=schema, metadata=document)
     else:
-        lake.create_view(name, sql, dialect=dialect, properties=dict(metadata.properties), metadata=document)
+        lake.create_view(name, sql, dialect=dialect, properties=properties, schema=schema, metadata=document)
 
 
-def load(lake: Any, name: str) -> ViewMetadata:
+def _stored(view: Any) -> ViewMetadata | None:
+    """The Iceberg metadata stored with ``view``, if it still describes it.
+
+    A view made over this API and then replaced by Spark or the Python API
+    keeps an old document (Spark's replace stores its own metadata instead;
+    the Python API's ``replace_view(sql=...)`` may keep it): a document whose
+    SQL is no longer the view's is not used.
+    """
+    if not isinstance(view.metadata, dict) or "view-uuid" not in view.metadata:
+        return None
+    metadata = ViewMetadata.model_validate(view.metadata)
+    return metadata if _sql_of(metadata) == (view.sql, view.dialect) else None
+
+
+def _iceberg_schema(schema: pa.Schema | None) -> Schema:
+    if schema is None or len(schema) == 0:
+        return Schema(schema_id=0)
+    # pyiceberg's own conversion of an Arrow schema without field ids
+    # (what its create_table/create_view do), then ids 1..n.
+    plain = pa.schema([f.remove_metadata() for f in schema])
+    return assign_fresh_schema_ids(Catalog._convert_schema_if_needed(plain))
+
+
+def derived(view: Any, warehouse: Warehouse, view_uuid: str | None = None) -> ViewMetadata:
+    """Iceberg metadata for catalog view ``view`` that was not made over this API.
+
+    A pure function of the view (and the warehouse root): its UUID comes from
+    its name and creation time, its location from its name and UUID, its one
+    version from its SQL, schema and catalog version. A view made by Spark
+    keeps Spark's catalog and namespace as the version's defaults; any other
+    resolves single names in its own namespace.
+    """
+    namespace, short = view.name.rsplit(".", 1)
+    spark = (view.metadata or {}).get(SPARK) if isinstance(view.metadata, dict) else None
+    spark = spark if isinstance(spark, dict) else {}
+    view_uuid = view_uuid or str(uuid.uuid5(_VIEW_UUIDS, f"{view.name}\x00{view.created_ms}"))
+    default_namespace = spark.get("namespace") or namespace.split(".")
+    version: dict[str, Any] = {
+        "version-id": view.version,
+        "schema-id": 0,
+        "timestamp-ms": view.created_ms,
+        "summary": {"engine-name": "lakekv"},
+        "representations": [{"type": "sql", "sql": view.sql, "dialect": view.dialect}],
+        "default-namespace": list(default_namespace),
+    }
+    if spark.get("catalog"):
+        version["default-catalog"] = spark["catalog"]
+    return ViewMetadata.model_validate({
+        "view-uuid": view_uuid,
+        "format-version": 1,
+        "location": f"{warehouse.root}/{namespace.replace('.', '/')}/{short}-{view_uuid}",
+        "schemas": [_iceberg_schema(view.schema).model_dump(mode="json", by_alias=True)],
+        "current-version-id": view.version,
+        "versions": [version],
+        "version-log": [{"version-id": view.version, "timestamp-ms": view.created_ms}],
+        "properties": dict(view.properties),
+    })
+
+
+def _metadata_of(lake: Any, warehouse: Warehouse, name: str) -> tuple[Any, ViewMetadata]:
     view = lake.load_view(name)
-    if not view.metadata or "view-uuid" not in view.metadata:
-        raise ApiError(
-            400, "BadRequestException", f"view {name} was not created through the Iceberg API (no Iceberg view metadata)"
-        )
-    return ViewMetadata.model_validate(view.metadata)
+    stored = _stored(view)
+    if stored is not None:
+        return view, stored
+    old = view.metadata.get("view-uuid") if isinstance(view.metadata, dict) else None
+    return view, derived(view, warehouse, view_uuid=old if isinstance(old, str) else None)
 
 
-def create(lake: Any, warehouse: Warehouse, namespace: str, name: str, body: dict[str, Any]) -> ViewMetadata:
+def write_metadata(warehouse: Warehouse, metadata: ViewMetadata, catalog_version: int) -> str:
+    """Write (if absent) the metadata file of ``metadata``; return its location.
+
+    ``<location>/metadata/<catalog version>-<content hash as a UUID>.metadata.json``:
+    the same view at the same catalog version is the same file on every server.
+    """
+    body = metadata.model_dump_json(by_alias=True, exclude_none=True).encode()
+    digest = uuid.UUID(bytes=hashlib.sha256(body).digest()[:16])
+    directory = f"{metadata.location.rstrip('/')}/metadata"
+    location = warehouse.check(f"{directory}/{catalog_version:05d}-{digest}.metadata.json", "view metadata location")
+    io = load_file_io(properties={}, location=location)
+    if io.new_input(location).exists():
+        return location
+    if location.startswith("file://"):  # local file IO creates no parent directories
+        os.makedirs(directory.removeprefix("file://"), exist_ok=True)
+    with io.new_output(location).create(overwrite=True) as out:
+        out.write(body)
+    return location
+
+
+def load(lake: Any, warehouse: Warehouse, name: str) -> Loaded:
+    """View ``name`` (however it was made) as Iceberg metadata, its file written."""
+    view, metadata = _metadata_of(lake, warehouse, name)
+    return Loaded(write_metadata(warehouse, metadata, view.version), metadata)
+
+
+def create(lake: Any, warehouse: Warehouse, namespace: str, name: str, body: dict[str, Any]) -> Loaded:
     """A ``CreateViewRequest`` as a new view."""
     from pyiceberg.catalog.rest import CreateViewRequest
 
@@ -77,12 +209,12 @@ def create(lake: Any, warehouse: Warehouse, namespace: str, name: str, body: dic
         "properties": dict(request.properties),
     })
     to_catalog(lake, f"{namespace}.{name}", metadata, replace=False)
-    return metadata
+    return load(lake, warehouse, f"{namespace}.{name}")
 
 
-def replace(lake: Any, warehouse: Warehouse, name: str, body: dict[str, Any]) -> ViewMetadata:
+def replace(lake: Any, warehouse: Warehouse, name: str, body: dict[str, Any]) -> Loaded:
     """Apply a view commit (``requirements`` + ``updates``) to view ``name``."""
-    metadata = load(lake, name)
+    _, metadata = _metadata_of(lake, warehouse, name)
     for requirement in body.get("requirements") or []:
         if requirement.get("type") != "assert-view-uuid":
             raise ApiError(400, "BadRequestException", f"unknown view requirement {requirement.get('type')!r}")
@@ -93,7 +225,7 @@ def replace(lake: Any, warehouse: Warehouse, name: str, body: dict[str, Any]) ->
     except (ValidationError, KeyError, TypeError) as exc:
         raise ApiError(400, "BadRequestException", f"invalid view update: {exc!r}") from None
     to_catalog(lake, name, updated, replace=True)
-    return updated
+    return load(lake, warehouse, name)
 
 
 def _apply_updates(metadata: ViewMetadata, warehouse: Warehouse, updates: list[Any]) -> ViewMetadata:
@@ -135,4 +267,3 @@ def _apply_updates(metadata: ViewMetadata, warehouse: Warehouse, updates: list[A
         else:
             raise ApiError(400, "BadRequestException", f"unknown view update {action!r}")
     return ViewMetadata.model_validate(data)
-
