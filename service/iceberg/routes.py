@@ -20,6 +20,7 @@ from starlette.routing import Match, Route
 
 import catalog
 from catalog import errors as catalog_errors
+from catalog.maintenance import purge_dropped
 from kvstore.errors import ConflictError, StoreError
 from service.codec import query_bool, read_json
 from service.routing import route
@@ -302,9 +303,14 @@ def _drop_table(state: _Enabled, name: str, purge: bool) -> None:
         current = tables.load_current(state.lake, state.warehouse, name).metadata.location
         locations = sorted({state.warehouse.check_table_location(loc, others, "table location")
                             for loc in (table.location, current) if loc})
-    # A native table's files are the catalog's to purge (its gc knows them);
-    # an Iceberg table's files are known only to its metadata: purged here.
-    state.lake.drop_table(name, purge=purge and table.format != tables.ICEBERG)
+    # A native table's files are the catalog's: the drop records them as
+    # purged and purge_dropped deletes them before the answer, as Spark's
+    # DROP TABLE ... PURGE does. An Iceberg table's files are known only to
+    # its metadata: its location is deleted here.
+    native_purge = purge and table.format != tables.ICEBERG
+    state.lake.drop_table(name, purge=native_purge)
+    if native_purge:
+        purge_dropped(state.lake.context, table.id)
     for location in locations:
         # Files leave only after the pointer is gone; older lakehouse
         # versions that still name this table can no longer read it.
