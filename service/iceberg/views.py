@@ -92,17 +92,10 @@ def to_catalog(lake: Any, name: str, metadata: ViewMetadata, replace: bool) -> N
 
 
 def _stored(view: Any) -> ViewMetadata | None:
-    """The Iceberg metadata stored with ``view``, if it still describes it.
-
-    A view made over this API and then replaced by Spark or the Python API
-    keeps an old document (Spark's replace stores its own metadata instead;
-    the Python API's ``replace_view(sql=...)`` may keep it): a document whose
-    SQL is no longer the view's is not used.
-    """
+    """The Iceberg metadata stored with ``view`` (made over this API), or None."""
     if not isinstance(view.metadata, dict) or "view-uuid" not in view.metadata:
         return None
-    metadata = ViewMetadata.model_validate(view.metadata)
-    return metadata if _sql_of(metadata) == (view.sql, view.dialect) else None
+    return ViewMetadata.model_validate(view.metadata)
 
 
 def _iceberg_schema(schema: pa.Schema | None) -> Schema:
@@ -114,8 +107,9 @@ def _iceberg_schema(schema: pa.Schema | None) -> Schema:
     return assign_fresh_schema_ids(Catalog._convert_schema_if_needed(plain))
 
 
-def derived(view: Any, warehouse: Warehouse, view_uuid: str | None = None) -> ViewMetadata:
-    """Iceberg metadata for catalog view ``view`` that was not made over this API.
+def derived(view: Any, warehouse: Warehouse, outdated: ViewMetadata | None = None) -> ViewMetadata:
+    """Iceberg metadata for catalog view ``view`` that was not made over this API
+    (or whose ``outdated`` Iceberg metadata no longer describes it: its UUID and location are kept).
 
     A pure function of the view (and the warehouse root): its UUID comes from
     its name and creation time, its location from its name and UUID, its one
@@ -126,7 +120,8 @@ def derived(view: Any, warehouse: Warehouse, view_uuid: str | None = None) -> Vi
     namespace, short = view.name.rsplit(".", 1)
     spark = (view.metadata or {}).get(SPARK) if isinstance(view.metadata, dict) else None
     spark = spark if isinstance(spark, dict) else {}
-    view_uuid = view_uuid or str(uuid.uuid5(_VIEW_UUIDS, f"{view.name}\x00{view.created_ms}"))
+    view_uuid = outdated.view_uuid if outdated else str(uuid.uuid5(_VIEW_UUIDS, f"{view.name}\x00{view.created_ms}"))
+    location = outdated.location if outdated else f"{warehouse.root}/{namespace.replace('.', '/')}/{short}-{view_uuid}"
     default_namespace = spark.get("namespace") or namespace.split(".")
     version: dict[str, Any] = {
         "version-id": view.version,
@@ -141,7 +136,7 @@ def derived(view: Any, warehouse: Warehouse, view_uuid: str | None = None) -> Vi
     return ViewMetadata.model_validate({
         "view-uuid": view_uuid,
         "format-version": 1,
-        "location": f"{warehouse.root}/{namespace.replace('.', '/')}/{short}-{view_uuid}",
+        "location": location,
         "schemas": [_iceberg_schema(view.schema).model_dump(mode="json", by_alias=True)],
         "current-version-id": view.version,
         "versions": [version],
@@ -153,10 +148,12 @@ def derived(view: Any, warehouse: Warehouse, view_uuid: str | None = None) -> Vi
 def _metadata_of(lake: Any, warehouse: Warehouse, name: str) -> tuple[Any, ViewMetadata]:
     view = lake.load_view(name)
     stored = _stored(view)
-    if stored is not None:
+    if stored is not None and _sql_of(stored) == (view.sql, view.dialect):
         return view, stored
-    old = view.metadata.get("view-uuid") if isinstance(view.metadata, dict) else None
-    return view, derived(view, warehouse, view_uuid=old if isinstance(old, str) else None)
+    # A view made over this API whose SQL the Python API then replaced
+    # (``replace_view(sql=...)`` keeps the metadata it is not given): the
+    # stored document no longer describes it.
+    return view, derived(view, warehouse, outdated=stored)
 
 
 def write_metadata(warehouse: Warehouse, metadata: ViewMetadata, catalog_version: int) -> str:
