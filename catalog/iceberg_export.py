@@ -76,7 +76,11 @@ class Roots:
         return f"{self.dest}/iceberg/{table_id}"
 
     def dest_path(self, uri: str) -> str:
-        """``uri`` (under the destination's root) as a path in the destination's object store."""
+        """``uri`` (under the destination's root) as a path in the destination's object store.
+
+        Raises:
+            ValueError: ``uri`` is not strictly under the destination's root.
+        """
         if not _under(uri, self.dest) or uri == self.dest:
             raise ValueError(f"{uri!r} is not under the export's destination {self.dest!r}")
         return uri[len(self.dest.rstrip("/")) + 1:]
