@@ -80,8 +80,9 @@ def test_views_made_four_ways_are_read_by_spark_and_loaded_over_rest(
             "by_pyiceberg": ([(3, "c")], ["id", "name"]),
             "by_json": ([(3,)], ["n"]),
         }
-        for view, (rows, columns) in expected.items():
+        for view, (rows, _) in expected.items():
             assert spark_rows(spark, f"SELECT * FROM {ns}.{view}") == rows, view
+        for view, (_, columns) in expected.items():
             loaded = rest.load_view(f"{short}.{view}")
             raw = get(server, f"/v1/namespaces/{short}/views/{view}")
             assert loaded.metadata.model_dump(mode="json", by_alias=True, exclude_none=True) == raw["metadata"]
@@ -99,3 +100,21 @@ def test_views_made_four_ways_are_read_by_spark_and_loaded_over_rest(
         assert sorted(r[1] for r in spark.sql(f"SHOW VIEWS IN {ns}").collect()) == sorted(expected)
     finally:
         server.stop()
+
+
+def test_a_python_view_without_schema_is_read_by_spark(spark: SparkSession, ns: str, lake_catalog: str) -> None:
+    # The control plane used to send "schema": null, which Spark refused
+    # ([INVALID_JSON_DATA_TYPE]); the plugin now analyses the SQL, resolving
+    # single names in the view's namespace, two-part names in its catalog.
+    short = ns.split(".", 1)[1]
+    spark.sql(f"CREATE TABLE {ns}.t (id BIGINT, name STRING)")
+    spark.sql(f"INSERT INTO {ns}.t VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    with catalog.open(lake_catalog, poll_interval_s=0, background_maintenance=False) as lake:
+        lake.create_view(f"{short}.single", "SELECT id * 10 AS tens FROM t WHERE id < 3")
+        lake.create_view(f"{short}.cte", f"WITH x AS (SELECT * FROM {short}.t) SELECT name FROM x WHERE id = 3")
+    before = (spark.catalog.currentCatalog(), spark.catalog.currentDatabase())
+    assert spark_rows(spark, f"SELECT * FROM {ns}.single") == [(10,), (20,)]
+    assert [(f.name, f.dataType.simpleString()) for f in spark.table(f"{ns}.single").schema] == [("tens", "bigint")]
+    assert spark_rows(spark, f"SELECT * FROM {ns}.cte") == [("c",)]
+    # The analysis left the session where it was.
+    assert (spark.catalog.currentCatalog(), spark.catalog.currentDatabase()) == before
