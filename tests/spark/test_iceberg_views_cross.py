@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.view.metadata import SQLViewRepresentation, ViewVersion
 from pyspark.sql import SparkSession
@@ -112,9 +113,12 @@ def test_a_python_view_without_schema_is_read_by_spark(spark: SparkSession, ns: 
     with catalog.open(lake_catalog, poll_interval_s=0, background_maintenance=False) as lake:
         lake.create_view(f"{short}.single", "SELECT id * 10 AS tens FROM t WHERE id < 3")
         lake.create_view(f"{short}.cte", f"WITH x AS (SELECT * FROM {short}.t) SELECT name FROM x WHERE id = 3")
+        lake.create_view(f"{short}.other", "SELECT TOP 1 id FROM t", dialect="tsql")
     before = (spark.catalog.currentCatalog(), spark.catalog.currentDatabase())
     assert spark_rows(spark, f"SELECT * FROM {ns}.single") == [(10,), (20,)]
     assert [(f.name, f.dataType.simpleString()) for f in spark.table(f"{ns}.single").schema] == [("tens", "bigint")]
     assert spark_rows(spark, f"SELECT * FROM {ns}.cte") == [("c",)]
+    with pytest.raises(Exception, match="dialect 'tsql'"):  # never run as Spark SQL
+        spark.sql(f"SELECT * FROM {ns}.other").collect()
     # The analysis left the session where it was.
     assert (spark.catalog.currentCatalog(), spark.catalog.currentDatabase()) == before
