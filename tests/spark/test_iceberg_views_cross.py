@@ -114,11 +114,15 @@ def test_a_python_view_without_schema_is_read_by_spark(spark: SparkSession, ns: 
         lake.create_view(f"{short}.single", "SELECT id * 10 AS tens FROM t WHERE id < 3")
         lake.create_view(f"{short}.cte", f"WITH x AS (SELECT * FROM {short}.t) SELECT name FROM x WHERE id = 3")
         lake.create_view(f"{short}.other", "SELECT TOP 1 id FROM t", dialect="tsql")
+        lake.create_view(f"{short}.command", f"DROP TABLE {ns}.t")  # Spark dialect, but no query
     before = (spark.catalog.currentCatalog(), spark.catalog.currentDatabase())
     assert spark_rows(spark, f"SELECT * FROM {ns}.single") == [(10,), (20,)]
     assert [(f.name, f.dataType.simpleString()) for f in spark.table(f"{ns}.single").schema] == [("tens", "bigint")]
     assert spark_rows(spark, f"SELECT * FROM {ns}.cte") == [("c",)]
     with pytest.raises(Exception, match="dialect 'tsql'"):  # never run as Spark SQL
         spark.sql(f"SELECT * FROM {ns}.other").collect()
+    with pytest.raises(Exception, match="not a query"):
+        spark.sql(f"SELECT * FROM {ns}.command").collect()
+    assert spark_rows(spark, f"SELECT id FROM {ns}.t") == [(1,), (2,), (3,)]  # analysed, never run
     # The analysis left the session where it was.
     assert (spark.catalog.currentCatalog(), spark.catalog.currentDatabase()) == before

@@ -810,9 +810,17 @@ public class LakehouseCatalog
             String savedCatalog = manager.currentCatalog().name();
             String[] savedNamespace = manager.currentNamespace();
             try {
+                // Parsed as a query, then only analysed: a view whose text is a
+                // command (DROP TABLE ...) fails to parse and never runs.
+                org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan;
+                try {
+                    plan = spark.sessionState().sqlParser().parseQuery(sql);
+                } catch (org.apache.spark.sql.catalyst.parser.ParseException e) {
+                    throw new IllegalArgumentException("the view's SQL is not a query: " + e.getMessage(), e);
+                }
                 manager.setCurrentCatalog(catalog);
                 manager.setCurrentNamespace(namespace);
-                return spark.sql(sql).schema();
+                return org.apache.spark.sql.classic.Dataset.ofRows(spark, plan).schema();
             } finally {
                 manager.setCurrentCatalog(savedCatalog);
                 manager.setCurrentNamespace(savedNamespace);
