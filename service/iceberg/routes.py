@@ -154,6 +154,7 @@ _ENDPOINTS: Final = [
     "POST /v1/{prefix}/namespaces/{namespace}/views/{view}",
     "DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}",
     "POST /v1/{prefix}/views/rename",
+    "POST /v1/{prefix}/namespaces/{namespace}/register-view",
 ]
 
 
@@ -350,8 +351,43 @@ async def rename_table(request: Request) -> Response:
     source = identifier_from_json(data.get("source"), "source")
     destination = identifier_from_json(data.get("destination"), "destination")
     lake = _state(request).lake
-    await _run(lake.rename_table, source, destination)
+    await _reworded(lake, _Wording("Table", source, destination), lake.rename_table, source, destination)
     return Response(status_code=204)
+
+
+@dataclass(frozen=True)
+class _Wording:
+    """Names for an error message in the reference catalog's words: what is acted on, and a rename's target."""
+
+    kind: str  # "Table" or "View"
+    name: str
+    destination: str | None = None
+
+
+async def _reworded(lake: catalog.Lakehouse, wording: _Wording, fn: Callable[..., T], *args: Any) -> T:
+    """:func:`_run` for work on one table or view, with a missing or existing object worded as
+    Iceberg's reference catalog words it ("View does not exist: ns.v", "Cannot rename ns.a to ns.b.
+    View already exists"): its clients and its REST compatibility kit match on that text, and the
+    spec leaves the message to the server."""
+    try:
+        return await _run(fn, *args)
+    except ApiError as exc:
+        cause, target = exc.__cause__, wording.destination or wording.name
+        if isinstance(cause, catalog_errors.NoSuchNamespaceError):
+            namespace = target.rsplit(".", 1)[0]
+            raise ApiError(404, "NoSuchNamespaceException", f"Namespace does not exist: {namespace}") from cause
+        if isinstance(cause, (catalog_errors.NoSuchTableError, catalog_errors.NoSuchViewError)):
+            raise ApiError(exc.status, exc.error_type, f"{wording.kind} does not exist: {wording.name}") from cause
+        if isinstance(cause, (catalog_errors.TableAlreadyExistsError, catalog_errors.ViewAlreadyExistsError)):
+            other = "Table" if await _run(lake.table_exists, target) else "View"
+            if wording.destination is not None:
+                message = f"Cannot rename {wording.name} to {target}. {other} already exists"
+            elif other == wording.kind:
+                message = f"{other} already exists: {target}"
+            else:
+                message = f"{other} with same name already exists: {target}"
+            raise ApiError(409, "AlreadyExistsException", message) from cause
+        raise
 
 
 async def commit_transaction(request: Request) -> Response:
@@ -398,13 +434,25 @@ async def create_view(request: Request) -> JSONResponse:
     namespace, state = _ns(request), _state(request)
     body = await read_json(request)
     name = table_name(namespace, body.get("name"))  # validates before anything runs
-    loaded = await _run(views.create, state.lake, state.warehouse, namespace, name.rsplit(".", 1)[1], body)
+    loaded = await _reworded(
+        state.lake, _Wording("View", name), views.create, state.lake, state.warehouse, namespace, name.rsplit(".", 1)[1], body
+    )
+    return _view_response(loaded)
+
+
+async def register_view(request: Request) -> JSONResponse:
+    namespace, state = _ns(request), _state(request)
+    body = await read_json(request)
+    name = table_name(namespace, body.get("name"))  # validates before anything runs
+    loaded = await _reworded(
+        state.lake, _Wording("View", name), views.register, state.lake, state.warehouse, name, body.get("metadata-location")
+    )
     return _view_response(loaded)
 
 
 async def load_view(request: Request) -> JSONResponse:
     name, state = _view(request), _state(request)
-    return _view_response(await _run(views.load, state.lake, state.warehouse, name))
+    return _view_response(await _reworded(state.lake, _Wording("View", name), views.load, state.lake, state.warehouse, name))
 
 
 async def view_exists(request: Request) -> Response:
@@ -415,12 +463,14 @@ async def view_exists(request: Request) -> Response:
 async def replace_view(request: Request) -> JSONResponse:
     name, state = _view(request), _state(request)
     body = await read_json(request)
-    return _view_response(await _run(views.replace, state.lake, state.warehouse, name, body))
+    return _view_response(
+        await _reworded(state.lake, _Wording("View", name), views.replace, state.lake, state.warehouse, name, body)
+    )
 
 
 async def drop_view(request: Request) -> Response:
     name, lake = _view(request), _state(request).lake
-    await _run(lake.drop_view, name)
+    await _reworded(lake, _Wording("View", name), lake.drop_view, name)
     return Response(status_code=204)
 
 
@@ -438,7 +488,7 @@ async def rename_view(request: Request) -> Response:
             )
             tx.drop_view(source)
 
-    await _run(rename)
+    await _reworded(lake, _Wording("View", source, destination), rename)
     return Response(status_code=204)
 
 
@@ -504,5 +554,6 @@ ROUTES = [
     route(NS + "/views/{view}", replace_view, "POST", error_type="BadRequestException"),
     route(NS + "/views/{view}", drop_view, "DELETE", error_type="BadRequestException"),
     route("/v1/views/rename", rename_view, "POST", error_type="BadRequestException"),
+    route(NS + "/register-view", register_view, "POST", error_type="BadRequestException"),
     _UNMATCHED,
 ]

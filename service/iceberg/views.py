@@ -20,6 +20,9 @@ of its content, so two servers write the same file. The file is a cache for
 clients that read it, never read back here: the catalog view is the source of
 truth, and a lost file is written again at the next load.
 
+A view is registered from a metadata file inside the warehouse
+(``register-view``): its metadata becomes the catalog view's, as if made here.
+
 Replacing a view applies the Iceberg view updates this server understands
 (``assign-uuid``, ``upgrade-format-version`` to 1, ``add-schema``,
 ``set-location``, ``set-properties``, ``remove-properties``,
@@ -49,6 +52,7 @@ from service.iceberg.warehouse import Warehouse
 
 _LAST_ADDED: Final = -1  # set-current-view-version: "the version added in this request"
 SPARK: Final = "spark"
+METADATA_PATH: Final = "write.metadata.path"  # a view property: where its metadata files go
 # The namespace of the derived view UUIDs (uuid5): a view's UUID is a pure
 # function of its name and creation time, the same on every server.
 _VIEW_UUIDS: Final = uuid.UUID("6c616b65-6b76-5669-6577-000000000001")
@@ -159,21 +163,30 @@ def _metadata_of(lake: Any, warehouse: Warehouse, name: str) -> tuple[Any, ViewM
 def write_metadata(warehouse: Warehouse, metadata: ViewMetadata, catalog_version: int) -> str:
     """Write (if absent) the metadata file of ``metadata``; return its location.
 
-    ``<location>/metadata/<catalog version>-<content hash as a UUID>.metadata.json``:
-    the same view at the same catalog version is the same file on every server.
+    ``<location>/metadata/<catalog version>-<content hash as a UUID>.metadata.json``
+    (under the view's ``write.metadata.path`` property instead, if set): the
+    same view at the same catalog version is the same file on every server.
     """
     body = metadata.model_dump_json(by_alias=True, exclude_none=True).encode()
     digest = uuid.UUID(bytes=hashlib.sha256(body).digest()[:16])
-    directory = f"{metadata.location.rstrip('/')}/metadata"
-    location = warehouse.check(f"{directory}/{catalog_version:05d}-{digest}.metadata.json", "view metadata location")
+    directory = metadata.properties.get(METADATA_PATH) or f"{metadata.location.rstrip('/')}/metadata"
+    spelled = f"{directory.rstrip('/')}/{catalog_version:05d}-{digest}.metadata.json"
+    location = warehouse.check(spelled, "view metadata location")
     io = load_file_io(properties={}, location=location)
-    if io.new_input(location).exists():
-        return location
-    if location.startswith("file://"):  # local file IO creates no parent directories
-        os.makedirs(directory.removeprefix("file://"), exist_ok=True)
-    with io.new_output(location).create(overwrite=True) as out:
-        out.write(body)
-    return location
+    if not io.new_input(location).exists():
+        if location.startswith("file://"):  # local file IO creates no parent directories
+            os.makedirs(os.path.dirname(location.removeprefix("file://")), exist_ok=True)
+        with io.new_output(location).create(overwrite=True) as out:
+            out.write(body)
+    # Answered as the view's own location spells it (file:/tmp and
+    # file:///tmp are one file): clients compare it with what they sent.
+    return spelled
+
+
+def _check_metadata_path(warehouse: Warehouse, metadata: ViewMetadata) -> None:
+    """Refuse (400, before anything changes) a ``write.metadata.path`` outside the warehouse."""
+    if METADATA_PATH in metadata.properties:
+        warehouse.check(metadata.properties[METADATA_PATH], f"view property {METADATA_PATH}")
 
 
 def load(lake: Any, warehouse: Warehouse, name: str) -> Loaded:
@@ -194,19 +207,45 @@ def create(lake: Any, warehouse: Warehouse, namespace: str, name: str, body: dic
         warehouse.check(request.location, "location") if request.location
         else warehouse.default_table_location(namespace, name)
     )
-    version = request.view_version.model_copy(update={"schema_id": request.view_schema.schema_id})
+    _check_dialects(request.view_version)
+    # As Iceberg's own view metadata builder does: the first schema is
+    # schema 0 and the first version is version 1, whatever ids the client sent.
+    schema = request.view_schema.model_copy(update={"schema_id": 0})
+    version = request.view_version.model_copy(update={"schema_id": 0, "version_id": 1})
     metadata = ViewMetadata.model_validate({
         "view-uuid": str(uuid.uuid4()),
         "format-version": 1,
         "location": location,
-        "schemas": [request.view_schema.model_dump(by_alias=True)],
+        "schemas": [schema.model_dump(by_alias=True)],
         "current-version-id": version.version_id,
         "versions": [version.model_dump(by_alias=True)],
         "version-log": [{"version-id": version.version_id, "timestamp-ms": version.timestamp_ms}],
         "properties": dict(request.properties),
     })
+    _check_metadata_path(warehouse, metadata)
     to_catalog(lake, f"{namespace}.{name}", metadata, replace=False)
     return load(lake, warehouse, f"{namespace}.{name}")
+
+
+def register(lake: Any, warehouse: Warehouse, name: str, metadata_location: object) -> Loaded:
+    """A ``RegisterViewRequest``: view ``name`` from the Iceberg view metadata file at
+    ``metadata_location`` (inside the warehouse), which the catalog then keeps as its own."""
+    location = warehouse.check(metadata_location, "metadata-location")
+    io = load_file_io(properties={}, location=location)
+    try:
+        with io.new_input(location).open() as stream:
+            raw = stream.read()
+    except FileNotFoundError:
+        raise ApiError(404, "NotFoundException", f"no view metadata file at {metadata_location}") from None
+    try:
+        metadata = ViewMetadata.model_validate_json(raw)
+    except ValidationError as exc:
+        raise ApiError(400, "BadRequestException", f"invalid view metadata at {metadata_location}: "
+                       f"{exc.errors()[0].get('msg')}") from None
+    warehouse.check(metadata.location, "the view metadata's location")
+    _check_metadata_path(warehouse, metadata)
+    to_catalog(lake, name, metadata, replace=False)
+    return load(lake, warehouse, name)
 
 
 def replace(lake: Any, warehouse: Warehouse, name: str, body: dict[str, Any]) -> Loaded:
@@ -221,12 +260,40 @@ def replace(lake: Any, warehouse: Warehouse, name: str, body: dict[str, Any]) ->
         updated = _apply_updates(metadata, warehouse, body.get("updates") or [])
     except (ValidationError, KeyError, TypeError) as exc:
         raise ApiError(400, "BadRequestException", f"invalid view update: {exc!r}") from None
+    _check_metadata_path(warehouse, updated)
     to_catalog(lake, name, updated, replace=True)
     return load(lake, warehouse, name)
 
 
+def _check_dialects(version: ViewVersion) -> None:
+    """Refuse a version with two SQL representations for one dialect (as Iceberg's reference catalog does)."""
+    seen: set[str] = set()
+    for representation in version.representations:
+        dialect = representation.root.dialect.lower()
+        if dialect in seen:
+            raise ApiError(
+                400, "IllegalArgumentException",
+                f"Invalid view version: Cannot add multiple queries for dialect {representation.root.dialect}",
+            )
+        seen.add(dialect)
+
+
+def _same_version(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two versions define the same view (ids, timestamps and summaries aside), as Iceberg compares them."""
+    keys = ("schema-id", "representations", "default-catalog", "default-namespace")
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
 def _apply_updates(metadata: ViewMetadata, warehouse: Warehouse, updates: list[Any]) -> ViewMetadata:
-    data = metadata.model_dump(mode="json", by_alias=True)
+    """The view metadata after ``updates``, with the id rules of Iceberg's view metadata builder.
+
+    ``add-schema`` reuses the id of an equal schema, else takes the next
+    free one; ``add-view-version`` with ``schema-id`` -1 names the schema
+    added in this request, reuses the id of an equal version, else takes the
+    next; ``set-current-view-version`` -1 names the version added in this request.
+    """
+    data = metadata.model_dump(mode="json", by_alias=True, exclude_none=True)
+    last_schema: int | None = None
     last_added: int | None = None
     for update in updates:
         action = update.get("action") if isinstance(update, dict) else None
@@ -237,8 +304,14 @@ def _apply_updates(metadata: ViewMetadata, warehouse: Warehouse, updates: list[A
                 raise ApiError(400, "BadRequestException", "views have format version 1 only")
         elif action == "add-schema":
             schema = Schema.model_validate(update["schema"])
-            data["schemas"] = [s for s in data["schemas"] if s["schema-id"] != schema.schema_id]
-            data["schemas"].append(schema.model_dump(mode="json", by_alias=True))
+            same = next((s for s in data["schemas"] if Schema.model_validate(s).as_struct() == schema.as_struct()
+                         and s.get("identifier-field-ids", []) == list(schema.identifier_field_ids)), None)
+            if same is not None:
+                last_schema = same["schema-id"]
+            else:
+                last_schema = max((s["schema-id"] for s in data["schemas"]), default=-1) + 1
+                data["schemas"].append(schema.model_copy(update={"schema_id": last_schema})
+                                       .model_dump(mode="json", by_alias=True))
         elif action == "set-location":
             data["location"] = warehouse.check(update["location"], "set-location")
         elif action == "set-properties":
@@ -247,10 +320,20 @@ def _apply_updates(metadata: ViewMetadata, warehouse: Warehouse, updates: list[A
             data["properties"] = {k: v for k, v in data.get("properties", {}).items() if k not in update["removals"]}
         elif action == "add-view-version":
             version = ViewVersion.model_validate(update["view-version"])
-            next_id = max(v["version-id"] for v in data["versions"]) + 1
-            version = version.model_copy(update={"version_id": next_id})
-            data["versions"].append(version.model_dump(mode="json", by_alias=True))
-            last_added = next_id
+            _check_dialects(version)
+            if version.schema_id == _LAST_ADDED:
+                if last_schema is None:
+                    raise ApiError(400, "BadRequestException", "add-view-version with schema-id -1 without add-schema")
+                version = version.model_copy(update={"schema_id": last_schema})
+            if not any(s["schema-id"] == version.schema_id for s in data["schemas"]):
+                raise ApiError(400, "BadRequestException", f"add-view-version: no schema {version.schema_id}")
+            added = version.model_dump(mode="json", by_alias=True, exclude_none=True)
+            same = next((v for v in data["versions"] if _same_version(v, added)), None)
+            if same is not None:
+                last_added = same["version-id"]
+            else:
+                last_added = max(v["version-id"] for v in data["versions"]) + 1
+                data["versions"].append({**added, "version-id": last_added})
         elif action == "set-current-view-version":
             version_id = update["view-version-id"]
             if version_id == _LAST_ADDED:
@@ -259,8 +342,9 @@ def _apply_updates(metadata: ViewMetadata, warehouse: Warehouse, updates: list[A
                 version_id = last_added
             if not any(v["version-id"] == version_id for v in data["versions"]):
                 raise ApiError(400, "BadRequestException", f"no view version {version_id}")
-            data["current-version-id"] = version_id
-            data["version-log"].append({"version-id": version_id, "timestamp-ms": int(time.time() * 1000)})
+            if version_id != data["current-version-id"]:
+                data["current-version-id"] = version_id
+                data["version-log"].append({"version-id": version_id, "timestamp-ms": int(time.time() * 1000)})
         else:
             raise ApiError(400, "BadRequestException", f"unknown view update {action!r}")
     return ViewMetadata.model_validate(data)

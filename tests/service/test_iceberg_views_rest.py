@@ -95,3 +95,33 @@ def test_rest_commit_on_a_python_view_and_python_replace_of_a_rest_view(
     current = next(v for v in after.versions if v.version_id == after.current_version_id)
     assert current.representations[0].root.sql == "SELECT 3 AS x"
     assert after.view_uuid == before["metadata"]["view-uuid"]  # type: ignore[index]
+
+
+def _view_body(name: str, properties: dict[str, str]) -> dict[str, object]:
+    return {
+        "name": name, "properties": properties,
+        "schema": {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "x", "type": "int", "required": False}]},
+        "view-version": {
+            "version-id": 1, "schema-id": 0, "timestamp-ms": 1_700_000_000_000, "summary": {},
+            "representations": [{"type": "sql", "sql": "SELECT 1 AS x", "dialect": "spark"}], "default-namespace": ["paths"],
+        },
+    }
+
+
+def test_a_views_metadata_path_property_is_honoured_inside_the_warehouse_only(
+    servers: tuple[ServerProcess, ServerProcess], lake: catalog.Lakehouse, tmp_path: Path
+) -> None:
+    server = servers[0]
+    lake.create_namespace("paths")
+    warehouse = Path(server.store_url).resolve() / "iceberg"
+    inside = (warehouse / "custom" / "view-metadata").as_uri()
+    status, body = call_json(server, "POST", "/v1/namespaces/paths/views", _view_body("inside", {"write.metadata.path": inside}))
+    assert status == 200, body
+    assert str(body["metadata-location"]).startswith(inside + "/")
+    assert Path(str(body["metadata-location"]).removeprefix("file://")).is_file()
+
+    outside = (tmp_path / "elsewhere").as_uri()
+    status, body = call_json(server, "POST", "/v1/namespaces/paths/views", _view_body("outside", {"write.metadata.path": outside}))
+    assert status == 400 and "write.metadata.path" in body["error"]["message"]
+    lake.refresh()
+    assert not lake.view_exists("paths.outside") and not (tmp_path / "elsewhere").exists()
