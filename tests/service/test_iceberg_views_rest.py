@@ -125,3 +125,32 @@ def test_a_views_metadata_path_property_is_honoured_inside_the_warehouse_only(
     assert status == 400 and "write.metadata.path" in body["error"]["message"]
     lake.refresh()
     assert not lake.view_exists("paths.outside") and not (tmp_path / "elsewhere").exists()
+
+
+def test_register_a_view_from_its_metadata_file_and_the_reference_wording(
+    servers: tuple[ServerProcess, ServerProcess], lake: catalog.Lakehouse
+) -> None:
+    server = servers[0]
+    lake.create_namespace("reg")
+    status, created = call_json(server, "POST", "/v1/namespaces/reg/views", _view_body("v", {"owner": "x"}))
+    assert status == 200, created
+    # Taken: a view, and a table, by the same name.
+    status, body = call_json(server, "POST", "/v1/namespaces/reg/views", _view_body("v", {}))
+    assert (status, body["error"]["message"]) == (409, "View already exists: reg.v")
+    lake.create_table("reg.t", pa.schema([pa.field("x", pa.int32())]))
+    status, body = call_json(server, "POST", "/v1/namespaces/reg/views", _view_body("t", {}))
+    assert (status, body["error"]["message"]) == (409, "Table with same name already exists: reg.t")
+
+    rest = RestCatalog("lakekv", uri=server.url)
+    rest.drop_view("reg.v")
+    status, body = call_json(server, "GET", "/v1/namespaces/reg/views/v")
+    assert (status, body["error"]["message"]) == (404, "View does not exist: reg.v")
+    registered = rest.register_view("reg.again", str(created["metadata-location"]))
+    assert registered.metadata.view_uuid == created["metadata"]["view-uuid"]  # type: ignore[index]
+    lake.refresh()
+    view = lake.load_view("reg.again")
+    assert (view.sql, view.properties) == ("SELECT 1 AS x", {"owner": "x"})
+    status, body = call_json(server, "POST", "/v1/namespaces/reg/register-view", {
+        "name": "nowhere", "metadata-location": str(created["metadata-location"]) + ".missing",
+    })
+    assert status == 404 and not lake.view_exists("reg.nowhere")
