@@ -332,6 +332,20 @@ class ExportReport:
     data_files: int = 0
     data_bytes: int = 0
     kv: Any = None
+    iceberg_tables: int = 0  # format-'iceberg' tables copied with their metadata (catalog.iceberg_export)
+    iceberg_views: int = 0  # views made over the Iceberg REST API, relocated
+    iceberg_files: int = 0  # metadata, manifest, data and delete files of those tables
+    iceberg_bytes: int = 0
+
+
+def _root_uri(objects: Any, url: object) -> str:
+    """The URI of an object store's root (``file:///abs/dir``, ``s3://bucket/prefix``)."""
+    import os
+
+    root = str(getattr(objects, "url", url)).rstrip("/")
+    if "://" not in root:
+        root = "file://" + os.path.abspath(root)
+    return root
 
 
 def export(ctx: LakeContext, dest_url: str, version: int | None, progress: bool, **dest_options: Any) -> ExportReport:
@@ -340,12 +354,21 @@ def export(ctx: LakeContext, dest_url: str, version: int | None, progress: bool,
     The catalog's store is exported at that version (every byte verified by
     lakekv's export), then every data file that version references is copied
     and its size and CRC32C checked (a corrupt source raises CorruptDataFileError).
+    Tables of format ``iceberg`` are copied with their metadata, manifest
+    lists, manifests, data and delete files, every location in them
+    rewritten into the destination, and views made over the Iceberg REST API
+    relocated alike (:mod:`catalog.iceberg_export`): the catalog keys that
+    name them are corrected in one commit after the exported version, so
+    the destination's newest version names nothing of the source.
 
     Raises:
         SnapshotTooOldError: ``version`` is below the lakehouse's data floor (:mod:`catalog.retention`).
         CorruptDataFileError: a data file's size or CRC32C is not its catalog entry's.
+        FileNotFoundError: a file an Iceberg table's metadata names is missing.
     """
+    from catalog.iceberg_export import Roots, copy_iceberg
     from kvstore.objstore.factory import open_store
+    from kvstore.store import open as open_kv
 
     ctx.store.refresh()
     if version is None:
@@ -359,16 +382,30 @@ def export(ctx: LakeContext, dest_url: str, version: int | None, progress: bool,
     report = ExportReport(version=version, dest=str(getattr(dest, "url", dest_url)), kv=kv_report)
     try:
         with ctx.store.at(version=version) as past:
-            entries = [DataFile.decode(v) for k, v in _scan_tables(CatalogReader(past)) if b"/file/" in k]
+            rows = list(past.scan(prefix=keys.TBL)) + list(past.scan(prefix=keys.OBJ))
+        entries = [DataFile.decode(v) for k, v in rows if k.startswith(keys.TBL) and b"/file/" in k]
         for i, entry in enumerate(entries, 1):
             body = read_body(ctx.objects, entry)  # a corrupt source is refused, never copied
             dest.put(entry.path, body)
             report.data_files += 1
             report.data_bytes += len(body)
             _progress(progress, "export data", i, len(entries))
+        roots = Roots(_root_uri(ctx.objects, ctx.store.url), _root_uri(dest, dest_url))
+        iceberg = copy_iceberg(rows, ctx.objects, dest, roots)
+        report.iceberg_tables, report.iceberg_views = iceberg.tables, iceberg.views
+        report.iceberg_files, report.iceberg_bytes = iceberg.files, iceberg.size
+        if iceberg.rewritten:
+            exported = open_kv(dest, create=False)
+            try:
+                def relocate(txn: Any) -> None:
+                    for key, value in iceberg.rewritten.items():
+                        txn.put(key, value)
+
+                exported.run(relocate, isolation="snapshot")
+            finally:
+                exported.close()
     finally:
         close = getattr(dest, "close", None)
         if callable(close) and isinstance(dest_url, str):
             close()
     return report
-

@@ -62,6 +62,7 @@ class View:
         self.schema = record.schema
         self.metadata = record.metadata
         self.version = record.version
+        self.created_ms = record.created_ms  # with the name, what tells a re-created view from the old one
 
     def __repr__(self) -> str:
         return f"View({self.name!r}, dialect={self.dialect!r})"

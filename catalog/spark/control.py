@@ -226,6 +226,26 @@ def _jvm_readable(schema: pa.Schema) -> bool:
     return all(ok(f.type) for f in schema)
 
 
+def _view_schema_json(schema: pa.Schema | None) -> dict[str, Any] | None:
+    """A view's schema as Spark's JSON ``StructType``; None if unknown (none given, or no
+    column: a view made over REST from a schema-less view) or with a type Spark has not."""
+    if schema is None or len(schema) == 0:
+        return None
+    try:
+        return dict(spark_schema(schema).jsonValue())
+    except TypeError:
+        return None  # Spark's analysis of the SQL then decides the column types
+
+
+def _iceberg_view_version(metadata: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The current version of the Iceberg view metadata a view made over REST keeps; {} for any other view."""
+    current = metadata.get("current-version-id")
+    versions = metadata.get("versions")
+    if current is None or not isinstance(versions, list):
+        return {}
+    return next((v for v in versions if isinstance(v, dict) and v.get("version-id") == current), {})
+
+
 # -- the control plane -----------------------------------------------------------------
 
 
@@ -1065,33 +1085,58 @@ class ControlPlane:
             return [name.split(".") for name in lake.list_views(_namespace(args))]
 
     def op_load_view(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """View ``name`` as Spark needs it: its SQL, properties and the Spark view metadata stored with it.
+        """View ``name`` as Spark needs it: its SQL, properties, schema and resolution context.
 
-        That metadata (schema, catalog and namespace, query column names, SQL
-        configs, schema mode) is what :meth:`op_create_view` kept; a view
-        created otherwise answers empty values.
+        Whoever made the view: Spark's own view metadata (schema, catalog and
+        namespace, query column names, SQL configs, schema mode) is what
+        :meth:`op_create_view` kept. A view made by the Python API or over the
+        Iceberg REST API answers the schema its creator gave (``None`` when
+        it gave none: the plugin then analyses the SQL, see
+        ``LakehouseCatalog.loadView``), the Iceberg version's default
+        namespace (else the view's own namespace, where single names then
+        resolve) and catalog (else ``None``: the plugin's own catalog).
 
         Raises:
             ProtocolError: ``name`` is not a list of names, or a session argument
                 has the wrong type.
-            ValueError: a name without a namespace or malformed, or ``txn`` is not
-                a transaction id.
+            ValueError: a name without a namespace or malformed, ``txn`` is not
+                a transaction id, or the view's SQL is in a dialect other than
+                Spark's.
             NoSuchViewError: no such view.
             SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
                 the session (see :class:`ControlPlane`).
         """
+        name = _name(args)
         with self._session(args) as lake:
-            view = lake.load_view(_name(args))
-        spark = (view.metadata or {}).get("spark") or {}
+            view = lake.load_view(name)
+        if view.dialect.lower() != "spark":
+            raise ValueError(
+                f"view {name} is written in SQL dialect {view.dialect!r}: Spark reads views whose SQL is in "
+                "dialect 'spark' (over the Iceberg REST API, give the view version a 'spark' representation)"
+            )
+        metadata = view.metadata if isinstance(view.metadata, dict) else {}
+        spark = metadata.get("spark") if isinstance(metadata.get("spark"), dict) else {}
+        if spark:
+            return {
+                "sql": view.sql,
+                "properties": dict(view.properties),
+                "schema": spark.get("schema"),
+                "catalog": spark.get("catalog"),
+                "namespace": spark.get("namespace") or [],
+                "query_column_names": spark.get("query_column_names") or [],
+                "sql_configs": spark.get("sql_configs") or {},
+                "schema_mode": spark.get("schema_mode"),
+            }
+        version = _iceberg_view_version(metadata)
         return {
             "sql": view.sql,
             "properties": dict(view.properties),
-            "schema": spark.get("schema"),
-            "catalog": spark.get("catalog"),
-            "namespace": spark.get("namespace") or [],
-            "query_column_names": spark.get("query_column_names") or [],
-            "sql_configs": spark.get("sql_configs") or {},
-            "schema_mode": spark.get("schema_mode"),
+            "schema": _view_schema_json(view.schema),
+            "catalog": version.get("default-catalog"),
+            "namespace": version.get("default-namespace") or name.split(".")[:-1],
+            "query_column_names": [],
+            "sql_configs": {},
+            "schema_mode": None,
         }
 
     def op_create_view(self, args: Mapping[str, Any]) -> None:

@@ -20,6 +20,7 @@ from starlette.routing import Match, Route
 
 import catalog
 from catalog import errors as catalog_errors
+from catalog.maintenance import purge_dropped
 from kvstore.errors import ConflictError, StoreError
 from service.codec import query_bool, read_json
 from service.routing import route
@@ -153,6 +154,7 @@ _ENDPOINTS: Final = [
     "POST /v1/{prefix}/namespaces/{namespace}/views/{view}",
     "DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}",
     "POST /v1/{prefix}/views/rename",
+    "POST /v1/{prefix}/namespaces/{namespace}/register-view",
 ]
 
 
@@ -328,9 +330,14 @@ def _drop_table(state: _Enabled, name: str, purge: bool) -> None:
         current = tables.load_current(state.lake, state.warehouse, name).metadata.location
         locations = sorted({state.warehouse.check_table_location(loc, others, "table location")
                             for loc in (table.location, current) if loc})
-    # A native table's files are the catalog's to purge (its gc knows them);
-    # an Iceberg table's files are known only to its metadata: purged here.
-    state.lake.drop_table(name, purge=purge and table.format != tables.ICEBERG)
+    # A native table's files are the catalog's: the drop records them as
+    # purged and purge_dropped deletes them before the answer, as Spark's
+    # DROP TABLE ... PURGE does. An Iceberg table's files are known only to
+    # its metadata: its location is deleted here.
+    native_purge = purge and table.format != tables.ICEBERG
+    state.lake.drop_table(name, purge=native_purge)
+    if native_purge:
+        purge_dropped(state.lake.context, table.id)
     for location in locations:
         # Files leave only after the pointer is gone; older lakehouse
         # versions that still name this table can no longer read it.
@@ -370,8 +377,43 @@ async def rename_table(request: Request) -> Response:
     source = identifier_from_json(data.get("source"), "source")
     destination = identifier_from_json(data.get("destination"), "destination")
     lake = _state(request).lake
-    await _run(lake.rename_table, source, destination)
+    await _reworded(lake, _Wording("Table", source, destination), lake.rename_table, source, destination)
     return Response(status_code=204)
+
+
+@dataclass(frozen=True)
+class _Wording:
+    """Names for an error message in the reference catalog's words: what is acted on, and a rename's target."""
+
+    kind: str  # "Table" or "View"
+    name: str
+    destination: str | None = None
+
+
+async def _reworded(lake: catalog.Lakehouse, wording: _Wording, fn: Callable[..., T], *args: Any) -> T:
+    """:func:`_run` for work on one table or view, with a missing or existing object worded as
+    Iceberg's reference catalog words it ("View does not exist: ns.v", "Cannot rename ns.a to ns.b.
+    View already exists"): its clients and its REST compatibility kit match on that text, and the
+    spec leaves the message to the server."""
+    try:
+        return await _run(fn, *args)
+    except ApiError as exc:
+        cause, target = exc.__cause__, wording.destination or wording.name
+        if isinstance(cause, catalog_errors.NoSuchNamespaceError):
+            namespace = target.rsplit(".", 1)[0]
+            raise ApiError(404, "NoSuchNamespaceException", f"Namespace does not exist: {namespace}") from cause
+        if isinstance(cause, (catalog_errors.NoSuchTableError, catalog_errors.NoSuchViewError)):
+            raise ApiError(exc.status, exc.error_type, f"{wording.kind} does not exist: {wording.name}") from cause
+        if isinstance(cause, (catalog_errors.TableAlreadyExistsError, catalog_errors.ViewAlreadyExistsError)):
+            other = "Table" if await _run(lake.table_exists, target) else "View"
+            if wording.destination is not None:
+                message = f"Cannot rename {wording.name} to {target}. {other} already exists"
+            elif other == wording.kind:
+                message = f"{other} already exists: {target}"
+            else:
+                message = f"{other} with same name already exists: {target}"
+            raise ApiError(409, "AlreadyExistsException", message) from cause
+        raise
 
 
 async def commit_transaction(request: Request) -> Response:
@@ -405,21 +447,38 @@ async def list_views(request: Request) -> JSONResponse:
     return JSONResponse({"identifiers": [identifier_to_json(n) for n in page], "next-page-token": token})
 
 
-def _view_response(metadata: Any) -> JSONResponse:
-    return JSONResponse({"metadata": metadata.model_dump(mode="json", by_alias=True, exclude_none=True), "config": {}})
+def _view_response(loaded: views.Loaded) -> JSONResponse:
+    """A ``LoadViewResult``: the metadata and the location of its file (which the spec requires)."""
+    return JSONResponse({
+        "metadata-location": loaded.metadata_location,
+        "metadata": loaded.metadata.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "config": {},
+    })
 
 
 async def create_view(request: Request) -> JSONResponse:
     namespace, state = _ns(request), _state(request)
     body = await read_json(request)
     name = table_name(namespace, body.get("name"))  # validates before anything runs
-    metadata = await _run(views.create, state.lake, state.warehouse, namespace, name.rsplit(".", 1)[1], body)
-    return _view_response(metadata)
+    loaded = await _reworded(
+        state.lake, _Wording("View", name), views.create, state.lake, state.warehouse, namespace, name.rsplit(".", 1)[1], body
+    )
+    return _view_response(loaded)
+
+
+async def register_view(request: Request) -> JSONResponse:
+    namespace, state = _ns(request), _state(request)
+    body = await read_json(request)
+    name = table_name(namespace, body.get("name"))  # validates before anything runs
+    loaded = await _reworded(
+        state.lake, _Wording("View", name), views.register, state.lake, state.warehouse, name, body.get("metadata-location")
+    )
+    return _view_response(loaded)
 
 
 async def load_view(request: Request) -> JSONResponse:
-    name, lake = _view(request), _state(request).lake
-    return _view_response(await _run(views.load, lake, name))
+    name, state = _view(request), _state(request)
+    return _view_response(await _reworded(state.lake, _Wording("View", name), views.load, state.lake, state.warehouse, name))
 
 
 async def view_exists(request: Request) -> Response:
@@ -430,12 +489,14 @@ async def view_exists(request: Request) -> Response:
 async def replace_view(request: Request) -> JSONResponse:
     name, state = _view(request), _state(request)
     body = await read_json(request)
-    return _view_response(await _run(views.replace, state.lake, state.warehouse, name, body))
+    return _view_response(
+        await _reworded(state.lake, _Wording("View", name), views.replace, state.lake, state.warehouse, name, body)
+    )
 
 
 async def drop_view(request: Request) -> Response:
     name, lake = _view(request), _state(request).lake
-    await _run(lake.drop_view, name)
+    await _reworded(lake, _Wording("View", name), lake.drop_view, name)
     return Response(status_code=204)
 
 
@@ -453,7 +514,7 @@ async def rename_view(request: Request) -> Response:
             )
             tx.drop_view(source)
 
-    await _run(rename)
+    await _reworded(lake, _Wording("View", source, destination), rename)
     return Response(status_code=204)
 
 
@@ -519,5 +580,6 @@ ROUTES = [
     route(NS + "/views/{view}", replace_view, "POST", error_type="BadRequestException"),
     route(NS + "/views/{view}", drop_view, "DELETE", error_type="BadRequestException"),
     route("/v1/views/rename", rename_view, "POST", error_type="BadRequestException"),
+    route(NS + "/register-view", register_view, "POST", error_type="BadRequestException"),
     _UNMATCHED,
 ]

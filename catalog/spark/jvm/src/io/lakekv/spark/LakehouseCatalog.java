@@ -495,7 +495,7 @@ public class LakehouseCatalog
             throw e;
         }
         if (relation.has("view")) {
-            return view(relation.get("view"));
+            return view(ident, relation.get("view"));
         }
         return new LakehouseTable(this, relation.get("table"), txnOf(args));
     }
@@ -748,7 +748,7 @@ public class LakehouseCatalog
             throw new NoSuchViewException(ident);
         }
         try {
-            return view(control.call("load_view", nameArgs(ident)));
+            return view(ident, control.call("load_view", nameArgs(ident)));
         } catch (RuntimeException e) {
             if (is(e, "no_such_view") || is(e, "no_such_namespace")) {
                 throw new NoSuchViewException(ident);
@@ -757,21 +757,75 @@ public class LakehouseCatalog
         }
     }
 
-    private static View view(JsonNode view) {
+    /**
+     * The Spark view of the control plane's answer. A view made outside Spark (the Python API,
+     * the Iceberg REST API) resolves its names in the catalog and namespace the answer gives,
+     * else this catalog and the view's namespace; and when its creator gave no schema, its
+     * schema is its query's, analysed here (Spark needs one to bind the view's columns).
+     */
+    private View view(Identifier ident, JsonNode view) {
+        String sql = view.get("sql").asText();
+        String catalog = view.path("catalog").isTextual() ? view.get("catalog").asText() : null;
+        String[] namespace = ControlPlane.JSON.convertValue(view.get("namespace"), String[].class);
+        if (namespace == null || namespace.length == 0) {
+            namespace = ident.namespace();
+        }
+        org.apache.spark.sql.classic.SparkSession spark = org.apache.spark.sql.classic.SparkSession.active();
+        if (catalog == null || !spark.sessionState().catalogManager().isCatalogRegistered(catalog)) {
+            catalog = name;  // none, or another engine's catalog name (an Iceberg default-catalog): this one
+        }
         View.Builder builder = new View.Builder()
-                .withQueryText(view.get("sql").asText())
-                .withCurrentNamespace(ControlPlane.JSON.convertValue(view.get("namespace"), String[].class))
+                .withQueryText(sql)
+                .withCurrentCatalog(catalog)
+                .withCurrentNamespace(namespace)
                 .withQueryColumnNames(ControlPlane.JSON.convertValue(view.get("query_column_names"), String[].class))
                 .withSqlConfigs(stringMap(view.get("sql_configs")));
-        if (!view.path("catalog").isNull() && !view.path("catalog").isMissingNode()) {
-            builder.withCurrentCatalog(view.get("catalog").asText());
-        }
-        if (!view.path("schema_mode").isNull() && !view.path("schema_mode").isMissingNode()) {
+        if (view.path("schema_mode").isTextual()) {
             builder.withSchemaMode(view.get("schema_mode").asText());
         }
-        builder.withSchema((StructType) DataType.fromJson(view.get("schema").toString()));
+        if (view.path("schema").isObject()) {
+            builder.withSchema((StructType) DataType.fromJson(view.get("schema").toString()));
+        } else {
+            builder.withSchema(analysedSchema(spark, sql, catalog, namespace));
+        }
         builder.withProperties(stringMap(view.get("properties")));
         return builder.build();
+    }
+
+    /** Serialises {@link #analysedSchema}: it switches the session's current catalog and namespace. */
+    private static final Object ANALYSIS_LOCK = new Object();
+
+    /**
+     * The output schema of a view's query, analysed in {@code spark} as Spark resolves a view:
+     * single and two-part names in {@code catalog} and {@code namespace}. Spark analyses a
+     * query against the session's current catalog and namespace, so they are switched for the
+     * analysis and put back after it (a query another thread analyses at that instant in the
+     * same session could resolve its unqualified names there: views made outside Spark with
+     * no schema are the only ones that take this path).
+     */
+    private static StructType analysedSchema(
+            org.apache.spark.sql.classic.SparkSession spark, String sql, String catalog, String[] namespace) {
+        org.apache.spark.sql.connector.catalog.CatalogManager manager = spark.sessionState().catalogManager();
+        synchronized (ANALYSIS_LOCK) {
+            String savedCatalog = manager.currentCatalog().name();
+            String[] savedNamespace = manager.currentNamespace();
+            try {
+                // Parsed as a query, then only analysed: a view whose text is a
+                // command (DROP TABLE ...) fails to parse and never runs.
+                org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan;
+                try {
+                    plan = spark.sessionState().sqlParser().parseQuery(sql);
+                } catch (org.apache.spark.sql.catalyst.parser.ParseException e) {
+                    throw new IllegalArgumentException("the view's SQL is not a query: " + e.getMessage(), e);
+                }
+                manager.setCurrentCatalog(catalog);
+                manager.setCurrentNamespace(namespace);
+                return org.apache.spark.sql.classic.Dataset.ofRows(spark, plan).schema();
+            } finally {
+                manager.setCurrentCatalog(savedCatalog);
+                manager.setCurrentNamespace(savedNamespace);
+            }
+        }
     }
 
     private View putView(Identifier ident, View view, boolean replace) {
