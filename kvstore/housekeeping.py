@@ -243,7 +243,7 @@ class Housekeeper:
             else:
                 result = flush_once(self._state, self._committer, floor, self._options)
         if result is not None:
-            self._count(flushes=1, flushed_bytes=result.sst.size if result.sst is not None else 0)
+            self._count(flushes=1, flushed_bytes=sum(info.size for info in result.written))
         return result
 
     def _compact(self, full: bool) -> list[CompactionResult]:
