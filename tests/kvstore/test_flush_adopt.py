@@ -74,6 +74,8 @@ def test_flush_writes_no_second_copy_of_a_delta_sst() -> None:
         result = db.flush()
         assert result is not None and result.written == ()
         assert [info.path for info in result.adopted] == [delta_path]
+        stats = db.maintenance_stats()
+        assert stats["flushed_bytes"] == 0 and stats["adopted_ssts"] == 1 and stats["adopted_bytes"] == delta_bytes
         assert counting.written["sst"] == delta_bytes  # the flush wrote no SST bytes
         assert counting.written["tree"] < delta_bytes / 100  # only a small manifest
         assert db.stats()["l0_files"] == 1 and db.stats()["memtable_keys"] == 0
@@ -345,3 +347,32 @@ def test_another_process_reads_the_same_before_and_after_adoption(tmp_path: Path
         model[b"after"] = b"1"
         assert int(latest_version) == db.version and latest == digest(model)
         assert int(flushed_upto) >= int(version)
+
+
+def test_background_flush_and_compaction_adopt_while_large_commits_land() -> None:
+    """The maintenance threads flush (adopting) and compact while a writer commits large batches."""
+    inner = MemoryStore()
+    model: dict[bytes, bytes] = {}
+    options = dict(
+        inline_delta_bytes=128, poll_interval_s=0, maintenance_interval_s=0.01,
+        flush_max_versions=3, l0_compaction_trigger=3,
+    )
+    with kvstore.open(inner, **options) as db:
+        for round_ in range(40):
+            batch = kvstore.WriteBatch()
+            for i in range(round_ % 7, 60, 3):
+                batch.put(b"k%03d" % i, b"r%d" % round_)
+                model[b"k%03d" % i] = b"r%d" % round_
+            db.write(batch)
+            db.put(b"single", b"%d" % round_)
+            model[b"single"] = b"%d" % round_
+            assert db.get(b"single") == b"%d" % round_
+        db.flush()
+        stats = db.maintenance_stats()
+        assert stats["flushes"] >= 1 and stats["adopted_ssts"] >= 1 and stats["background_errors"] == 0
+        assert dict(db.scan()) == model
+        assert db.verify().ok
+    with kvstore.open(inner, create=False, **SMALL_INLINE) as db:
+        assert dict(db.scan()) == model
+        db.compact(full=True)
+        assert dict(db.scan()) == model and db.verify().ok
