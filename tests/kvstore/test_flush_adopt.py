@@ -265,6 +265,22 @@ class _AheadClock:
         return time.time() + self.skew
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_random_errors_around_an_adopting_flush_and_compaction(seed: int) -> None:
+    inner = MemoryStore()
+    history = _prepare(inner)
+    faulty = FaultyStore(inner, seed=seed)
+    with kvstore.open(faulty, **BASE) as db:
+        faulty.error_rate = faulty.after_rate = 0.15
+        for _ in range(3):
+            try:
+                _flush_then_compact(db)
+            except StoreError:
+                continue  # an injected fault: the operation may fail, never corrupt
+        faulty.error_rate = faulty.after_rate = 0.0
+    _check_after_reopen(inner, history, f"faults, seed {seed}")
+
+
 def test_gc_after_the_roots_go_keeps_the_adopted_sst() -> None:
     clock = _AheadClock()
     inner = MemoryStore(clock=clock)
