@@ -1,4 +1,4 @@
-"""Flush: move the rows of the unflushed versions into one L0 SST.
+"""Flush: move the rows of the unflushed versions into L0 SSTs.
 
 Unflushed versions ``a..b`` (``a = tree.flushed_upto + 1``, ``b`` = this
 handle's head) have their rows in the memtable: exactly the memtable rows
@@ -10,12 +10,21 @@ applies that version swaps in a memtable without the flushed rows
 (:meth:`~kvstore.state.EngineState._install_tree`), and opening the store
 reads only the versions after ``b``.
 
+A version whose rows are in a delta SST (a large commit, see
+:mod:`kvstore.committer`) is not rewritten: its delta SST becomes an L0 SST
+as it is (*adopted*), so a bulk load writes each byte once before
+compaction. L0 SSTs must stay newest first with disjoint seq ranges (a point
+get stops at the first L0 hit), so the memtable rows of the versions between
+adopted delta SSTs go to one written SST per gap. The adopted file stays
+referenced by its root and, from the flush on, by the tree: GC keeps it while
+either survives, and a flush that loses a race does not delete it.
+
 Rows are written through the merge iterator in compaction mode with the
 retention floor, so versions already superseded below the floor never reach
 storage; L0 is never the last run, so tombstones stay.
 
 Two handles flushing the same versions race on the tree: one wins, the other
-deletes its SST. A flush rebases over a concurrent compaction (which leaves
+deletes the SSTs it wrote. A flush rebases over a concurrent compaction (which leaves
 ``flushed_upto`` alone).
 """
 
@@ -25,7 +34,7 @@ import itertools
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Final, Iterable
+from typing import Any, Final, Iterable, Iterator
 
 from kvstore.compaction.edit import TreeEdit
 from kvstore.errors import EditConflictError
@@ -33,8 +42,9 @@ from kvstore.compaction.install import install_edit
 from kvstore.format.rows import Row
 from kvstore.format.sst import SSTInfo, write_sst
 from kvstore.iterators.merge import merge_rows
+from kvstore.memtable import Memtable
 from kvstore.options import StoreOptions
-from kvstore.state import EngineState
+from kvstore.state import EngineState, UnflushedDeltaSST
 
 
 # A flush merges one source per unflushed version when versions hold at
@@ -49,15 +59,19 @@ class FlushResult:
     Attributes:
         flushed_upto: versions up to this one are now in the tree.
         flushed_seq: last seq of ``flushed_upto``.
-        sst: the new L0 SST, or None when the flushed versions held no rows
-            (tree-only or checkpoint commits).
+        sst: the newest L0 SST this flush wrote, or None when it wrote none
+            (tree-only or checkpoint commits, or only delta SSTs to adopt).
         tree_path: the committed tree manifest.
+        written: every L0 SST this flush wrote, oldest first.
+        adopted: the delta SSTs it made L0 SSTs without rewriting, oldest first.
     """
 
     flushed_upto: int
     flushed_seq: int
     sst: SSTInfo | None
     tree_path: str
+    written: tuple[SSTInfo, ...] = ()
+    adopted: tuple[SSTInfo, ...] = ()
 
 
 def needs_flush(state: EngineState, options: StoreOptions) -> bool:
@@ -95,9 +109,72 @@ def flush_once(state: EngineState, committer: Any, floor_seq: int, options: Stor
         return None
     floor = min(floor_seq, view.last_seq)
     low, high = tree.flushed_seq, view.last_seq
+    adopted = [d for d in view.delta_ssts if low < d.first_seq and d.last_seq <= high]
     # Rows applied after the view (seq > high) may already be in the memtable:
     # they belong to the next flush (snapshot_seq drops them).
-    memtable = view.layers.memtable
+    segments = [_merged(view.layers.memtable, lo, hi, floor) for lo, hi in _gaps(low, high, adopted)]
+    firsts = [next(rows, None) for rows in segments]
+    if not adopted and all(first is None for first in firsts) and (
+        view.version - tree.flushed_upto < options.flush_max_versions
+    ):
+        # Only tree-only or checkpoint versions: flushing them would just add
+        # one more such version. Worth it only to bound what opening reads.
+        return None
+    written_at = time.monotonic()
+    # Oldest first: each gap between delta SSTs, then the delta SST after it.
+    l0: list[dict[str, Any]] = []
+    written: list[SSTInfo] = []
+    for index, (first, rows) in enumerate(zip(firsts, segments)):
+        if first is not None:
+            info = write_sst(state.store, f"sst/{uuid.uuid4().hex}.sst", itertools.chain((first,), rows))
+            written.append(info)
+            l0.append(info.to_dict())
+        if index < len(adopted):
+            l0.append(adopted[index].info)
+    edit = TreeEdit(
+        added_l0=tuple(reversed(l0)),
+        adopted=frozenset(d.info["path"] for d in adopted),
+        expected_flushed_upto=tree.flushed_upto,
+        flushed_upto=view.version,
+        flushed_seq=view.last_seq,
+        floor_seq=floor,
+    )
+    descriptor = {
+        "op": "flush",
+        "flushed_upto": view.version,
+        "rows": sum(info.row_count for info in written),
+        "adopted": len(adopted),
+    }
+    path = install_edit(
+        state, committer, edit, descriptor=descriptor, written_at=written_at, max_age_s=options.gc_grace_s / 2
+    )
+    return FlushResult(
+        view.version,
+        view.last_seq,
+        written[-1] if written else None,
+        path,
+        tuple(written),
+        tuple(SSTInfo.from_dict(d.info) for d in adopted),
+    )
+
+
+def _gaps(low: int, high: int, adopted: list[UnflushedDeltaSST]) -> list[tuple[int, int]]:
+    """The seq ranges ``(lo, hi]`` of ``(low, high]`` around the adopted delta SSTs, oldest first.
+
+    One more range than delta SSTs; a range may be empty (``lo == hi``).
+    """
+    gaps = []
+    for delta in adopted:
+        gaps.append((low, delta.first_seq - 1))
+        low = delta.last_seq
+    gaps.append((low, high))
+    return gaps
+
+
+def _merged(memtable: Memtable, low: int, high: int, floor: int) -> Iterator[Row]:
+    """The memtable rows with ``low < seq <= high``, merged for an L0 SST."""
+    if low >= high:
+        return iter(())
     sources: list[Iterable[Row]]
     if memtable.row_count >= _ROWS_PER_VERSION_SOURCE * memtable.version_count:
         # Large versions (bulk writes): one sorted source per version, see
@@ -111,28 +188,7 @@ def flush_once(state: EngineState, committer: Any, floor_seq: int, options: Stor
                 [row for row in chunk if low < row[1] <= high] for chunk in memtable.row_chunks()
             )
         ]
-    merged = merge_rows(sources, mode="compaction", floor_seq=floor, snapshot_seq=high)
-    first = next(merged, None)
-    if first is None and view.version - tree.flushed_upto < options.flush_max_versions:
-        # Only tree-only or checkpoint versions: flushing them would just add
-        # one more such version. Worth it only to bound what opening reads.
-        return None
-    written_at = time.monotonic()
-    info = None
-    if first is not None:
-        info = write_sst(state.store, f"sst/{uuid.uuid4().hex}.sst", itertools.chain((first,), merged))
-    edit = TreeEdit(
-        added_l0=() if info is None else (info.to_dict(),),
-        expected_flushed_upto=tree.flushed_upto,
-        flushed_upto=view.version,
-        flushed_seq=view.last_seq,
-        floor_seq=floor,
-    )
-    descriptor = {"op": "flush", "flushed_upto": view.version, "rows": 0 if info is None else info.row_count}
-    path = install_edit(
-        state, committer, edit, descriptor=descriptor, written_at=written_at, max_age_s=options.gc_grace_s / 2
-    )
-    return FlushResult(view.version, view.last_seq, info, path)
+    return merge_rows(sources, mode="compaction", floor_seq=floor, snapshot_seq=high)
 
 
 def flush_all(

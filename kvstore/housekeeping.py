@@ -79,7 +79,11 @@ class MaintenanceStats:
     """Counters since the handle opened (read them via ``Store.maintenance_stats()``)."""
 
     flushes: int = 0
+    # Bytes of the L0 SSTs flushes wrote; adopted delta SSTs are not
+    # rewritten, so they count in adopted_ssts and adopted_bytes instead.
     flushed_bytes: int = 0
+    adopted_ssts: int = 0
+    adopted_bytes: int = 0
     compactions: int = 0
     compaction_bytes_read: int = 0
     compaction_bytes_written: int = 0
@@ -243,7 +247,12 @@ class Housekeeper:
             else:
                 result = flush_once(self._state, self._committer, floor, self._options)
         if result is not None:
-            self._count(flushes=1, flushed_bytes=result.sst.size if result.sst is not None else 0)
+            self._count(
+                flushes=1,
+                flushed_bytes=sum(info.size for info in result.written),
+                adopted_ssts=len(result.adopted),
+                adopted_bytes=sum(info.size for info in result.adopted),
+            )
         return result
 
     def _compact(self, full: bool) -> list[CompactionResult]:

@@ -79,6 +79,20 @@ class Layers:
 
 
 @dataclass(frozen=True)
+class UnflushedDeltaSST:
+    """The delta SST of an applied version the tree does not hold yet.
+
+    A flush adopts it as an L0 SST as it is (:mod:`kvstore.flush`): it holds
+    exactly the version's rows, seqs ``first_seq..last_seq``, written by the
+    same SST writer a flush uses.
+    """
+
+    first_seq: int
+    last_seq: int
+    info: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class StateView:
     """A consistent picture of the state at one version (see :meth:`EngineState.view`)."""
 
@@ -87,6 +101,8 @@ class StateView:
     tree_path: str | None
     tree: TreeManifest
     layers: Layers
+    # Delta SSTs of the unflushed versions up to ``version``, oldest first.
+    delta_ssts: tuple[UnflushedDeltaSST, ...] = ()
 
 
 class EngineState:
@@ -103,6 +119,8 @@ class EngineState:
         self.tree_path: str | None = None
         self.tree = TreeManifest()
         self.layers = Layers(Memtable())
+        # Delta SSTs of unflushed versions, oldest first; replaced, never mutated.
+        self.delta_ssts: tuple[UnflushedDeltaSST, ...] = ()
         # Checkpoint map of the latest version: carried into every new root.
         self.checkpoints: dict[str, dict[str, Any]] = {}
         self.listeners: list[VersionListener] = []
@@ -129,7 +147,7 @@ class EngineState:
         """
         with self.chain_lock:
             version, last_seq = self.head
-            return StateView(version, last_seq, self.tree_path, self.tree, self.layers)
+            return StateView(version, last_seq, self.tree_path, self.tree, self.layers, self.delta_ssts)
 
     # -- loading -------------------------------------------------------------
 
@@ -162,6 +180,7 @@ class EngineState:
                 # The flushed rows are in the new tree's L0 now: keep only the
                 # newer ones, in a new memtable (readers of the old one go on).
                 memtable = memtable.without_upto(tree.flushed_seq)
+                self.delta_ssts = tuple(d for d in self.delta_ssts if d.first_seq > tree.flushed_seq)
             layers = self.open_layers(tree, memtable)
         except FileNotFoundError as exc:
             # Only possible if GC removed the files of a version this handle
@@ -219,6 +238,8 @@ class EngineState:
         if rows is None:
             rows = self.rows_of(root)
         self.layers.memtable.apply(rows)
+        if root.delta_sst is not None and root.first_seq > self.tree.flushed_seq:
+            self.delta_ssts = (*self.delta_ssts, UnflushedDeltaSST(root.first_seq, root.last_seq, root.delta_sst))
         if install_tree:
             self._install_tree(root.tree)
         self.checkpoints = root.checkpoints
@@ -261,6 +282,7 @@ class EngineState:
         # Requires chain_lock. Start over from an empty picture of the store.
         self.tree_path, self.tree = None, TreeManifest()
         self.layers = Layers(Memtable())
+        self.delta_ssts = ()
         self.load(latest)
         for listener in self.reload_listeners:
             listener(self.last_seq)

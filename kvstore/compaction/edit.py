@@ -44,6 +44,9 @@ class TreeEdit:
     Attributes:
         removed: SST paths the compaction consumed (empty for a flush).
         added_l0: SSTs a flush produced, newest first (prepended to L0).
+        adopted: paths in ``added_l0`` that are delta SSTs the flush adopted:
+            their versions' roots reference them, so they are not this edit's
+            outputs and a loser must not delete them.
         added_run: the run a compaction produced (None: no run; an empty
             tuple: every row was dropped, the inputs just disappear).
         expected_flushed_upto: a flush applies only to a tree flushed up to
@@ -56,6 +59,7 @@ class TreeEdit:
 
     removed: frozenset[str] = frozenset()
     added_l0: tuple[SSTDict, ...] = ()
+    adopted: frozenset[str] = frozenset()
     added_run: tuple[SSTDict, ...] | None = None
     expected_flushed_upto: int | None = None
     flushed_upto: int = 0
@@ -67,8 +71,9 @@ class TreeEdit:
         return self.expected_flushed_upto is not None
 
     def output_paths(self) -> list[str]:
-        """Every SST this edit adds (what the loser of a race deletes)."""
-        return [info["path"] for info in (*self.added_l0, *(self.added_run or ()))]
+        """Every SST this edit wrote (what the loser of a race deletes); adopted ones are not."""
+        added = (*self.added_l0, *(self.added_run or ()))
+        return [info["path"] for info in added if info["path"] not in self.adopted]
 
 
 def apply_edit(tree: TreeManifest, edit: TreeEdit) -> TreeManifest:
