@@ -453,6 +453,12 @@ def _remember(key: tuple[str, str, int, int], state: _State) -> None:
             _cache.popitem(last=False)
 
 
+def _forget_table(base: str, table_id: str) -> None:
+    with _lock:
+        for key in [k for k in _cache if k[0] == base and k[1] == table_id]:
+            del _cache[key]
+
+
 def derive(lake: LakeHandle, name: str, version: int | None = None) -> Derived:
     """The Iceberg v2 metadata of native table ``name`` at lakehouse ``version`` (None: the handle's newest).
 
@@ -557,7 +563,11 @@ def _known_state(ctx: LakeContext, fileio: LakeFileIO, definition: TableDef, ver
     key = (base_uri(ctx.objects), definition.id, version, floor)
     state = _cached(key)
     if state is not None:
-        return state
+        if not state.published or fileio.exists(state.derived.metadata_location):
+            return state
+        # Its files were lost (a cache, deleted by hand or by GC): this
+        # process's states of the table may name lost manifests too.
+        _forget_table(key[0], definition.id)
     location = fileio.uri(_metadata_path(definition, version, floor))
     try:
         metadata = FromInputFile.table_metadata(fileio.new_input(location))
