@@ -193,14 +193,15 @@ def test_an_append_writes_one_manifest_and_one_list(evolved: tuple[catalog.Lakeh
     )
     after = iceberg_derived.derive(lake, "ns.t")
     new = _derived_files(lake) - existing
+    previous = before.snapshot_version
     assert new == {
-        f"{version:020d}-m0.avro",
+        f"{version:020d}-{previous:020d}-m0.avro",
         f"snap-{version:020d}-{iceberg_derived.snapshot_id(lake.load_table('ns.t').id, version)}.avro",
         f"{version:020d}-{0:020d}.metadata.json",
     }
     manifests = after.metadata.current_snapshot().manifests(_io(lake))  # type: ignore[union-attr]
-    assert {m.manifest_path for m in manifests} - old_manifests == {f"{_dir(before)}/{version:020d}-m0.avro"}
-    assert [m.added_files_count for m in manifests if m.manifest_path.endswith(f"{version:020d}-m0.avro")] == [3]
+    assert {m.manifest_path for m in manifests} - old_manifests == {f"{_dir(before)}/{version:020d}-{previous:020d}-m0.avro"}
+    assert [m.added_files_count for m in manifests if m.manifest_path.endswith(f"{version:020d}-{previous:020d}-m0.avro")] == [3]
     assert _rows(StaticTable.from_metadata(after.metadata_location).scan().to_arrow()) == _native(lake, version)
 
 
@@ -215,13 +216,12 @@ def test_a_delete_rewrites_only_the_manifests_that_held_its_files(tmp_path: Path
         version = t.delete(pc.field("day") == "tue")  # one whole file of the first append
         after = iceberg_derived.derive(lake, "ns.t")
         assert _derived_files(lake) - existing == {
-            f"{version:020d}-m1.avro",
+            f"{version:020d}-{second:020d}-m1.avro",
             f"snap-{version:020d}-{iceberg_derived.snapshot_id(t.id, version)}.avro",
             f"{version:020d}-{0:020d}.metadata.json",
         }
         names = sorted(m.manifest_path.rsplit("/", 1)[-1] for m in after.metadata.current_snapshot().manifests(_io(lake)))  # type: ignore[union-attr]
-        assert names == [f"{second:020d}-m0.avro", f"{version:020d}-m1.avro"]
-        assert f"{first:020d}-m0.avro" not in names
+        assert names == [f"{second:020d}-{first:020d}-m0.avro", f"{version:020d}-{second:020d}-m1.avro"]
         assert after.metadata.current_snapshot().summary.operation.value == "delete"  # type: ignore[union-attr]
         assert _rows(StaticTable.from_metadata(after.metadata_location).scan().to_arrow()) == _native(lake, version)
 
