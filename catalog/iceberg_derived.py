@@ -65,6 +65,7 @@ import json
 import threading
 import uuid
 from collections import OrderedDict
+from copy import copy
 from dataclasses import dataclass
 from typing import Any, Final, Iterator, Protocol
 
@@ -73,6 +74,7 @@ import pyarrow.compute as pc
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
 from pyiceberg.io.pyarrow import pyarrow_to_schema
 from pyiceberg.manifest import (
+    UNASSIGNED_SEQ,
     DataFile as IcebergDataFile,
     DataFileContent,
     FileFormat,
@@ -716,9 +718,9 @@ def _derive_change(
         parent = None if base is None else snapshot_id(table_id, base.derived.snapshot_version)
         with write_manifest_list(2, fileio.new_output(list_uri), sid, parent, version, _AVRO_CODEC) as list_writer:
             list_writer.add_manifests([m.file for m in manifests])
-        # Reread: the list writer assigns the new manifests' sequence numbers.
-        paths = {m.file.manifest_path: m.paths for m in manifests}
-        manifests = [_Manifest(m, paths.get(m.manifest_path)) for m in read_manifest_list(fileio.new_input(list_uri))]
+        # What the list writer wrote: the manifests made here get this
+        # snapshot's sequence number (ManifestListWriterV2.prepare_manifest).
+        manifests = [_Manifest(_sequenced(m.file, version), m.paths) for m in manifests]
 
     operation = Operation.APPEND
     if removed:
@@ -760,6 +762,18 @@ def _derive_change(
     )
     _remember((base_uri_, table_id, version, floor), state)
     return state
+
+
+def _sequenced(manifest: ManifestFile, version: int) -> ManifestFile:
+    """``manifest`` as a manifest list of sequence number ``version`` records it."""
+    if manifest.sequence_number != UNASSIGNED_SEQ and manifest.min_sequence_number != UNASSIGNED_SEQ:
+        return manifest
+    out = copy(manifest)
+    if out.sequence_number == UNASSIGNED_SEQ:
+        out.sequence_number = version
+    if out.min_sequence_number == UNASSIGNED_SEQ:
+        out.min_sequence_number = version
+    return out
 
 
 def _holds_any(fileio: LakeFileIO, base: str, manifest: _Manifest, removed: set[str]) -> bool:
