@@ -475,8 +475,27 @@ def _file_keys(ctx: LakeContext, table_id: str, version: int) -> _FileKeys:
 
 @dataclass(frozen=True)
 class _Change:
+    """A version that changed the table, and whether its operations' summaries say it changed files."""
+
     version: int
     timestamp_ms: int
+    changes_files: bool
+
+
+# Operations whose history summaries carry no file counts because they change
+# no data files. Any other operation without counts is treated as changing
+# files (the live file keys are compared).
+_NO_FILE_CHANGES: Final = frozenset({"create_table", "rename_table", "update_schema", "update_properties", "commit_metadata", "check_read"})
+
+
+def _changes_files(ops: list[dict[str, Any]]) -> bool:
+    for op in ops:
+        if "files_added" in op or "files_removed" in op:
+            if op.get("files_added") or op.get("files_removed"):
+                return True
+        elif op.get("kind") not in _NO_FILE_CHANGES:
+            return True
+    return False
 
 
 _lock = threading.Lock()
@@ -589,14 +608,15 @@ def _changes(ctx: LakeContext, table_id: str, version: int, floor: int) -> Itera
         if not infos:
             return
         for info in infos:
-            kinds = [
-                op.get("kind")
+            ops = [
+                op
                 for commit in info.commits
                 for op in ((commit.get("summary") or {}).get("ops") or [])
                 if op.get("table_id") == table_id
             ]
-            if kinds:
-                yield _Change(info.version, int(info.timestamp * 1000))
+            kinds = [op.get("kind") for op in ops]
+            if ops:
+                yield _Change(info.version, int(info.timestamp * 1000), _changes_files(ops))
                 if info.version <= floor or "create_table" in kinds:
                     return
         last = infos[-1].version
@@ -649,7 +669,11 @@ def _derive_change(
         reader = CatalogReader(snap)
         definition = reader.table_def(table_id)
         properties = reader.table_properties(table_id)
-    files = _file_keys(ctx, table_id, version)
+    files: _FileKeys
+    if base is not None and base.files is not None and not change.changes_files:
+        files = base.files  # the summaries say no file changed: nothing to scan
+    else:
+        files = _file_keys(ctx, table_id, version)
     assert definition is not None and definition.schema is not None
     schema_id = definition.schema_version
     schema = iceberg_schema(definition.schema, schema_id)
@@ -659,14 +683,17 @@ def _derive_change(
     base_uri_ = fileio.base
 
     kept: list[_Manifest] = []
+    added: list[DataFile] = []
+    gone: list[DataFile] = []
     base_version = None if base is None else base.derived.snapshot_version
     if base is None:
         added, gone = files.entries(), []
     else:
-        if base.files is None:
-            base.files = _file_keys(ctx, table_id, base.derived.snapshot_version)
-        added, gone = files.entries(files.not_in(base.files)), base.files.entries(base.files.not_in(files))
         kept = list(base.manifests)
+        if files is not base.files:
+            if base.files is None:
+                base.files = _file_keys(ctx, table_id, base.derived.snapshot_version)
+            added, gone = files.entries(files.not_in(base.files)), base.files.entries(base.files.not_in(files))
     removed = {f.path for f in gone}
     added.sort(key=lambda f: f.id)
     total_records = (0 if base is None else base.total_records) + sum(f.rows for f in added) - sum(f.rows for f in gone)
