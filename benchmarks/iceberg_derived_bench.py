@@ -16,7 +16,8 @@ Builds a partitioned native table of ``--files`` data files (default
 
 Derivation is lazy (never on the commit path), so native appends cost what
 they did before this module; the append latency is printed beside it for
-scale.
+scale. CPU time is printed beside wall time: on a shared machine the wall
+time includes waiting for a core.
 """
 
 from __future__ import annotations
@@ -46,10 +47,10 @@ t0 = time.perf_counter()
 import catalog
 from catalog import iceberg_derived
 with catalog.open(sys.argv[1], create=False, poll_interval_s=0, background=False) as lake:
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     derived = iceberg_derived.derive(lake, "bench.t")
-    t2 = time.perf_counter()
-print(json.dumps({"import_open_s": t1 - t0, "derive_s": t2 - t1, "snapshots": len(derived.metadata.snapshots)}))
+    t2, c2 = time.perf_counter(), time.process_time()
+print(json.dumps({"import_open_s": t1 - t0, "derive_s": t2 - t1, "derive_cpu_s": c2 - c1, "snapshots": len(derived.metadata.snapshots)}))
 """
 
 
@@ -84,26 +85,29 @@ def main() -> int:
         first = _fresh_derive(root)
         print(
             f"first derivation, never derived, fresh process: {first['derive_s'] * 1000:.0f} ms "
-            f"({int(first['snapshots'])} snapshots; import+open {first['import_open_s'] * 1000:.0f} ms)  goal <= 2000 ms"
+            f"(CPU {first['derive_cpu_s'] * 1000:.0f} ms; {int(first['snapshots'])} snapshots; "
+            f"import+open {first['import_open_s'] * 1000:.0f} ms)  goal <= 2000 ms"
         )
 
         with catalog.open(root, poll_interval_s=0) as lake:
             table = lake.load_table("bench.t")
             iceberg_derived.derive(lake, "bench.t")  # this process's state: what a server holds
-            appends, derives = [], []
+            appends, derives, cpu = [], [], []
             for i in range(args.rounds):
                 data = pa.table({"id": [row + i], "part": pa.array([0], pa.int32()), "name": ["x"]})
                 t0 = time.perf_counter()
                 table.append(data)
-                t1 = time.perf_counter()
+                t1, c1 = time.perf_counter(), time.process_time()
                 iceberg_derived.derive(lake, "bench.t")
-                t2 = time.perf_counter()
+                t2, c2 = time.perf_counter(), time.process_time()
                 appends.append(t1 - t0)
                 derives.append(t2 - t1)
+                cpu.append(c2 - c1)
             p50 = statistics.median(derives) * 1000
             print(
-                f"derive right after one more append, long-lived process: p50 {p50:.1f} ms, max {max(derives) * 1000:.1f} ms "
-                f"over {args.rounds}  goal <= 50 ms  (the append itself: p50 {statistics.median(appends) * 1000:.1f} ms)"
+                f"derive right after one more append, long-lived process: p50 {p50:.1f} ms (CPU p50 "
+                f"{statistics.median(cpu) * 1000:.1f} ms), max {max(derives) * 1000:.1f} ms over {args.rounds}  goal <= 50 ms  "
+                f"(the append itself: p50 {statistics.median(appends) * 1000:.1f} ms)"
             )
             cold = []
             for i in range(min(5, args.rounds)):

@@ -451,3 +451,46 @@ def test_a_widened_column_rewrites_every_manifest_with_its_new_bounds(tmp_path: 
         assert old.isdisjoint(m.manifest_path for m in after.current_snapshot().manifests(_io(lake)))  # type: ignore[union-attr]
         assert _rows(after.scan().to_arrow()) == _native(lake, version)
         assert sorted(r["id"] for r in after.scan(row_filter="n >= 6").to_arrow().to_pylist()) == [2, 3]
+
+
+@pytest.fixture(scope="module")
+def moto_lake_url() -> Iterator[tuple[str, dict[str, str]]]:
+    """A moto S3 server on 127.0.0.1 with one bucket: the lakehouse URL and its options."""
+    import s3fs
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        options = {"endpoint_url": f"http://{host}:{port}", "key": "moto", "secret": "moto", "region": "us-east-1"}
+        s3fs.S3FileSystem(key="moto", secret="moto", endpoint_url=options["endpoint_url"], skip_instance_cache=True).mkdir("derived")
+        yield "s3://derived/lake", options
+    finally:
+        server.stop()
+
+
+def test_on_s3_every_path_is_an_s3_uri_engines_read(moto_lake_url: tuple[str, dict[str, str]]) -> None:
+    url, options = moto_lake_url
+    with catalog.open(url, poll_interval_s=0, **options) as lake:
+        lake.create_namespace("ns")
+        t = lake.create_table("ns.t", SCHEMA, partition_by=["day"])
+        version = t.append(pa.table({"id": [1, 2], "day": ["mon", "tue"], "name": ["a", None], "amount": [1, 2]}))
+        location = lake.load_table("ns.t").metadata_location
+        assert location is not None and location.startswith("s3://derived/lake/data/")
+        table = StaticTable.from_metadata(
+            location,
+            properties={
+                "s3.endpoint": options["endpoint_url"], "s3.access-key-id": "moto", "s3.secret-access-key": "moto",
+                "s3.region": "us-east-1",
+            },
+        )
+        assert all(f.file.file_path.startswith("s3://derived/lake/data/") for f in table.scan().plan_files())
+        assert _rows(table.scan().to_arrow()) == _native(lake, version)
+        con = _duckdb()
+        con.execute("LOAD httpfs")
+        endpoint = options["endpoint_url"].removeprefix("http://")
+        con.execute(
+            f"CREATE SECRET (TYPE s3, KEY_ID 'moto', SECRET 'moto', ENDPOINT '{endpoint}', URL_STYLE 'path', USE_SSL false, REGION 'us-east-1')"
+        )
+        assert _rows(con.execute(f"SELECT * FROM iceberg_scan('{location}')").fetch_arrow_table()) == _native(lake, version)
