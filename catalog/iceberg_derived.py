@@ -369,44 +369,53 @@ def _iceberg_value(encoded: Any, t: pa.DataType) -> Any:
     return None
 
 
-def _file_entry(
-    base: str, entry: DataFile, schema: pa.Schema, iceberg: IcebergSchema, partition_ids: list[int]
-) -> IcebergDataFile:
-    """A native file entry as an Iceberg data file (absolute path, partition, counts and bounds)."""
-    arrow = {field_id(f): f for f in schema}
-    value_counts: dict[int, int] = {}
-    null_counts: dict[int, int] = {}
-    lower: dict[int, bytes] = {}
-    upper: dict[int, bytes] = {}
-    for key, (low, high, nulls) in entry.stats.items():
-        fid = int(key)
-        f = arrow.get(fid)
-        if f is None:
-            continue  # a column dropped since the file was written
-        value_counts[fid] = entry.rows
-        if nulls is not None:
-            null_counts[fid] = int(nulls)
-        kind = iceberg.find_field(fid).field_type
-        if not isinstance(kind, PrimitiveType):
-            continue  # nested columns keep no statistics
-        lo, hi = _iceberg_value(low, f.type), _iceberg_value(high, f.type)
-        if lo is not None and hi is not None:
-            lower[fid] = to_bytes(kind, lo)
-            upper[fid] = to_bytes(kind, hi)
-    partition = Record(*[_iceberg_value(entry.partition.get(str(fid)), arrow[fid].type) for fid in partition_ids])
-    return IcebergDataFile.from_args(
-        content=DataFileContent.DATA,
-        file_path=f"{base}/{entry.path}",
-        file_format=FileFormat.PARQUET,
-        partition=partition,
-        record_count=entry.rows,
-        file_size_in_bytes=entry.size,
-        value_counts=value_counts,
-        null_value_counts=null_counts,
-        lower_bounds=lower,
-        upper_bounds=upper,
-        sort_order_id=0,
-    )
+class _EntryMaker:
+    """Turns native file entries into Iceberg data files for one schema (its per-column work done once)."""
+
+    def __init__(self, base: str, schema: pa.Schema, iceberg: IcebergSchema, partition_ids: list[int]) -> None:
+        self.base = base
+        # field id (as the entries key it) -> (field id, Arrow type, Iceberg type or None for no bounds)
+        self.columns: dict[str, tuple[int, pa.DataType, PrimitiveType | None]] = {}
+        for f in schema:
+            fid = field_id(f)
+            kind = iceberg.find_field(fid).field_type
+            self.columns[str(fid)] = (fid, f.type, kind if isinstance(kind, PrimitiveType) else None)
+        self.partition = [(str(fid), self.columns[str(fid)][1]) for fid in partition_ids]
+
+    def __call__(self, entry: DataFile) -> IcebergDataFile:
+        """``entry`` as an Iceberg data file: absolute path, partition, value and null counts, bounds."""
+        value_counts: dict[int, int] = {}
+        null_counts: dict[int, int] = {}
+        lower: dict[int, bytes] = {}
+        upper: dict[int, bytes] = {}
+        for key, (low, high, nulls) in entry.stats.items():
+            column = self.columns.get(key)
+            if column is None:
+                continue  # a column dropped since the file was written
+            fid, arrow_type, kind = column
+            value_counts[fid] = entry.rows
+            if nulls is not None:
+                null_counts[fid] = int(nulls)
+            if kind is None:
+                continue  # nested columns keep no statistics
+            lo, hi = _iceberg_value(low, arrow_type), _iceberg_value(high, arrow_type)
+            if lo is not None and hi is not None:
+                lower[fid] = to_bytes(kind, lo)
+                upper[fid] = to_bytes(kind, hi)
+        partition = Record(*[_iceberg_value(entry.partition.get(key), t) for key, t in self.partition])
+        return IcebergDataFile.from_args(
+            content=DataFileContent.DATA,
+            file_path=f"{self.base}/{entry.path}",
+            file_format=FileFormat.PARQUET,
+            partition=partition,
+            record_count=entry.rows,
+            file_size_in_bytes=entry.size,
+            value_counts=value_counts,
+            null_value_counts=null_counts,
+            lower_bounds=lower,
+            upper_bounds=upper,
+            sort_order_id=0,
+        )
 
 
 def _type_signature(schema: pa.Schema) -> dict[int, str]:
@@ -446,7 +455,7 @@ class _FileKeys:
     """
 
     keys: pa.Array
-    values: pa.Array
+    values: pa.Array | pa.ChunkedArray
 
     def entries(self, mask: pa.Array | None = None) -> list[DataFile]:
         """The decoded entries (those where ``mask`` is true), through the process's entry cache."""
@@ -468,9 +477,11 @@ def _file_keys(ctx: LakeContext, table_id: str, version: int) -> _FileKeys:
     with ctx.store.at(version=version) as snap:
         batches = list(snap.scan_batches(prefix=keys.table_files(table_id)))
     if not batches:
-        return _FileKeys(pa.array([], pa.binary()), pa.array([], pa.binary()))
+        return _FileKeys(pa.array([], pa.binary()), pa.chunked_array([], pa.binary()))
     table = pa.Table.from_batches(batches)
-    return _FileKeys(table.column("key").combine_chunks(), table.column("value").combine_chunks())
+    # Keys are compared whole (is_in's value set); the values, only filtered,
+    # stay in their scan batches: no copy of every entry.
+    return _FileKeys(table.column("key").combine_chunks(), table.column("value"))
 
 
 @dataclass(frozen=True)
@@ -722,7 +733,8 @@ def _derive_change(
                 continue  # every file it held is gone
             if retype:
                 by_path = {f.path: f for f in files.entries()}
-                entries = [_retyped(e, base_uri_, by_path, definition.schema, schema, definition.partition_ids) for e in entries]
+                make = _EntryMaker(base_uri_, definition.schema, schema, definition.partition_ids)
+                entries = [_retyped(e, base_uri_, by_path, make) for e in entries]
             path = _manifest_path(definition, version, base_version, group)
             group += 1
             with write_manifest(2, spec, schema, fileio.new_output(fileio.uri(path)), sid, _AVRO_CODEC) as writer:
@@ -733,9 +745,10 @@ def _derive_change(
             )
         if added:
             path = _manifest_path(definition, version, base_version, 0)
+            make = _EntryMaker(base_uri_, definition.schema, schema, definition.partition_ids)
             with write_manifest(2, spec, schema, fileio.new_output(fileio.uri(path)), sid, _AVRO_CODEC) as writer:
                 for f in added:
-                    data_file = _file_entry(base_uri_, f, definition.schema, schema, definition.partition_ids)
+                    data_file = make(f)
                     writer.add(
                         ManifestEntry.from_args(
                             status=ManifestEntryStatus.ADDED, snapshot_id=sid, sequence_number=version, data_file=data_file
@@ -810,9 +823,7 @@ def _holds_any(fileio: LakeFileIO, base: str, manifest: _Manifest, removed: set[
     return not manifest.paths.isdisjoint(removed)
 
 
-def _retyped(
-    entry: ManifestEntry, base: str, by_path: dict[str, DataFile], arrow: pa.Schema, schema: IcebergSchema, partition_ids: list[int]
-) -> ManifestEntry:
+def _retyped(entry: ManifestEntry, base: str, by_path: dict[str, DataFile], make: _EntryMaker) -> ManifestEntry:
     """``entry`` with its bounds and partition serialised for the current column types."""
     native = by_path[entry.data_file.file_path[len(base) + 1 :]]
     return ManifestEntry.from_args(
@@ -820,7 +831,7 @@ def _retyped(
         snapshot_id=entry.snapshot_id,
         sequence_number=entry.sequence_number,
         file_sequence_number=entry.file_sequence_number,
-        data_file=_file_entry(base, native, arrow, schema, partition_ids),
+        data_file=make(native),
     )
 
 
