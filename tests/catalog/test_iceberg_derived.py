@@ -111,16 +111,24 @@ def test_pyiceberg_reads_every_retained_version_by_snapshot_id_and_timestamp(evo
     assert _rows(table.scan().to_arrow()) == _native(lake, lake.version)
     table_id = lake.load_table("ns.t").id
     history = {e.version: e.timestamp for e in lake.history(limit=None, table="ns.t")}
+    assert [s.timestamp_ms for s in table.metadata.snapshots] == [iceberg_derived.timestamp_ms(history[v]) for v in sorted(history)]
     assert [s.sequence_number for s in table.metadata.snapshots] == sorted(history)
     assert [e.snapshot_id for e in table.metadata.snapshot_log] == [s.snapshot_id for s in table.metadata.snapshots]
     assert table.metadata.refs["main"].snapshot_id == table.metadata.current_snapshot_id
     for version in versions:
         sid = iceberg_derived.snapshot_id(table_id, version)
         assert _rows(table.scan(snapshot_id=sid).to_arrow()) == _native(lake, version), version
-        by_time = table.snapshot_as_of_timestamp(int(history[version] * 1000))
-        assert by_time is not None and by_time.snapshot_id == sid
-        with lake.at(timestamp=history[version]) as past:
-            assert past.version == version
+        # TIMESTAMP AS OF the snapshot's millisecond lands where lake.at(timestamp=) does.
+        stamp = table.snapshot_by_id(sid).timestamp_ms  # type: ignore[union-attr]
+        by_time = table.snapshot_as_of_timestamp(stamp)
+        assert by_time is not None
+        with lake.at(timestamp=stamp / 1000) as past:
+            assert past.version >= version
+            assert _rows(table.scan(snapshot_id=by_time.snapshot_id).to_arrow()) == _rows(
+                past.load_table("ns.t").scan().to_arrow()
+            )
+        if stamp not in {s.timestamp_ms for s in table.metadata.snapshots if s.snapshot_id != sid}:
+            assert by_time.snapshot_id == sid
         # The metadata derived at that version has it as its current snapshot.
         at = StaticTable.from_metadata(iceberg_derived.derive(lake, "ns.t", version).metadata_location)
         assert _rows(at.scan().to_arrow()) == _native(lake, version)
@@ -494,3 +502,10 @@ def test_on_s3_every_path_is_an_s3_uri_engines_read(moto_lake_url: tuple[str, di
             f"CREATE SECRET (TYPE s3, KEY_ID 'moto', SECRET 'moto', ENDPOINT '{endpoint}', URL_STYLE 'path', USE_SSL false, REGION 'us-east-1')"
         )
         assert _rows(con.execute(f"SELECT * FROM iceberg_scan('{location}')").fetch_arrow_table()) == _native(lake, version)
+
+
+@given(st.floats(min_value=0, max_value=4e9, allow_nan=False))
+def test_timestamp_ms_is_the_least_millisecond_at_or_after_the_commit(timestamp: float) -> None:
+    m = iceberg_derived.timestamp_ms(timestamp)
+    assert timestamp <= m / 1000
+    assert (m - 1) / 1000 < timestamp
