@@ -509,3 +509,19 @@ def test_timestamp_ms_is_the_least_millisecond_at_or_after_the_commit(timestamp:
     m = iceberg_derived.timestamp_ms(timestamp)
     assert timestamp <= m / 1000
     assert (m - 1) / 1000 < timestamp
+
+
+def test_a_table_unchanged_since_before_the_floor_has_its_snapshot_at_the_floor(tmp_path: Path) -> None:
+    with catalog.open(str(tmp_path / "lake"), poll_interval_s=0, retention_window_s=0) as lake:
+        lake.create_namespace("ns")
+        t = lake.create_table("ns.t", SCHEMA)
+        t.append(pa.table({"id": [1], "day": ["mon"], "name": ["a"], "amount": [1]}))
+        other = lake.create_table("ns.other", SCHEMA)
+        other.append(pa.table({"id": [1], "day": ["mon"], "name": ["a"], "amount": [1]}))
+        other.overwrite(pa.table({"id": [2], "day": ["mon"], "name": ["b"], "amount": [2]}))
+        lake.gc(grace_s=0)
+        floor = lake.retention_floor
+        assert not lake.history(limit=None, table="ns.t")  # its changes are below the floor
+        derived = iceberg_derived.derive(lake, "ns.t")
+        assert [s.sequence_number for s in derived.metadata.snapshots] == [floor]
+        assert _rows(StaticTable.from_metadata(derived.metadata_location).scan().to_arrow()) == _native(lake, floor)
