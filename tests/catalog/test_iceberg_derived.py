@@ -525,3 +525,31 @@ def test_a_table_unchanged_since_before_the_floor_has_its_snapshot_at_the_floor(
         derived = iceberg_derived.derive(lake, "ns.t")
         assert [s.sequence_number for s in derived.metadata.snapshots] == [floor]
         assert _rows(StaticTable.from_metadata(derived.metadata_location).scan().to_arrow()) == _native(lake, floor)
+
+
+def test_a_second_process_builds_on_the_files_the_first_derived(evolved: tuple[catalog.Lakehouse, list[int]]) -> None:
+    lake, _ = evolved
+    iceberg_derived.derive(lake, "ns.t")
+    before = _derived_files(lake)
+    version = lake.load_table("ns.t").append(pa.table({"id": [20], "day": ["tue"], "label": ["z"], "score": [0.5]}))
+    script = (
+        "import sys, catalog\n"
+        "from catalog import iceberg_derived\n"
+        "with catalog.open(sys.argv[1], create=False, poll_interval_s=0) as lake:\n"
+        "    print(iceberg_derived.derive(lake, 'ns.t').metadata_location)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, lake.url[len("file://") :]],
+        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    location = out.stdout.strip()
+    # The other process reused every earlier file and added one manifest, one list, one metadata.json.
+    assert len(_derived_files(lake) - before) == 3 and before <= _derived_files(lake)
+    incremental = _local_path(location).read_bytes()
+    directory = _local_path(location).parent
+    for name in os.listdir(directory):
+        (directory / name).unlink()
+    scratch = iceberg_derived.derive(lake, "ns.t")
+    assert scratch.metadata_location == location
+    assert _local_path(location).read_bytes() == incremental
+    assert _rows(StaticTable.from_metadata(location).scan().to_arrow()) == _native(lake, version)
