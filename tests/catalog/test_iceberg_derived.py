@@ -554,3 +554,27 @@ def test_a_second_process_builds_on_the_files_the_first_derived(evolved: tuple[c
     assert scratch.metadata_location == location
     assert _local_path(location).read_bytes() == incremental
     assert _rows(StaticTable.from_metadata(location).scan().to_arrow()) == _native(lake, version)
+
+
+def test_two_processes_deriving_at_once_leave_readable_identical_metadata(evolved: tuple[catalog.Lakehouse, list[int]]) -> None:
+    lake, versions = evolved
+    script = (
+        "import sys, catalog\n"
+        "from catalog import iceberg_derived\n"
+        "with catalog.open(sys.argv[1], create=False, poll_interval_s=0) as lake:\n"
+        "    print(iceberg_derived.derive(lake, 'ns.t').metadata_location)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    racers = [
+        subprocess.Popen([sys.executable, "-c", script, lake.url[len("file://") :]], stdout=subprocess.PIPE, text=True, env=env)
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=300)[0].strip() for p in racers]
+    assert [p.returncode for p in racers] == [0, 0]
+    assert outputs[0] == outputs[1]
+    raced = StaticTable.from_metadata(outputs[0])
+    assert iceberg_derived.derive(lake, "ns.t").metadata == raced.metadata
+    table_id = lake.load_table("ns.t").id
+    for version in versions[1:]:
+        sid = iceberg_derived.snapshot_id(table_id, version)
+        assert _rows(raced.scan(snapshot_id=sid).to_arrow()) == _native(lake, version), version
