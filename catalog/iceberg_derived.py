@@ -29,7 +29,9 @@ What is derived, per table:
   EXISTING entries with their original snapshot and sequence numbers); a
   manifest whose every file went is dropped. A change of a column's type
   (widening) rewrites every manifest, since bounds are serialised per type;
-* one ``metadata.json`` per (last change version, data floor):
+* one ``metadata.json`` per (last change version, data floor), written for
+  the versions asked for (a first derivation goes through every retained
+  change but writes only the one asked for):
   ``<version>-<floor>.metadata.json``: every retained snapshot,
   ``snapshot-log``, ``refs.main``, ``current-snapshot-id``, every schema a
   retained snapshot uses (id = the table's schema version; native field ids
@@ -39,12 +41,21 @@ What is derived, per table:
   (Iceberg's single-value serialisation) from the native file entries
   (float bounds are left out, as native footers do: NaN).
 
-File names are a pure function of (table location, version[, group,
-floor]), and a file that exists is never rewritten, so any process derives
-identical metadata and skips what another already wrote. The derived files
-are a cache: losing any of them loses nothing (the next derivation writes
-them again); GC (:func:`collect`) removes those of versions below the data
-floor and of dropped tables.
+File names are a pure function of (table location, version[, base,
+group, floor]) and say what the file holds, and a file that exists is not
+written again, so any process derives identical metadata and skips what
+another already wrote (Avro sync markers are random: manifests written
+twice are equal but for them). Every object is one atomic put, manifests
+before the list naming them, lists before the ``metadata.json``, so a
+crash or a write fault leaves files the next derivation reuses or writes
+again. The derived files are a cache: losing any of them loses nothing
+(a state whose ``metadata.json`` is gone is derived again); GC
+(:func:`collect`) removes those of versions below the data floor and of
+dropped tables.
+
+Not served yet: nested columns (their children carry no field ids in
+native Parquet files) and ``timestamp[ns]`` columns (no Iceberg v2 type)
+raise ``ValueError``.
 
 When derivation runs: **lazily, at the first load of a version** (this
 module is called by ``Table.metadata_location``, ``lakekv lake URL iceberg``
