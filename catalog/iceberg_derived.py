@@ -85,7 +85,7 @@ from typing import Any, Final, Iterator, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
-from pyiceberg.io.pyarrow import pyarrow_to_schema
+from pyiceberg.io.pyarrow import UnsupportedPyArrowTypeException, pyarrow_to_schema
 from pyiceberg.manifest import (
     UNASSIGNED_SEQ,
     DataFile as IcebergDataFile,
@@ -328,12 +328,15 @@ def iceberg_schema(schema: pa.Schema, schema_id: int) -> IcebergSchema:
     for f in schema:
         if pa.types.is_nested(f.type):
             raise ValueError(f"column {f.name!r} has nested type {f.type}: not yet served as Iceberg")
+        if pa.types.is_uint32(f.type) or pa.types.is_uint64(f.type):
+            # pyiceberg maps uint32 to Iceberg int, which its values overflow; uint64 has no Iceberg type.
+            raise ValueError(f"column {f.name!r} has type {f.type}, which no Iceberg type holds exactly")
         metadata = dict(f.metadata or {})
         metadata[PARQUET_FIELD_ID] = metadata[FIELD_ID]
         fields.append(f.with_metadata(metadata))
     try:
         converted = pyarrow_to_schema(pa.schema(fields), format_version=2)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, UnsupportedPyArrowTypeException) as exc:
         raise ValueError(f"schema has no Iceberg v2 equivalent: {exc}") from exc
     return IcebergSchema(*converted.fields, schema_id=schema_id)
 

@@ -578,3 +578,16 @@ def test_two_processes_deriving_at_once_leave_readable_identical_metadata(evolve
     for version in versions[1:]:
         sid = iceberg_derived.snapshot_id(table_id, version)
         assert _rows(raced.scan(snapshot_id=sid).to_arrow()) == _native(lake, version), version
+
+
+@pytest.mark.parametrize(
+    "column",
+    [pa.field("tags", pa.list_(pa.string())), pa.field("at", pa.timestamp("ns")), pa.field("big", pa.uint64()), pa.field("u", pa.uint32())],
+)
+def test_a_column_iceberg_cannot_hold_is_a_clear_value_error(tmp_path: Path, column: pa.Field) -> None:
+    with catalog.open(str(tmp_path / "lake"), poll_interval_s=0) as lake:
+        lake.create_namespace("ns")
+        lake.create_table("ns.t", pa.schema([("id", pa.int64()), column]))
+        with pytest.raises(ValueError, match=f"{column.name}|Iceberg"):
+            iceberg_derived.derive(lake, "ns.t")
+        assert _derived_files(lake) == set()  # nothing written
