@@ -948,7 +948,7 @@ def is_derived_path(path: str) -> bool:
     return len(parts) == 4 and parts[2] == METADATA_DIR
 
 
-def collect(ctx: LakeContext, data_prefix: str, live_table_ids: set[str], dry_run: bool) -> list[str]:
+def collect(ctx: LakeContext, derived_paths: list[str], live_table_ids: set[str], dry_run: bool) -> list[str]:
     """Delete the derived files no retained version needs; returns their object paths.
 
     Every derived file of a table not in ``live_table_ids`` (dropped: a
@@ -958,15 +958,15 @@ def collect(ctx: LakeContext, data_prefix: str, live_table_ids: set[str], dry_ru
     of), and every manifest list, manifest and ``metadata.json`` of a
     version below the table's last change at or below the floor, unless a
     retained manifest list still names that manifest (manifests are reused
-    across versions). ``data_prefix`` is where tables' locations are
-    (``data``). Losing a derived file loses nothing, so a reader
-    racing this re-derives what it needs.
+    across versions). ``derived_paths`` are the derived files to consider
+    (GC's listing of ``data/``, filtered by :func:`is_derived_path`). Losing
+    a derived file loses nothing, so a reader racing this re-derives what it
+    needs.
     """
     floor = retention.floor(ctx.store)
     by_table: dict[str, list[str]] = {}
-    for meta in ctx.objects.list(data_prefix + "/"):
-        if is_derived_path(meta.path):
-            by_table.setdefault(meta.path.split("/")[1], []).append(meta.path)
+    for path in derived_paths:
+        by_table.setdefault(path.split("/")[1], []).append(path)
     deleted: list[str] = []
     for table_id, paths in sorted(by_table.items()):
         doomed = paths if table_id not in live_table_ids else _unneeded(ctx, table_id, paths, floor)
