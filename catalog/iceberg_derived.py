@@ -619,8 +619,9 @@ def _at_version(state: _State, version: int, fileio: LakeFileIO) -> Derived:
     """The derived metadata of ``state`` as asked for at ``version``, its metadata.json written if it is not yet."""
     d = state.derived
     if not state.published:
-        if not fileio.exists(d.metadata_location):
-            ToOutputFile.table_metadata(d.metadata, fileio.new_output(d.metadata_location), overwrite=True)
+        # No existence check: the walk found no such file, and a racing
+        # process can only have written the same bytes.
+        ToOutputFile.table_metadata(d.metadata, fileio.new_output(d.metadata_location), overwrite=True)
         state.published = True
     return d if d.version == version else Derived(d.metadata_location, d.metadata, d.table_id, version, d.snapshot_version)
 
