@@ -136,6 +136,7 @@ class GCReport:
     bytes_freed: int = 0
     pending: int = 0  # removed files still reachable from a retained version
     floor_version: int = 0
+    derived_files: list[str] = field(default_factory=list)  # derived Iceberg metadata no retained version needs
 
 
 def _orphan_cutoff(ctx: LakeContext, grace_s: float) -> float:
@@ -156,6 +157,8 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
         ValueError: ``grace_s`` is not a non-negative number.
         StoreError: the data floor could not be committed (no committed removal was deleted).
     """
+    from catalog import iceberg_derived  # on first use: pyiceberg is slow to import
+
     if grace_s is None:
         grace_s = float(ctx.store.options.gc_grace_s)
     elif isinstance(grace_s, bool) or not isinstance(grace_s, (int, float)) or not grace_s >= 0:
@@ -168,6 +171,7 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
     floor, window = retention.gc_floor(ctx.store)
     report = GCReport(dry_run=dry_run, floor_version=floor)
     live_paths: set[str] = set()
+    live_tables: set[str] = set()
     gone: list[tuple[bytes, dict[str, Any]]] = []
     with ctx.store.snapshot() as now:
         for key, value in _scan_tables(CatalogReader(now)):
@@ -175,12 +179,17 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
                 live_paths.add(DataFile.decode(value).path)
             elif b"/gone/" in key:
                 gone.append((key, json.loads(value)))
+            elif key.endswith(b"/def"):
+                live_tables.add(key[len(keys.TBL) : -len(b"/def")].decode())
     deletable = _past_floor(ctx, gone, floor)
     referenced = live_paths | {record["path"] for _, record in gone}
     referenced |= staged_paths(ctx.store)  # staged by durable transactions not yet committed
     orphans: list[tuple[str, int]] = []
+    derived: list[str] = []  # derived Iceberg metadata of native tables (catalog.iceberg_derived)
     for meta in ctx.objects.list(DATA_PREFIX + "/"):
-        if meta.path not in referenced and meta.mtime <= cutoff:
+        if iceberg_derived.is_derived_path(meta.path):
+            derived.append(meta.path)  # no orphan: collected by its own rule below
+        elif meta.path not in referenced and meta.mtime <= cutoff:
             orphans.append((meta.path, meta.size))
     # Temp files of writers killed mid-write (a local directory's .tmp/): they
     # hold space on a full disk and no version will ever name them.
@@ -231,6 +240,7 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
     if not dry_run:
         _forget(ctx, deletable)
         keep_reserve(ctx)
+    report.derived_files = iceberg_derived.collect(ctx, derived, live_tables, dry_run)
     return report
 
 
