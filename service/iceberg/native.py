@@ -37,6 +37,7 @@ Thread-safety: stateless; called from worker threads.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -147,6 +148,15 @@ def load(lake: catalog.Lakehouse, name: str) -> Base:
         root=_store_uri(lake, table.location),
         location=table.location,
     )
+
+
+def prepare_location(location: str) -> None:
+    """Create a local native table's ``data`` directory, where Iceberg writers put data files:
+    local file IO does not create parent directories (DuckDB's delete-file writer), and the
+    lakehouse's own writer puts its files directly under the location."""
+    uri = normalize(location, "table location")
+    if uri.startswith("file://"):
+        os.makedirs(os.path.join(uri.removeprefix("file://"), "data"), exist_ok=True)
 
 
 @dataclass(frozen=True)

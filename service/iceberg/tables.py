@@ -79,6 +79,7 @@ def load_current(lake: Any, warehouse: Warehouse, name: str) -> Current:
     table = lake.load_table(name)
     if table.format == native.NATIVE:
         derived = iceberg_derived.derive(lake, name, lake.version)
+        native.prepare_location(derived.metadata.location)
         return Current(name, derived.metadata_location, derived.metadata)
     if table.format != ICEBERG:
         raise ApiError(

@@ -1,0 +1,409 @@
+"""Native lakekv tables over the Iceberg REST API: read and written by real Iceberg clients.
+
+A native table (made with the Python API) is served with the Iceberg
+metadata the lakehouse derives for it; pyiceberg, Polars and DuckDB read it
+and commit to it through ``lakekv serve``, and every commit is translated
+into native catalog operations: the Python API then sees exactly the rows
+the Iceberg client wrote. What a native table cannot honour (delete files,
+branches, spec evolution...) is refused with a 4xx naming it, and leaves the
+table unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import duckdb_ext
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import BadRequestError
+from pyiceberg.expressions import EqualTo, GreaterThanOrEqual
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import LongType
+from http_client import call_json
+
+import catalog
+from service.testing import ServerProcess
+
+SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("region", pa.string()), pa.field("amount", pa.float64())])
+EXTENSIONS = ("httpfs", "avro", "parquet", "iceberg")
+
+
+@pytest.fixture(scope="module")
+def lake_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    root = tmp_path_factory.mktemp("native-rest")
+    process = ServerProcess(str(root / "lake"), root / "server.log").start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def rest(lake_server: ServerProcess) -> RestCatalog:
+    return RestCatalog("lakekv", uri=lake_server.url)
+
+
+def embedded(server: ServerProcess) -> catalog.Lakehouse:
+    return catalog.open(server.store_url, poll_interval_s=0, background_maintenance=False)
+
+
+def rows(table: Any) -> list[dict[str, Any]]:
+    """Every row of a pyarrow-convertible table, in one order (by every column)."""
+    return sorted(table.to_pylist(), key=lambda r: json.dumps(r, sort_keys=True, default=str))
+
+
+def native_rows(server: ServerProcess, name: str) -> list[dict[str, Any]]:
+    with embedded(server) as lake:
+        return rows(lake.load_table(name).scan().to_arrow())
+
+
+def make_native(server: ServerProcess, name: str, data: dict[str, list[Any]] | None = None,
+                partition_by: tuple[str, ...] = ("region",)) -> None:
+    """A native partitioned table made with the Python API, with ``data`` appended."""
+    with embedded(server) as lake:
+        namespace = name.rsplit(".", 1)[0]
+        if not lake.namespace_exists(namespace):
+            lake.create_namespace(namespace)
+        table = lake.create_table(name, schema=SCHEMA, partition_by=list(partition_by))
+        if data is not None:
+            table.append(pa.table(data, schema=SCHEMA))
+
+
+def batch(ids: list[int], region: str, amount: float = 1.0) -> pa.Table:
+    return pa.table({"id": ids, "region": [region] * len(ids), "amount": [amount] * len(ids)}, schema=SCHEMA)
+
+
+def test_pyiceberg_reads_a_native_table_row_for_row(rest: RestCatalog, lake_server: ServerProcess) -> None:
+    make_native(lake_server, "read.t", {"id": [1, 2, 3, 4], "region": ["eu", "us", "eu", None],
+                                        "amount": [1.5, 2.5, None, 4.0]})
+    table = rest.load_table("read.t")
+    assert table.metadata_location  # a location any engine can read without the server
+    assert [f.name for f in table.schema().fields] == ["id", "region", "amount"]
+    assert [f.name for f in table.spec().fields] == ["region"]
+    assert rows(table.scan().to_arrow()) == native_rows(lake_server, "read.t")
+    assert rows(table.scan(row_filter=EqualTo("region", "eu")).to_arrow()) == rows(
+        pa.table({"id": [1, 3], "region": ["eu", "eu"], "amount": [1.5, None]}, schema=SCHEMA)
+    )
+    assert rest.table_exists("read.t")
+
+
+def test_pyiceberg_append_overwrite_delete_are_native_operations(rest: RestCatalog, lake_server: ServerProcess) -> None:
+    make_native(lake_server, "write.t", {"id": [1, 2], "region": ["eu", "us"], "amount": [1.0, 2.0]})
+    expected = rows(pa.table({"id": [1, 2], "region": ["eu", "us"], "amount": [1.0, 2.0]}, schema=SCHEMA))
+
+    rest.load_table("write.t").append(batch([3, 4], "eu", 3.0))
+    expected = rows(pa.concat_tables([pa.Table.from_pylist(expected, schema=SCHEMA), batch([3, 4], "eu", 3.0)]))
+    assert native_rows(lake_server, "write.t") == expected
+
+    # A copy-on-write delete: the file holding id 3 and 4 is rewritten without 3.
+    rest.load_table("write.t").delete(EqualTo("id", 3))
+    expected = [r for r in expected if r["id"] != 3]
+    assert native_rows(lake_server, "write.t") == expected
+
+    rest.load_table("write.t").overwrite(batch([9], "eu", 9.0), overwrite_filter=EqualTo("region", "eu"))
+    expected = [r for r in expected if r["region"] != "eu"] + batch([9], "eu", 9.0).to_pylist()
+    assert native_rows(lake_server, "write.t") == rows(pa.Table.from_pylist(expected, schema=SCHEMA))
+
+    with embedded(lake_server) as lake:
+        kinds = [[op["kind"] for op in entry.operations] for entry in lake.history(limit=3, table="write.t")]
+        files = lake.load_table("write.t").files()
+    assert kinds == [["overwrite"], ["overwrite"], ["append"]]
+    assert all(f.crc32c is not None and f.footer_crc32c is not None for f in files)
+    # And pyiceberg reads back what the Python API sees.
+    assert rows(rest.load_table("write.t").scan().to_arrow()) == native_rows(lake_server, "write.t")
+
+
+def test_polars_write_iceberg_appends_to_a_native_table(rest: RestCatalog, lake_server: ServerProcess) -> None:
+    make_native(lake_server, "polars.t", {"id": [1], "region": ["eu"], "amount": [1.0]})
+    frame = pl.DataFrame({"id": [2, 3], "region": ["us", "eu"], "amount": [2.0, 3.0]})
+    frame.write_iceberg(rest.load_table("polars.t"), mode="append")
+    assert native_rows(lake_server, "polars.t") == rows(
+        pa.table({"id": [1, 2, 3], "region": ["eu", "us", "eu"], "amount": [1.0, 2.0, 3.0]}, schema=SCHEMA)
+    )
+
+
+def duckdb_connect(server: ServerProcess):  # type: ignore[no-untyped-def]
+    extension_dir = os.path.join(list(duckdb_ext.__path__)[0], "extensions")
+    con = duckdb.connect(config={"extension_directory": extension_dir, "autoinstall_known_extensions": False})
+    for name in EXTENSIONS:
+        con.execute(f"LOAD {name}")
+    con.execute("CREATE SECRET lakekv_token (TYPE iceberg, TOKEN 'unused')")
+    con.execute(f"ATTACH 'lakekv' AS lake (TYPE iceberg, ENDPOINT '{server.url}', SECRET lakekv_token)")
+    return con
+
+
+def test_duckdb_selects_and_inserts_into_a_native_table(lake_server: ServerProcess) -> None:
+    make_native(lake_server, "duck.t", {"id": [1, 2], "region": ["eu", "us"], "amount": [1.0, 2.0]}, partition_by=())
+    con = duckdb_connect(lake_server)
+    try:
+        assert con.execute("SELECT id, region, amount FROM lake.duck.t ORDER BY id").fetchall() == [
+            (1, "eu", 1.0), (2, "us", 2.0)
+        ]
+        con.execute("INSERT INTO lake.duck.t VALUES (3, 'eu', 3.5)")
+        assert con.execute("SELECT count(*), sum(id) FROM lake.duck.t").fetchone() == (3, 6)
+    finally:
+        con.close()
+    assert native_rows(lake_server, "duck.t") == rows(
+        pa.table({"id": [1, 2, 3], "region": ["eu", "us", "eu"], "amount": [1.0, 2.0, 3.5]}, schema=SCHEMA)
+    )
+
+
+def test_duckdb_delete_writes_delete_files_and_is_refused(lake_server: ServerProcess) -> None:
+    make_native(lake_server, "duckdel.t", {"id": [1, 2], "region": ["eu", "us"], "amount": [1.0, 2.0]}, partition_by=())
+    before = native_rows(lake_server, "duckdel.t")
+    with embedded(lake_server) as lake:
+        version = lake.version
+    con = duckdb_connect(lake_server)
+    try:
+        with pytest.raises(duckdb.Error, match="delete files"):
+            con.execute("DELETE FROM lake.duckdel.t WHERE id = 1")
+    finally:
+        con.close()
+    assert native_rows(lake_server, "duckdel.t") == before
+    with embedded(lake_server) as lake:
+        assert lake.version == version
+
+
+def test_schema_evolution_through_pyiceberg(rest: RestCatalog, lake_server: ServerProcess) -> None:
+    make_native(lake_server, "evolve.t", {"id": [1], "region": ["eu"], "amount": [1.0]})
+    table = rest.load_table("evolve.t")
+    with table.update_schema() as update:
+        update.add_column("qty", LongType())
+        update.rename_column("amount", "price")
+    with embedded(lake_server) as lake:
+        native = lake.load_table("evolve.t")
+        assert native.schema.names == ["id", "region", "price", "qty"]
+        assert native.schema.field("qty").type == pa.int64()
+        assert native.scan().to_arrow().to_pylist() == [{"id": 1, "region": "eu", "price": 1.0, "qty": None}]
+    # The client reloads the evolved table and writes with the new schema.
+    table = rest.load_table("evolve.t")
+    assert [f.name for f in table.schema().fields] == ["id", "region", "price", "qty"]
+    table.append(pa.table({"id": [2], "region": ["us"], "price": [2.0], "qty": [7]},
+                          schema=table.schema().as_arrow()))
+    with embedded(lake_server) as lake:
+        got = sorted(lake.load_table("evolve.t").scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert got == [{"id": 1, "region": "eu", "price": 1.0, "qty": None}, {"id": 2, "region": "us", "price": 2.0, "qty": 7}]
+    with table.update_schema() as update:
+        update.delete_column("qty")
+    with embedded(lake_server) as lake:
+        assert lake.load_table("evolve.t").schema.names == ["id", "region", "price"]
+
+
+def test_properties_set_and_removed(rest: RestCatalog, lake_server: ServerProcess) -> None:
+    make_native(lake_server, "props.t")
+    table = rest.load_table("props.t")
+    with table.transaction() as tx:
+        tx.set_properties(owner="data-team", tier="gold")
+    with rest.load_table("props.t").transaction() as tx:
+        tx.remove_properties("tier")
+    with embedded(lake_server) as lake:
+        properties = lake.load_table("props.t").properties
+    assert properties.get("owner") == "data-team" and "tier" not in properties
+
+
+@pytest.mark.parametrize("requirement", [
+    {"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": "stale"},
+    {"type": "assert-current-schema-id", "current-schema-id": 12345},
+    {"type": "assert-table-uuid", "uuid": "00000000-0000-0000-0000-000000000000"},
+    {"type": "assert-create"},
+])
+def test_a_failed_requirement_is_409_and_changes_nothing(
+    rest: RestCatalog, lake_server: ServerProcess, requirement: dict[str, Any]
+) -> None:
+    name = f"req.t{requirement['type'].replace('-', '_')}"
+    make_native(lake_server, name, {"id": [1], "region": ["eu"], "amount": [1.0]})
+    stale = rest.load_table(name).metadata.current_snapshot_id
+    with embedded(lake_server) as lake:
+        lake.load_table(name).append(batch([2], "us"))  # main moves on
+        version = lake.version
+    if requirement.get("snapshot-id") == "stale":
+        requirement = {**requirement, "snapshot-id": stale}
+    # pyiceberg retries a 409 on its own (rebasing its append): the raw request shows the answer.
+    status, body = call_json(lake_server, "POST", f"/v1/namespaces/req/tables/{name.split('.')[1]}", {
+        "requirements": [requirement], "updates": [{"action": "set-properties", "updates": {"k": "v"}}],
+    })
+    assert (status, body["error"]["type"]) == (409, "CommitFailedException"), body
+    assert [r["id"] for r in native_rows(lake_server, name)] == [1, 2]
+    with embedded(lake_server) as lake:
+        assert lake.version == version
+        assert "k" not in lake.load_table(name).properties
+
+
+@pytest.mark.parametrize("change,feature", [
+    (lambda t: t.manage_snapshots().create_branch(t.current_snapshot().snapshot_id, "dev").commit(), "branch or tag"),
+    (lambda t: t.manage_snapshots().create_tag(t.current_snapshot().snapshot_id, "v1").commit(), "branch or tag"),
+    (lambda t: t.update_spec().add_identity("id").commit(), "partition spec"),
+    (lambda t: t.update_sort_order().asc("id", IdentityTransform()).commit(), "sort order"),
+    (lambda t: t.transaction().set_properties({"write.data.path": t.location() + "/elsewhere"}).commit_transaction(),
+     "write.data.path"),
+])
+def test_what_a_native_table_cannot_honour_is_refused_by_name(
+    rest: RestCatalog, lake_server: ServerProcess, change: Any, feature: str, request: pytest.FixtureRequest
+) -> None:
+    name = f"refuse.t{request.node.callspec.indices['change']}"
+    make_native(lake_server, name, {"id": [1], "region": ["eu"], "amount": [1.0]})
+    with embedded(lake_server) as lake:
+        version = lake.version
+    with pytest.raises(BadRequestError, match=feature):
+        change(rest.load_table(name))
+    with embedded(lake_server) as lake:
+        assert lake.version == version
+
+
+def test_duckdb_transaction_over_two_native_tables_is_one_version(lake_server: ServerProcess) -> None:
+    make_native(lake_server, "bank.debits", {"id": [0], "region": ["eu"], "amount": [0.0]}, partition_by=())
+    make_native(lake_server, "bank.credits", {"id": [0], "region": ["eu"], "amount": [0.0]}, partition_by=())
+    with embedded(lake_server) as lake:
+        before = lake.version
+    con = duckdb_connect(lake_server)
+    try:
+        con.execute("BEGIN")
+        con.execute("INSERT INTO lake.bank.debits VALUES (1, 'eu', 5.0)")
+        con.execute("INSERT INTO lake.bank.credits VALUES (1, 'eu', 5.0)")
+        con.execute("COMMIT")
+    finally:
+        con.close()
+    with embedded(lake_server) as lake:
+        assert lake.version == before + 1, "two tables, one transaction: exactly one new lakehouse version"
+        entry = lake.history(limit=1)[0]
+        assert sorted((op["object"], op["kind"]) for op in entry.operations) == [
+            ("bank.credits", "append"), ("bank.debits", "append")
+        ]
+        for name in ("bank.debits", "bank.credits"):
+            assert sorted(r["id"] for r in lake.load_table(name).scan().to_arrow().to_pylist()) == [0, 1]
+
+
+def test_duckdb_transaction_over_a_native_and_an_iceberg_table_is_one_version(lake_server: ServerProcess) -> None:
+    make_native(lake_server, "mixed.native", {"id": [0], "region": ["eu"], "amount": [0.0]}, partition_by=())
+    con = duckdb_connect(lake_server)
+    try:
+        con.execute("CREATE TABLE lake.mixed.ice (id BIGINT)")
+        with embedded(lake_server) as lake:
+            before = lake.version
+            pointer = lake.load_table("mixed.ice").metadata_location
+        con.execute("BEGIN")
+        con.execute("INSERT INTO lake.mixed.native VALUES (1, 'us', 2.0)")
+        con.execute("INSERT INTO lake.mixed.ice VALUES (7)")
+        con.execute("COMMIT")
+        assert con.execute("SELECT * FROM lake.mixed.ice").fetchall() == [(7,)]
+    finally:
+        con.close()
+    with embedded(lake_server) as lake:
+        assert lake.version == before + 1
+        assert sorted((op["object"], op["kind"]) for op in lake.history(limit=1)[0].operations) == [
+            ("mixed.ice", "commit_metadata"), ("mixed.native", "append")
+        ]
+        assert lake.load_table("mixed.ice").metadata_location != pointer
+        assert sorted(r["id"] for r in lake.load_table("mixed.native").scan().to_arrow().to_pylist()) == [0, 1]
+
+
+# -- concurrency: pyiceberg appends racing Python-API appends and overwrites -----------
+
+ICEBERG_WRITER = textwrap.dedent("""
+    import json, sys
+    import pyarrow as pa
+    from pyiceberg.catalog.rest import RestCatalog
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
+    url, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    rest = RestCatalog("lakekv", uri=url)
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("region", pa.string()), pa.field("amount", pa.float64())])
+    for i in range(count):
+        rows = pa.table({"id": [1000 + i], "region": ["eu"], "amount": [float(i)]}, schema=schema)
+        while True:
+            try:
+                rest.load_table(name).append(rows)
+                break
+            except (CommitFailedException, ValidationException):
+                continue  # lost to a concurrent commit: nothing of ours landed; reload and redo
+        print(json.dumps({"op": "append", "id": 1000 + i}), flush=True)
+""")
+
+NATIVE_WRITER = textwrap.dedent("""
+    import json, sys
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import catalog
+    from catalog.errors import RetryableConflictError
+    url, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("region", pa.string()), pa.field("amount", pa.float64())])
+    lake = catalog.open(url, poll_interval_s=0, background_maintenance=False)
+    for j in range(count):
+        while True:
+            try:
+                lake.refresh()
+                table = lake.load_table(name)
+                if j % 2:
+                    # Replace every 'eu' row, the iceberg writer's ones included.
+                    table.overwrite(pa.table({"id": [2000 + j], "region": ["eu"], "amount": [0.0]}, schema=schema),
+                                    filter=pc.field("region") == "eu")
+                    print(json.dumps({"op": "overwrite", "id": 2000 + j}), flush=True)
+                else:
+                    table.append(pa.table({"id": [2000 + j], "region": ["us"], "amount": [0.0]}, schema=schema))
+                    print(json.dumps({"op": "append", "id": 2000 + j}), flush=True)
+                break
+            except RetryableConflictError:
+                continue
+    lake.close()
+""")
+
+
+ROUNDS = 12  # operations per writer
+
+
+def _explain(before: set[int], after: set[int], pending: dict[int, str], regions: dict[int, str]) -> int:
+    """The one logged operation that turns ``before`` into ``after`` (its id), or fail."""
+    for op_id, op in pending.items():
+        if op == "append" and after == before | {op_id}:
+            return op_id
+        if op == "overwrite" and after == {i for i in before if regions[i] != "eu"} | {op_id}:
+            return op_id
+    raise AssertionError(f"no single logged operation turns {sorted(before)} into {sorted(after)}")
+
+
+def test_pyiceberg_appends_race_python_api_writes(lake_server: ServerProcess, tmp_path: Path) -> None:
+    name = "race.t"
+    make_native(lake_server, name)
+    with embedded(lake_server) as lake:
+        start = lake.version
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    writers = [
+        subprocess.Popen([sys.executable, "-c", ICEBERG_WRITER, lake_server.url, name, str(ROUNDS)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env),
+        subprocess.Popen([sys.executable, "-c", NATIVE_WRITER, lake_server.store_url, name, str(ROUNDS)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env),
+    ]
+    logged: dict[int, str] = {}
+    for writer in writers:
+        out, err = writer.communicate(timeout=600)
+        assert writer.returncode == 0, err.decode()[-3000:]
+        for line in out.decode().splitlines():
+            entry = json.loads(line)
+            logged[entry["id"]] = entry["op"]
+    assert len(logged) == 2 * ROUNDS
+    regions = {i: ("us" if 2000 <= i and (i - 2000) % 2 == 0 else "eu") for i in logged}
+    # Replay the table's versions: each must be exactly one logged operation applied
+    # to the one before (a serial order), and every logged operation must appear once.
+    pending = dict(logged)
+    state: set[int] = set()
+    with embedded(lake_server) as lake:
+        versions = sorted(e.version for e in lake.history(limit=None, table=name) if e.version > start)
+        for version in versions:
+            after_rows = lake.at(version=version).load_table(name).scan().to_arrow().column("id").to_pylist()
+            assert len(after_rows) == len(set(after_rows)), f"duplicated rows at version {version}"
+            after = set(after_rows)
+            pending.pop(_explain(state, after, pending, regions))
+            state = after
+        assert state == set(lake.load_table(name).scan().to_arrow().column("id").to_pylist())
+    assert not pending, f"logged as committed but never seen: {pending}"
