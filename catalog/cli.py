@@ -5,7 +5,9 @@ Actions: ``ls [NS]``, ``show TABLE``, ``history [--table T] [--limit N]``,
 (a table, view or namespace), ``compact TABLE [--target-mb N]``,
 ``gc [--dry-run] [--grace S]``, ``export DEST [--version N]``, ``verify``
 (the store and every data file of every retained version; exit 1 if any
-is bad); plus the
+is bad), ``iceberg TABLE [--version N]`` (where the table's Iceberg
+``metadata.json`` is: derived for a native table, see
+:mod:`catalog.iceberg_derived`); plus the
 durable-transaction actions of :mod:`catalog.durable.cli` (``txs``,
 ``locks``, ``abort``). Long work (compact, gc, export) draws a progress bar
 on stderr. Exit codes as for every ``lakekv`` command: 0 ok, 1 the command
@@ -79,6 +81,11 @@ def add_lake_commands(commands: Any) -> None:
 
     verify = actions.add_parser("verify", help="check the store and every data file of every retained version")
     verify.set_defaults(handler=_cmd_verify)
+
+    iceberg = actions.add_parser("iceberg", help="a table's Iceberg metadata location (derived for a native table)")
+    iceberg.add_argument("table", metavar="TABLE")
+    iceberg.add_argument("--version", type=_non_negative, help="the lakehouse version (default the newest)")
+    iceberg.set_defaults(handler=_missing_is_exit_1(_cmd_iceberg))
 
     try:
         from catalog.durable.cli import add_durable_actions
@@ -209,6 +216,28 @@ def _cmd_gc(args: argparse.Namespace) -> int:
         f"and {len(report.temp_files)} temp files of dead writers ({report.bytes_freed} bytes); {report.pending} removed files still reachable from retained versions "
         f"(floor version {report.floor_version})"
     )
+    return 0
+
+
+def _cmd_iceberg(args: argparse.Namespace) -> int:
+    import sys
+
+    from catalog import iceberg_derived
+    from kvstore.errors import SnapshotTooOldError
+
+    with _open(args.url) as lake:
+        try:
+            past = None if args.version is None else lake.at(version=args.version)
+            table = (lake if past is None else past).load_table(args.table)
+            if past is not None:
+                past.close()
+            if table.format == "parquet":
+                print(iceberg_derived.derive(lake, args.table, args.version).metadata_location)
+            else:
+                print(table.metadata_location)
+        except (ValueError, SnapshotTooOldError) as exc:
+            print(f"lakekv lake: {exc}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -34,7 +34,7 @@ from typing import Any, Final, Iterator
 
 import pyarrow as pa
 
-from catalog import keys, retention
+from catalog import iceberg_derived, keys, retention
 from catalog.access import CatalogReader
 from catalog.context import LakeContext
 from catalog.datafiles import DataFile, read_body, read_file, write_files
@@ -136,6 +136,7 @@ class GCReport:
     bytes_freed: int = 0
     pending: int = 0  # removed files still reachable from a retained version
     floor_version: int = 0
+    derived_files: list[str] = field(default_factory=list)  # derived Iceberg metadata no retained version needs
 
 
 def _orphan_cutoff(ctx: LakeContext, grace_s: float) -> float:
@@ -168,6 +169,7 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
     floor, window = retention.gc_floor(ctx.store)
     report = GCReport(dry_run=dry_run, floor_version=floor)
     live_paths: set[str] = set()
+    live_tables: set[str] = set()
     gone: list[tuple[bytes, dict[str, Any]]] = []
     with ctx.store.snapshot() as now:
         for key, value in _scan_tables(CatalogReader(now)):
@@ -175,12 +177,15 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
                 live_paths.add(DataFile.decode(value).path)
             elif b"/gone/" in key:
                 gone.append((key, json.loads(value)))
+            elif key.endswith(b"/def"):
+                live_tables.add(key[len(keys.TBL) : -len(b"/def")].decode())
     deletable = _past_floor(ctx, gone, floor)
     referenced = live_paths | {record["path"] for _, record in gone}
     referenced |= staged_paths(ctx.store)  # staged by durable transactions not yet committed
     orphans: list[tuple[str, int]] = []
     for meta in ctx.objects.list(DATA_PREFIX + "/"):
-        if meta.path not in referenced and meta.mtime <= cutoff:
+        # Derived Iceberg metadata is no orphan: collected by its own rule below.
+        if meta.path not in referenced and meta.mtime <= cutoff and not iceberg_derived.is_derived_path(meta.path):
             orphans.append((meta.path, meta.size))
     # Temp files of writers killed mid-write (a local directory's .tmp/): they
     # hold space on a full disk and no version will ever name them.
@@ -231,6 +236,7 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
     if not dry_run:
         _forget(ctx, deletable)
         keep_reserve(ctx)
+    report.derived_files = iceberg_derived.collect(ctx, DATA_PREFIX, live_tables, dry_run)
     return report
 
 

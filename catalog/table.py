@@ -16,8 +16,10 @@ from typing import Any, Iterator, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from catalog import iceberg_derived
 from catalog.arguments import checked
 from catalog.access import CatalogReader
+from catalog.context import LakeContext
 from catalog.datafiles import DataFile, read_file, write_files
 from catalog.names import Namespace, join
 from catalog.ops import Append, Delete, Op, Overwrite, UpdateProperties, UpdateSchema
@@ -26,6 +28,7 @@ from catalog.predicates import check_expression
 from catalog.records import TableDef
 from catalog.schema import SchemaChange, check_column_name, conform
 from kvstore.objstore.base import ObjectStore
+from kvstore.snapshot import Snapshot
 
 
 class TableHost(Protocol):
@@ -141,8 +144,30 @@ class Table:
 
     @property
     def metadata_location(self) -> str | None:
-        """An iceberg table's metadata pointer (None for a native table)."""
-        return self._def.metadata_location
+        """Where the table's Iceberg ``metadata.json`` is (an absolute URI any Iceberg engine reads).
+
+        An iceberg table's metadata pointer; for a native table, its
+        metadata derived for the version its host shows (a past version's,
+        or the live lakehouse's newest), written on first ask
+        (:mod:`catalog.iceberg_derived`). None for a native table in a
+        transaction that has not committed: it has no version yet.
+
+        Raises:
+            ValueError: a column type with no Iceberg equivalent.
+            SnapshotTooOldError: the table's version is past retention.
+        """
+        if self._def.format != "parquet":
+            return self._def.metadata_location
+        context = getattr(self._host, "context", None)
+        if not isinstance(context, LakeContext):
+            return None
+        with self._host.reading() as reader:
+            # The live lakehouse and a past version read a committed snapshot;
+            # a transaction reads its own uncommitted state, which has no version.
+            version = reader.kv.version if isinstance(reader.kv, Snapshot) else None
+        if version is None:
+            return None
+        return iceberg_derived.derive_table(context, self.id, int(version)).metadata_location
 
     @property
     def schema_version(self) -> int:

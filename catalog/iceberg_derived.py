@@ -1,0 +1,843 @@
+"""Native tables served as Iceberg v2 tables: metadata derived from the catalog keys.
+
+DESIGN.md §7 ("Every table is an Iceberg table to every engine"). The
+catalog keys stay the source of truth; for a native (``"parquet"``) table at
+a lakehouse version, :func:`derive` writes, with pyiceberg's own writers,
+the Iceberg v2 metadata any engine reads with no lakekv code, under
+``<table location>/metadata/`` in the lakehouse's object store (a local
+directory or S3: :class:`LakeFileIO` adapts pyiceberg to it), every path in
+it an absolute ``file://`` or ``s3://`` URI.
+
+What is derived, per table:
+
+* one **snapshot per retained version where the table changed** (any
+  operation naming its id in ``lake.history()``: appends, overwrites,
+  deletes, compactions, schema and property changes, its creation), from
+  the lakehouse's data floor on (:mod:`catalog.retention`; the last change
+  at or below the floor is kept too, since ``lake.at(version=floor)`` reads
+  it). Its id is :func:`snapshot_id` (a pure function of table id and
+  version), its sequence number is the lakehouse version, its timestamp
+  the version's commit timestamp (the storage's, as ``lake.at(timestamp=)``
+  uses), its schema the table's schema at that version;
+* per snapshot, **one manifest list** ``snap-<version>-<snapshot id>.avro``
+  and the manifests it names. A version that adds N files writes one
+  manifest ``<version>-m0.avro`` of N entries; the manifests of the previous
+  snapshot are reused. A version that removes files rewrites only the
+  manifests that held them (``<version>-m<k>.avro``, the kept files as
+  EXISTING entries with their original snapshot and sequence numbers); a
+  manifest whose every file went is dropped. A change of a column's type
+  (widening) rewrites every manifest, since bounds are serialised per type;
+* one ``metadata.json`` per (last change version, data floor):
+  ``<version>-<floor>.metadata.json``: every retained snapshot,
+  ``snapshot-log``, ``refs.main``, ``current-snapshot-id``, every schema a
+  retained snapshot uses (id = the table's schema version; native field ids
+  kept, so renamed, added and dropped columns read right), an identity
+  partition spec over the native partition columns, the table's properties.
+  Data file entries carry value and null counts and lower/upper bounds
+  (Iceberg's single-value serialisation) from the native file entries
+  (float bounds are left out, as native footers do: NaN).
+
+File names are a pure function of (table location, version[, group,
+floor]), and a file that exists is never rewritten, so any process derives
+identical metadata and skips what another already wrote. The derived files
+are a cache: losing any of them loses nothing (the next derivation writes
+them again); GC (:func:`collect`) removes those of versions below the data
+floor and of dropped tables.
+
+When derivation runs: **lazily, at the first load of a version** (this
+module is called by ``Table.metadata_location``, ``lakekv lake URL iceberg``
+and the REST service's ``loadTable``), never on the commit path, so native
+appends cost exactly what they did. A load derives for the version it reads
+(the handle's newest unless told otherwise), so the first load after a
+commit sees it. Each derivation builds on the newest earlier derived state
+(this process's cache, else the derived files themselves): right after an
+append that is one scan of the table's file keys, one manifest, one
+manifest list and one ``metadata.json``.
+"""
+
+from __future__ import annotations
+
+import decimal
+import hashlib
+import io
+import json
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Final, Iterator, Protocol
+
+import pyarrow as pa
+from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
+from pyiceberg.io.pyarrow import pyarrow_to_schema
+from pyiceberg.manifest import (
+    DataFile as IcebergDataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    read_manifest_list,
+    write_manifest,
+    write_manifest_list,
+)
+from pyiceberg.conversions import to_bytes
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema as IcebergSchema
+from pyiceberg.serializers import FromInputFile, ToOutputFile
+from pyiceberg.table.metadata import TableMetadata, TableMetadataV2
+from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
+from pyiceberg.table.snapshots import Operation, Snapshot, SnapshotLogEntry, Summary
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.typedef import Record
+
+from catalog import keys, names, retention
+from catalog.access import CatalogReader
+from catalog.context import LakeContext
+from catalog.datafiles import DataFile
+from catalog.errors import NoSuchTableError
+from catalog.records import TableDef
+from catalog.schema import FIELD_ID, PARQUET_FIELD_ID, field_id
+from kvstore.objstore.base import ObjectStore
+
+
+
+class LakeHandle(Protocol):
+    """What :func:`derive` needs of a :class:`catalog.Lakehouse` (named so, not imported: the lakehouse imports tables, which import this)."""
+
+    context: LakeContext
+
+__all__ = ["Derived", "LakeFileIO", "METADATA_DIR", "collect", "derive", "derive_table", "is_derived_path", "snapshot_id"]
+
+# Derived files live here under the table's location (``data/<table id>``).
+METADATA_DIR: Final = "metadata"
+# Iceberg numbers partition fields from 1000 (the spec's convention).
+_PARTITION_FIELD_START: Final = 1000
+# Avro compression of manifests and manifest lists: what pyiceberg and Java write by default.
+_AVRO_CODEC: Final = "deflate"
+# History pages: small first (the last change is usually the head), then larger.
+_FIRST_PAGE: Final = 8
+_PAGE: Final = 256
+# Derived states kept in memory per process (each holds a table's live file ids).
+_CACHE_ENTRIES: Final = 64
+
+
+def snapshot_id(table_id: str, version: int) -> int:
+    """The Iceberg snapshot id of native table ``table_id`` at lakehouse version ``version``.
+
+    A positive int63, a pure function of its arguments (BLAKE2b of both), so
+    every process derives the same ids.
+
+    Raises:
+        TypeError: ``table_id`` is not a str or ``version`` not an int.
+        ValueError: ``version`` is negative.
+    """
+    if not isinstance(table_id, str):
+        raise TypeError(f"table_id must be a str, not {type(table_id).__name__}")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise TypeError(f"version must be an int, not {type(version).__name__}")
+    if version < 0:
+        raise ValueError(f"version must be >= 0, got {version}")
+    digest = hashlib.blake2b(f"{table_id}\x00{version}".encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") & (2**63 - 1)) or 1
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A native table's derived Iceberg metadata at one lakehouse version."""
+
+    metadata_location: str  # absolute URI of the metadata.json
+    metadata: TableMetadata
+    table_id: str
+    version: int  # the lakehouse version asked for
+    snapshot_version: int  # the version of its current snapshot: the table's last change at or before ``version``
+
+
+# -- pyiceberg over the lakehouse's object store ---------------------------------------
+
+
+def base_uri(objects: ObjectStore) -> str:
+    """The absolute URI of the object store's root (``file:///...`` or ``s3://bucket/prefix``), no trailing ``/``."""
+    return str(objects.url).split("?", 1)[0].rstrip("/")
+
+
+class _Input(InputFile):
+    def __init__(self, io_: LakeFileIO, location: str) -> None:
+        super().__init__(location)
+        self._io = io_
+
+    def __len__(self) -> int:
+        return self._io.objects.head(self._io.path_of(self.location)).size
+
+    def exists(self) -> bool:
+        return self._io.exists(self.location)
+
+    def open(self, seekable: bool = True) -> InputStream:
+        return io.BytesIO(self._io.objects.get(self._io.path_of(self.location)))
+
+
+class _Sink(io.BytesIO):
+    """Bytes written through pyiceberg, put as one object when closed (a put is atomic)."""
+
+    def __init__(self, objects: ObjectStore, path: str) -> None:
+        super().__init__()
+        self._objects = objects
+        self._path = path
+        self._put = False
+
+    def close(self) -> None:
+        if not self.closed and not self._put:
+            self._put = True
+            self._objects.put(self._path, self.getvalue())
+        super().close()
+
+
+class _Output(OutputFile):
+    def __init__(self, io_: LakeFileIO, location: str) -> None:
+        super().__init__(location)
+        self._io = io_
+        self._sink: _Sink | None = None
+
+    def __len__(self) -> int:
+        if self._sink is not None:
+            return len(self._sink.getbuffer()) if not self._sink.closed else self._io.objects.head(self._io.path_of(self.location)).size
+        return self._io.objects.head(self._io.path_of(self.location)).size
+
+    def exists(self) -> bool:
+        return self._io.exists(self.location)
+
+    def to_input_file(self) -> InputFile:
+        return _Input(self._io, self.location)
+
+    def create(self, overwrite: bool = False) -> OutputStream:
+        if not overwrite and self.exists():
+            raise FileExistsError(f"{self.location} already exists")
+        self._sink = _Sink(self._io.objects, self._io.path_of(self.location))
+        return self._sink
+
+
+class LakeFileIO(FileIO):
+    """pyiceberg's FileIO over a lakehouse's object store: locations are absolute URIs under its root."""
+
+    def __init__(self, objects: ObjectStore) -> None:
+        super().__init__()
+        self.objects = objects
+        self.base = base_uri(objects)
+
+    def uri(self, path: str) -> str:
+        """The absolute URI of object ``path``."""
+        return f"{self.base}/{path}"
+
+    def path_of(self, location: str) -> str:
+        """The object path of absolute URI ``location``.
+
+        Raises:
+            ValueError: ``location`` is not under the store's root.
+        """
+        prefix = self.base + "/"
+        if not location.startswith(prefix):
+            raise ValueError(f"{location!r} is not under the lakehouse's root {self.base!r}")
+        return location[len(prefix) :]
+
+    def exists(self, location: str) -> bool:
+        """Whether an object is at ``location``."""
+        try:
+            self.objects.head(self.path_of(location))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def new_input(self, location: str) -> InputFile:
+        return _Input(self, location)
+
+    def new_output(self, location: str) -> OutputFile:
+        return _Output(self, location)
+
+    def delete(self, location: str | InputFile | OutputFile) -> None:
+        where = location if isinstance(location, str) else location.location
+        self.objects.delete(self.path_of(where))
+
+
+# -- naming: a pure function of (table location, version[, group, floor]) -------------------
+
+
+def metadata_dir(definition: TableDef) -> str:
+    """The object path under which a native table's derived files live."""
+    return f"{definition.location}/{METADATA_DIR}"
+
+
+def _manifest_list_path(definition: TableDef, version: int) -> str:
+    return f"{metadata_dir(definition)}/snap-{version:020d}-{snapshot_id(definition.id, version)}.avro"
+
+
+def _manifest_path(definition: TableDef, version: int, group: int) -> str:
+    return f"{metadata_dir(definition)}/{version:020d}-m{group}.avro"
+
+
+def _metadata_path(definition: TableDef, version: int, floor: int) -> str:
+    return f"{metadata_dir(definition)}/{version:020d}-{floor:020d}.metadata.json"
+
+
+def _version_of(name: str) -> int | None:
+    """The version a derived file's name says it belongs to, or None for a name not made here."""
+    stem = name.removeprefix("snap-")
+    head = stem.split("-", 1)[0].split(".", 1)[0]
+    return int(head) if len(head) == 20 and head.isdigit() else None
+
+
+# -- schema, partition spec, file entries --------------------------------------------------
+
+
+def iceberg_schema(schema: pa.Schema, schema_id: int) -> IcebergSchema:
+    """The Iceberg schema of a native Arrow schema: same names, types and field ids.
+
+    Raises:
+        ValueError: a column's type has no Iceberg equivalent (or is nested: its
+            children carry no field ids in native tables).
+    """
+    fields = []
+    for f in schema:
+        if pa.types.is_nested(f.type):
+            raise ValueError(f"column {f.name!r} has nested type {f.type}: not yet served as Iceberg")
+        metadata = dict(f.metadata or {})
+        metadata[PARQUET_FIELD_ID] = metadata[FIELD_ID]
+        fields.append(f.with_metadata(metadata))
+    try:
+        converted = pyarrow_to_schema(pa.schema(fields), format_version=2)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"schema has no Iceberg v2 equivalent: {exc}") from exc
+    return IcebergSchema(*converted.fields, schema_id=schema_id)
+
+
+def _partition_spec(definition: TableDef) -> PartitionSpec:
+    assert definition.schema is not None
+    columns = {field_id(f): f.name for f in definition.schema}
+    return PartitionSpec(
+        *[
+            PartitionField(source_id=fid, field_id=_PARTITION_FIELD_START + i, transform=IdentityTransform(), name=columns[fid])
+            for i, fid in enumerate(definition.partition_ids)
+        ],
+        spec_id=0,
+    )
+
+
+_MICROS: Final = {"s": 1_000_000, "ms": 1_000, "us": 1}
+_TIME_MICROS: Final = {"s": 1_000_000, "ms": 1_000, "us": 1}
+
+
+def _iceberg_value(encoded: Any, t: pa.DataType) -> Any:
+    """An encoded native statistic or partition value (``catalog.datafiles.encode_value``) as Iceberg's
+    Python value of the column's type, or None where it has no exact one."""
+    if encoded is None:
+        return None
+    if pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+        return encoded
+    if pa.types.is_floating(t):
+        return None  # NaN makes float bounds unsafe; native footers keep none either
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        import base64
+
+        return base64.b64decode(encoded)
+    if pa.types.is_date32(t):
+        return int(encoded)
+    if pa.types.is_date64(t):
+        return int(encoded) // 86_400_000
+    if pa.types.is_timestamp(t):
+        scale = _MICROS.get(t.unit)
+        return None if scale is None else int(encoded) * scale
+    if pa.types.is_time32(t) or pa.types.is_time64(t):
+        scale = _TIME_MICROS.get(t.unit)
+        return None if scale is None else int(encoded) * scale
+    if pa.types.is_decimal(t):
+        return decimal.Decimal(encoded)
+    return None
+
+
+def _file_entry(
+    base: str, entry: DataFile, schema: pa.Schema, iceberg: IcebergSchema, partition_ids: list[int]
+) -> IcebergDataFile:
+    """A native file entry as an Iceberg data file (absolute path, partition, counts and bounds)."""
+    arrow = {field_id(f): f for f in schema}
+    value_counts: dict[int, int] = {}
+    null_counts: dict[int, int] = {}
+    lower: dict[int, bytes] = {}
+    upper: dict[int, bytes] = {}
+    for key, (low, high, nulls) in entry.stats.items():
+        fid = int(key)
+        f = arrow.get(fid)
+        if f is None:
+            continue  # a column dropped since the file was written
+        value_counts[fid] = entry.rows
+        if nulls is not None:
+            null_counts[fid] = int(nulls)
+        kind = iceberg.find_field(fid).field_type
+        lo, hi = _iceberg_value(low, f.type), _iceberg_value(high, f.type)
+        if lo is not None and hi is not None:
+            lower[fid] = to_bytes(kind, lo)
+            upper[fid] = to_bytes(kind, hi)
+    partition = Record(*[_iceberg_value(entry.partition.get(str(fid)), arrow[fid].type) for fid in partition_ids])
+    return IcebergDataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=f"{base}/{entry.path}",
+        file_format=FileFormat.PARQUET,
+        partition=partition,
+        record_count=entry.rows,
+        file_size_in_bytes=entry.size,
+        value_counts=value_counts,
+        null_value_counts=null_counts,
+        lower_bounds=lower,
+        upper_bounds=upper,
+        sort_order_id=0,
+    )
+
+
+def _type_signature(schema: pa.Schema) -> dict[int, str]:
+    return {field_id(f): str(f.type) for f in schema}
+
+
+# -- derivation ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Manifest:
+    """One manifest of a derived snapshot and the object paths of the data files it holds (None: not read yet)."""
+
+    file: ManifestFile
+    paths: frozenset[str] | None = None
+
+
+@dataclass
+class _State:
+    """A table's derived state at one change version: what the next version builds on."""
+
+    derived: Derived
+    manifests: list[_Manifest]
+    files: dict[str, DataFile] | None  # the live files by id (None: not loaded yet)
+    types: dict[int, str]  # the column types the manifests' bounds were written for
+    published: bool = True  # whether its metadata.json is written (intermediate states need not be)
+
+
+@dataclass(frozen=True)
+class _Change:
+    version: int
+    timestamp_ms: int
+
+
+_lock = threading.Lock()
+_cache: OrderedDict[tuple[str, str, int, int], _State] = OrderedDict()
+
+
+def _cached(key: tuple[str, str, int, int]) -> _State | None:
+    with _lock:
+        state = _cache.get(key)
+        if state is not None:
+            _cache.move_to_end(key)
+        return state
+
+
+def _remember(key: tuple[str, str, int, int], state: _State) -> None:
+    with _lock:
+        _cache[key] = state
+        _cache.move_to_end(key)
+        while len(_cache) > _CACHE_ENTRIES:
+            _cache.popitem(last=False)
+
+
+def derive(lake: LakeHandle, name: str, version: int | None = None) -> Derived:
+    """The Iceberg v2 metadata of native table ``name`` at lakehouse ``version`` (None: the handle's newest).
+
+    Writes what is missing of it (see the module docstring) and returns
+    where its ``metadata.json`` is and what it says.
+
+    Raises:
+        TypeError: ``name`` is not a str or ``version`` not an int.
+        ValueError: a malformed name, a version past the newest, or a table that is not native.
+        NoSuchTableError: no such table at that version.
+        SnapshotTooOldError: ``version`` is below the lakehouse's data floor.
+    """
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise TypeError(f"version must be an int or None, not {type(version).__name__}")
+    ns, short = names.split_table_name(name)
+    ctx = lake.context
+    at = ctx.store.version if version is None else version
+    if at < 0 or at > ctx.store.version:
+        raise ValueError(f"version {at} is not a lakehouse version (the newest is {ctx.store.version})")
+    retention.check_readable(ctx.store, at)
+    with ctx.store.at(version=at) as snap:
+        _, definition = CatalogReader(snap).require_table(ns, short)
+    return derive_table(ctx, definition.id, at)
+
+
+def derive_table(ctx: LakeContext, table_id: str, version: int) -> Derived:
+    """As :func:`derive`, for the table of id ``table_id`` at ``version`` (what ``Table.metadata_location`` calls).
+
+    Raises:
+        ValueError: the table is not native.
+        NoSuchTableError: no table of that id at ``version``.
+        SnapshotTooOldError: ``version`` is below the lakehouse's data floor.
+    """
+    store = ctx.store
+    retention.check_readable(store, version)
+    floor = retention.floor(store)
+    fileio = LakeFileIO(ctx.objects)
+    with store.at(version=version) as snap:
+        definition = CatalogReader(snap).table_def(table_id)
+    if definition is None:
+        raise NoSuchTableError(f"no table of id {table_id!r} at lakehouse version {version}")
+    if definition.format != "parquet":
+        raise ValueError(
+            f"table {table_id!r} has format {definition.format!r}: only native tables have derived Iceberg metadata"
+        )
+    # Newest first: the table's changes down to the newest one whose derived state is known.
+    pending: list[_Change] = []
+    base: _State | None = None
+    for change in _changes(ctx, table_id, version, floor):
+        base = _known_state(ctx, fileio, definition, change.version, floor)
+        if base is not None:
+            break
+        pending.append(change)
+    if base is not None and not pending:
+        return _at_version(base, version, fileio)
+    if not pending:
+        raise NoSuchTableError(f"table {table_id!r} has no retained version at or before {version}")
+    state = base
+    for change in reversed(pending):
+        state = _derive_change(ctx, fileio, table_id, change, state, floor)
+    assert state is not None
+    return _at_version(state, version, fileio)
+
+
+def _at_version(state: _State, version: int, fileio: LakeFileIO) -> Derived:
+    """The derived metadata of ``state`` as asked for at ``version``, its metadata.json written if it is not yet."""
+    d = state.derived
+    if not state.published:
+        if not fileio.exists(d.metadata_location):
+            ToOutputFile.table_metadata(d.metadata, fileio.new_output(d.metadata_location), overwrite=True)
+        state.published = True
+    return d if d.version == version else Derived(d.metadata_location, d.metadata, d.table_id, version, d.snapshot_version)
+
+
+def _changes(ctx: LakeContext, table_id: str, version: int, floor: int) -> Iterator[_Change]:
+    """The table's changes at or before ``version``, newest first, down to the last one at or below ``floor``
+    (or its creation)."""
+    start: int | None = version
+    page = _FIRST_PAGE
+    while start is not None and start >= 0:
+        infos = ctx.store.history(limit=page, start=start)
+        if not infos:
+            return
+        for info in infos:
+            kinds = [
+                op.get("kind")
+                for commit in info.commits
+                for op in ((commit.get("summary") or {}).get("ops") or [])
+                if op.get("table_id") == table_id
+            ]
+            if kinds:
+                yield _Change(info.version, int(info.timestamp * 1000))
+                if info.version <= floor or "create_table" in kinds:
+                    return
+        last = infos[-1].version
+        start = last - 1 if last > 0 and len(infos) == page else None
+        page = _PAGE
+
+
+def _known_state(ctx: LakeContext, fileio: LakeFileIO, definition: TableDef, version: int, floor: int) -> _State | None:
+    """The derived state of the table at change ``version`` if this process or the derived files know it."""
+    key = (base_uri(ctx.objects), definition.id, version, floor)
+    state = _cached(key)
+    if state is not None:
+        return state
+    location = fileio.uri(_metadata_path(definition, version, floor))
+    try:
+        metadata = FromInputFile.table_metadata(fileio.new_input(location))
+        snapshot = metadata.current_snapshot()
+        if snapshot is None or snapshot.sequence_number != version:
+            return None  # not a file this module wrote: derive it again
+        manifests = [_Manifest(m) for m in read_manifest_list(fileio.new_input(snapshot.manifest_list))]
+    except FileNotFoundError:
+        return None  # lost (derived files are a cache): derive it again
+    types = json.loads(metadata.properties.get(_TYPES_PROPERTY, "{}"))
+    state = _State(
+        derived=Derived(location, metadata, definition.id, version, version),
+        manifests=manifests,
+        files=None,
+        types={int(k): v for k, v in types.items()},
+    )
+    _remember(key, state)
+    return state
+
+
+# The column types the current snapshot's manifest bounds were written for
+# (a derived property: a widened column rewrites every manifest).
+_TYPES_PROPERTY: Final = "lakekv.derived.column-types"
+
+
+def _live_files(ctx: LakeContext, table_id: str, version: int) -> dict[str, DataFile]:
+    with ctx.store.at(version=version) as snap:
+        return {f.id: f for f in CatalogReader(snap).live_files(table_id)}
+
+
+def _derive_change(
+    ctx: LakeContext, fileio: LakeFileIO, table_id: str, change: _Change, base: _State | None, floor: int
+) -> _State:
+    """Derive (write what is missing of) the table's state at ``change``, on top of ``base`` (its previous change)."""
+    version = change.version
+    with ctx.store.at(version=version) as snap:
+        reader = CatalogReader(snap)
+        definition = reader.table_def(table_id)
+        properties = reader.table_properties(table_id)
+        files = {f.id: f for f in reader.live_files(table_id)}
+    assert definition is not None and definition.schema is not None
+    schema_id = definition.schema_version
+    schema = iceberg_schema(definition.schema, schema_id)
+    spec = _partition_spec(definition)
+    types = _type_signature(definition.schema)
+    sid = snapshot_id(table_id, version)
+    base_uri_ = fileio.base
+
+    before: dict[str, DataFile] = {}
+    kept: list[_Manifest] = []
+    if base is not None:
+        if base.files is None:
+            base.files = _live_files(ctx, table_id, base.derived.snapshot_version)
+        before = base.files
+        kept = list(base.manifests)
+    added = [f for fid, f in files.items() if fid not in before]
+    removed = {f.path for fid, f in before.items() if fid not in files}
+    added.sort(key=lambda f: f.id)
+
+    retype = base is not None and any(base.types.get(fid) not in (None, t) for fid, t in types.items())
+    list_path = _manifest_list_path(definition, version)
+    list_uri = fileio.uri(list_path)
+    manifests: list[_Manifest]
+    if fileio.exists(list_uri):
+        # Another process (or an earlier run) derived this snapshot already: reuse it.
+        manifests = [_Manifest(m) for m in read_manifest_list(fileio.new_input(list_uri))]
+    else:
+        manifests = []
+        group = 1
+        to_rewrite = kept if retype else [m for m in kept if removed and _holds_any(fileio, base_uri_, m, removed)]
+        rewrite_ids = {id(m) for m in to_rewrite}
+        for m in kept:
+            if id(m) not in rewrite_ids:
+                manifests.append(m)
+                continue
+            entries = [
+                e for e in m.file.fetch_manifest_entry(fileio, discard_deleted=True)
+                if fileio.path_of(e.data_file.file_path) not in removed
+            ]
+            if not entries:
+                continue  # every file it held is gone
+            if retype:
+                entries = [_retyped(e, base_uri_, files, definition.schema, schema, definition.partition_ids) for e in entries]
+            path = _manifest_path(definition, version, group)
+            group += 1
+            with write_manifest(2, spec, schema, fileio.new_output(fileio.uri(path)), sid, _AVRO_CODEC) as writer:
+                for e in entries:
+                    writer.existing(e)
+            manifests.append(
+                _Manifest(writer.to_manifest_file(), frozenset(fileio.path_of(e.data_file.file_path) for e in entries))
+            )
+        if added:
+            path = _manifest_path(definition, version, 0)
+            with write_manifest(2, spec, schema, fileio.new_output(fileio.uri(path)), sid, _AVRO_CODEC) as writer:
+                for f in added:
+                    data_file = _file_entry(base_uri_, f, definition.schema, schema, definition.partition_ids)
+                    writer.add(
+                        ManifestEntry.from_args(
+                            status=ManifestEntryStatus.ADDED, snapshot_id=sid, sequence_number=version, data_file=data_file
+                        )
+                    )
+            manifests.append(_Manifest(writer.to_manifest_file(), frozenset(f.path for f in added)))
+        parent = None if base is None else snapshot_id(table_id, base.derived.snapshot_version)
+        with write_manifest_list(2, fileio.new_output(list_uri), sid, parent, version, _AVRO_CODEC) as list_writer:
+            list_writer.add_manifests([m.file for m in manifests])
+        # Reread: the list writer assigns the new manifests' sequence numbers.
+        paths = {m.file.manifest_path: m.paths for m in manifests}
+        manifests = [_Manifest(m, paths.get(m.manifest_path)) for m in read_manifest_list(fileio.new_input(list_uri))]
+
+    operation = Operation.APPEND
+    if removed:
+        operation = Operation.OVERWRITE if added else Operation.DELETE
+    summary = Summary(
+        operation=operation,
+        **{
+            "added-data-files": str(len(added)),
+            "deleted-data-files": str(len(removed)),
+            "added-records": str(sum(f.rows for f in added)),
+            "deleted-records": str(sum(f.rows for fid, f in before.items() if fid not in files)),
+            "total-data-files": str(len(files)),
+            "total-records": str(sum(f.rows for f in files.values())),
+            "lakekv.version": str(version),
+        },
+    )
+    snapshot = Snapshot(
+        **{
+            "snapshot-id": sid,
+            "parent-snapshot-id": None if base is None else snapshot_id(table_id, base.derived.snapshot_version),
+            "sequence-number": version,
+            "timestamp-ms": change.timestamp_ms,
+            "manifest-list": list_uri,
+            "summary": summary,
+            "schema-id": schema_id,
+        }
+    )
+    metadata = _metadata(definition, properties, types, schema, spec, snapshot, base, fileio, floor)
+    # Written when asked for (_at_version): a first derivation goes through
+    # every retained change, and only the one asked for needs its file.
+    metadata_uri = fileio.uri(_metadata_path(definition, version, floor))
+    state = _State(
+        derived=Derived(metadata_uri, metadata, table_id, version, version),
+        manifests=manifests,
+        files=files,
+        types=types,
+        published=False,
+    )
+    _remember((base_uri_, table_id, version, floor), state)
+    return state
+
+
+def _holds_any(fileio: LakeFileIO, base: str, manifest: _Manifest, removed: set[str]) -> bool:
+    if manifest.paths is None:
+        entries = manifest.file.fetch_manifest_entry(fileio, discard_deleted=True)
+        manifest.paths = frozenset(fileio.path_of(e.data_file.file_path) for e in entries)
+    return not manifest.paths.isdisjoint(removed)
+
+
+def _retyped(
+    entry: ManifestEntry, base: str, files: dict[str, DataFile], arrow: pa.Schema, schema: IcebergSchema, partition_ids: list[int]
+) -> ManifestEntry:
+    """``entry`` with its bounds and partition serialised for the current column types."""
+    path = entry.data_file.file_path[len(base) + 1 :]
+    native = next(f for f in files.values() if f.path == path)
+    return ManifestEntry.from_args(
+        status=entry.status,
+        snapshot_id=entry.snapshot_id,
+        sequence_number=entry.sequence_number,
+        file_sequence_number=entry.file_sequence_number,
+        data_file=_file_entry(base, native, arrow, schema, partition_ids),
+    )
+
+
+def _metadata(
+    definition: TableDef,
+    properties: dict[str, str],
+    types: dict[int, str],
+    schema: IcebergSchema,
+    spec: PartitionSpec,
+    snapshot: Snapshot,
+    base: _State | None,
+    fileio: LakeFileIO,
+    floor: int,
+) -> TableMetadata:
+    """The metadata.json of the table at ``snapshot``: the retained snapshots of ``base`` plus it."""
+    snapshots: list[Snapshot] = []
+    schemas = {schema.schema_id: schema}
+    if base is not None:
+        previous = base.derived.metadata
+        retained = [s for s in previous.snapshots if s.sequence_number is not None]
+        # The last change at or below the floor stays (lake.at(version=floor) reads it); older ones go.
+        at_or_below = [s for s in retained if s.sequence_number <= floor]
+        keep_from = max((s.sequence_number for s in at_or_below), default=-1)
+        snapshots = [s for s in retained if s.sequence_number >= keep_from]
+        for s in snapshots:
+            if s.schema_id is not None and s.schema_id not in schemas:
+                schemas[s.schema_id] = previous.schema_by_id(s.schema_id)
+    snapshots.append(snapshot)
+    props = {**properties, _TYPES_PROPERTY: json.dumps({str(k): v for k, v in sorted(types.items())})}
+    props.setdefault("format-version", "2")
+    last_partition = _PARTITION_FIELD_START - 1 + len(spec.fields)
+    assert definition.schema is not None
+    return TableMetadataV2(
+        **{
+            "location": fileio.uri(definition.location),
+            "table-uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"lakekv-table:{definition.id}")),
+            "last-updated-ms": snapshot.timestamp_ms,
+            "last-column-id": max(definition.last_field_id, max((s.highest_field_id for s in schemas.values()), default=0)),
+            "schemas": [schemas[i] for i in sorted(schemas)],
+            "current-schema-id": schema.schema_id,
+            "partition-specs": [spec],
+            "default-spec-id": 0,
+            "last-partition-id": last_partition,
+            "properties": props,
+            "current-snapshot-id": snapshot.snapshot_id,
+            "snapshots": snapshots,
+            "snapshot-log": [SnapshotLogEntry(**{"snapshot-id": s.snapshot_id, "timestamp-ms": s.timestamp_ms}) for s in snapshots],
+            "metadata-log": [],
+            "sort-orders": [UNSORTED_SORT_ORDER],
+            "default-sort-order-id": 0,
+            "refs": {"main": SnapshotRef(**{"snapshot-id": snapshot.snapshot_id, "type": SnapshotRefType.BRANCH})},
+            "last-sequence-number": snapshot.sequence_number,
+        }
+    )
+
+
+# -- GC ------------------------------------------------------------------------------------
+
+
+def is_derived_path(path: str) -> bool:
+    """Whether object ``path`` is a derived Iceberg file of a native table (``data/<id>/metadata/...``)."""
+    parts = path.split("/")
+    return len(parts) == 4 and parts[2] == METADATA_DIR
+
+
+def collect(ctx: LakeContext, data_prefix: str, live_table_ids: set[str], dry_run: bool) -> list[str]:
+    """Delete the derived files no retained version needs; returns their object paths.
+
+    Every derived file of a table not in ``live_table_ids`` (dropped: a
+    reader of an older version derives them again), and, for the others,
+    with the data floor recorded in the lakehouse: every ``metadata.json``
+    derived under a lower floor (it names snapshots GC may have taken files
+    of), and every manifest list, manifest and ``metadata.json`` of a
+    version below the table's last change at or below the floor, unless a
+    retained manifest list still names that manifest (manifests are reused
+    across versions). ``data_prefix`` is where tables' locations are
+    (``data``). Losing a derived file loses nothing, so a reader
+    racing this re-derives what it needs.
+    """
+    floor = retention.floor(ctx.store)
+    by_table: dict[str, list[str]] = {}
+    for meta in ctx.objects.list(data_prefix + "/"):
+        if is_derived_path(meta.path):
+            by_table.setdefault(meta.path.split("/")[1], []).append(meta.path)
+    deleted: list[str] = []
+    for table_id, paths in sorted(by_table.items()):
+        doomed = paths if table_id not in live_table_ids else _unneeded(ctx, table_id, paths, floor)
+        for path in sorted(doomed):
+            deleted.append(path)
+            if not dry_run:
+                ctx.objects.delete(path)
+    return deleted
+
+
+def _unneeded(ctx: LakeContext, table_id: str, paths: list[str], floor: int) -> list[str]:
+    """The derived files of one live table that no retained version needs (see :func:`collect`)."""
+    changes = list(_changes(ctx, table_id, ctx.store.version, floor))
+    oldest = min((c.version for c in changes), default=floor)
+    fileio = LakeFileIO(ctx.objects)
+    named: set[str] = set()
+    for path in paths:
+        name = path.rsplit("/", 1)[-1]
+        version = _version_of(name)
+        if name.startswith("snap-") and version is not None and version >= oldest:
+            named.update(fileio.path_of(m.manifest_path) for m in read_manifest_list(fileio.new_input(fileio.uri(path))))
+    doomed = []
+    for path in paths:
+        name = path.rsplit("/", 1)[-1]
+        version = _version_of(name)
+        if version is None:
+            continue  # not a name this module makes: not ours to delete
+        if name.endswith(".metadata.json"):
+            if version < oldest or _floor_of(name) < floor:
+                doomed.append(path)
+        elif version < oldest and path not in named:
+            doomed.append(path)
+    return doomed
+
+
+def _floor_of(name: str) -> int:
+    """The data floor a ``<version>-<floor>.metadata.json`` was derived under."""
+    parts = name.removesuffix(".metadata.json").split("-")
+    return int(parts[1]) if len(parts) == 2 and parts[1].isdigit() else -1
