@@ -237,9 +237,10 @@ def _attempt(
 def _committing(lake: catalog.Lakehouse, warehouse: Warehouse, names: list[str],
                 requests: list[CommitTableRequest], what: str) -> tuple[int | None, list[Current]]:
     """:func:`_attempt` until it does not lose a race (see the module docstring)."""
-    for attempt in range(MAX_COMMIT_ATTEMPTS):
-        if attempt:
-            lake.refresh()
+    for _ in range(MAX_COMMIT_ATTEMPTS):
+        # Requirements are checked against the newest version, not the handle's last poll: a
+        # client that read the table from another server or process must not get a false 409.
+        lake.refresh()
         try:
             return _attempt(lake, warehouse, names, requests)
         except LOST_RACE:

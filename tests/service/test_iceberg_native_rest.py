@@ -169,6 +169,8 @@ def test_duckdb_delete_writes_delete_files_and_is_refused(lake_server: ServerPro
     try:
         with pytest.raises(duckdb.Error, match="delete files"):
             con.execute("DELETE FROM lake.duckdel.t WHERE id = 1")
+        with pytest.raises(duckdb.Error, match="delete files"):
+            con.execute("UPDATE lake.duckdel.t SET amount = 0 WHERE id = 2")
     finally:
         con.close()
     assert native_rows(lake_server, "duckdel.t") == before
@@ -258,6 +260,39 @@ def test_what_a_native_table_cannot_honour_is_refused_by_name(
         version = lake.version
     with pytest.raises(BadRequestError, match=feature):
         change(rest.load_table(name))
+    with embedded(lake_server) as lake:
+        assert lake.version == version
+
+
+def _raw_snapshot(metadata: Any, manifest_list: str) -> list[dict[str, Any]]:
+    return [
+        {"action": "add-snapshot", "snapshot": {
+            "snapshot-id": 4242, "parent-snapshot-id": metadata.current_snapshot_id,
+            "sequence-number": metadata.last_sequence_number + 1, "timestamp-ms": 1,
+            "manifest-list": manifest_list, "summary": {"operation": "append"}, "schema-id": metadata.current_schema_id,
+        }},
+        {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 4242},
+    ]
+
+
+@pytest.mark.parametrize("updates,feature", [
+    (lambda m: [{"action": "set-location", "location": m.location + "-moved"}], "set-location"),
+    (lambda m: [{"action": "remove-snapshots", "snapshot-ids": [m.current_snapshot_id]}], "snapshot expiry"),
+    (lambda m: [{"action": "set-properties", "updates": {"write.py-location-provider.impl": "x.Y"}}],
+     "write.py-location-provider.impl"),
+    (lambda m: _raw_snapshot(m, "file:///tmp/elsewhere/snap.avro"), "outside the table's location"),
+])
+def test_raw_commits_a_native_table_cannot_honour_are_refused(
+    rest: RestCatalog, lake_server: ServerProcess, updates: Any, feature: str, request: pytest.FixtureRequest
+) -> None:
+    name = f"rawrefuse.t{request.node.callspec.indices['updates']}"
+    make_native(lake_server, name, {"id": [1], "region": ["eu"], "amount": [1.0]})
+    metadata = rest.load_table(name).metadata
+    with embedded(lake_server) as lake:
+        version = lake.version
+    status, body = call_json(lake_server, "POST", f"/v1/namespaces/rawrefuse/tables/{name.split('.')[1]}",
+                             {"requirements": [], "updates": updates(metadata)})
+    assert status == 400 and feature in body["error"]["message"], body
     with embedded(lake_server) as lake:
         assert lake.version == version
 
