@@ -400,6 +400,13 @@ def apply(tx: Any, plan: Plan, objects: Any) -> None:
         table.update_properties(updates=plan.property_updates, removals=plan.property_removals)
     if not plan.added and not plan.removed:
         return
+    with tx.resolving() as reader:
+        # A removed file waits for GC: committing it again would hand GC a live file.
+        gone = {record.get("path") for _, record in reader.gone_files(table.id)}
+    again = next((a for a in plan.added if a.object_path in gone), None)
+    if again is not None:
+        raise ApiError(400, "BadRequestException", f"data file {again.uri} was removed from table {name}; "
+                       "write the rows to a new file")
     entries = [_entry(name, objects, table, added) for added in plan.added]
     if plan.removed:
         # Copy-on-write: exactly the files the client's snapshots deleted go,

@@ -29,7 +29,10 @@ import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError
 from pyiceberg.expressions import EqualTo, GreaterThanOrEqual
+from pyiceberg.manifest import DataFile as IcebergDataFile
+from pyiceberg.manifest import DataFileContent, FileFormat
 from pyiceberg.transforms import IdentityTransform
+from pyiceberg.typedef import Record
 from pyiceberg.types import LongType
 from http_client import call_json
 
@@ -295,6 +298,42 @@ def test_raw_commits_a_native_table_cannot_honour_are_refused(
     assert status == 400 and feature in body["error"]["message"], body
     with embedded(lake_server) as lake:
         assert lake.version == version
+
+
+def append_files(table: Any, files: list[tuple[str, int, int]], region: str) -> None:
+    """Commit an append of existing data files ``(uri, rows, bytes)`` through pyiceberg, as a client that wrote them."""
+    with table.transaction() as tx:
+        with tx.update_snapshot().fast_append() as append:
+            for uri, count, size in files:
+                data_file = IcebergDataFile.from_args(
+                    content=DataFileContent.DATA, file_path=uri, file_format=FileFormat.PARQUET,
+                    partition=Record(region), record_count=count, file_size_in_bytes=size,
+                )
+                data_file.spec_id = table.spec().spec_id
+                append.append_data_file(data_file)
+
+
+def test_added_files_must_be_what_their_manifest_says_and_new(rest: RestCatalog, lake_server: ServerProcess) -> None:
+    make_native(lake_server, "files.t", {"id": [1, 2], "region": ["eu", "eu"], "amount": [1.0, 2.0]})
+    with embedded(lake_server) as lake:
+        table = lake.load_table("files.t")
+        (old,) = table.files()
+        uri = f"{lake.url.rstrip('/')}/{old.path}"
+        table.overwrite(batch([3], "eu"))  # removes the old file: it waits for GC
+        version = lake.version
+        # A copy of it under a new name: a good file, but its manifest entry lies about it.
+        copy = f"{table.location}/copy.parquet"
+        lake.objects.put(copy, lake.objects.get(old.path))
+        copy_uri = f"{lake.url.rstrip('/')}/{copy}"
+    client = rest.load_table("files.t")
+    with pytest.raises(BadRequestError, match="was removed from table"):
+        append_files(client, [(uri, old.rows, old.size)], "eu")
+    with pytest.raises(BadRequestError, match="its manifest entry says"):
+        append_files(rest.load_table("files.t"), [(copy_uri, old.rows + 1, old.size)], "eu")
+    with embedded(lake_server) as lake:
+        assert lake.version == version
+    append_files(rest.load_table("files.t"), [(copy_uri, old.rows, old.size)], "eu")
+    assert sorted(r["id"] for r in native_rows(lake_server, "files.t")) == [1, 2, 3]
 
 
 def test_duckdb_transaction_over_two_native_tables_is_one_version(lake_server: ServerProcess) -> None:
