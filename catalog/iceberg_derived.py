@@ -86,13 +86,13 @@ from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema as IcebergSchema
 from pyiceberg.serializers import FromInputFile, ToOutputFile
 from pyiceberg.table.metadata import TableMetadata, TableMetadataV2
-from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
-from pyiceberg.table.snapshots import Operation, Snapshot, SnapshotLogEntry, Summary
+from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
+from pyiceberg.types import PrimitiveType
 
-from catalog import keys, names, retention
+from catalog import names, retention
 from catalog.access import CatalogReader
 from catalog.context import LakeContext
 from catalog.datafiles import DataFile
@@ -249,12 +249,19 @@ class LakeFileIO(FileIO):
         return True
 
     def new_input(self, location: str) -> InputFile:
+        """A reader of the object at absolute URI ``location`` (read whole on open)."""
         return _Input(self, location)
 
     def new_output(self, location: str) -> OutputFile:
+        """A writer of the object at absolute URI ``location`` (put as one object when closed)."""
         return _Output(self, location)
 
     def delete(self, location: str | InputFile | OutputFile) -> None:
+        """Delete the object at ``location``.
+
+        Raises:
+            ValueError: ``location`` is not under the store's root.
+        """
         where = location if isinstance(location, str) else location.location
         self.objects.delete(self.path_of(where))
 
@@ -372,6 +379,8 @@ def _file_entry(
         if nulls is not None:
             null_counts[fid] = int(nulls)
         kind = iceberg.find_field(fid).field_type
+        if not isinstance(kind, PrimitiveType):
+            continue  # nested columns keep no statistics
         lo, hi = _iceberg_value(low, f.type), _iceberg_value(high, f.type)
         if lo is not None and hi is not None:
             lower[fid] = to_bytes(kind, lo)
@@ -442,6 +451,12 @@ def _remember(key: tuple[str, str, int, int], state: _State) -> None:
         _cache.move_to_end(key)
         while len(_cache) > _CACHE_ENTRIES:
             _cache.popitem(last=False)
+
+
+def _forget_table(base: str, table_id: str) -> None:
+    with _lock:
+        for key in [k for k in _cache if k[0] == base and k[1] == table_id]:
+            del _cache[key]
 
 
 def derive(lake: LakeHandle, name: str, version: int | None = None) -> Derived:
@@ -548,7 +563,11 @@ def _known_state(ctx: LakeContext, fileio: LakeFileIO, definition: TableDef, ver
     key = (base_uri(ctx.objects), definition.id, version, floor)
     state = _cached(key)
     if state is not None:
-        return state
+        if not state.published or fileio.exists(state.derived.metadata_location):
+            return state
+        # Its files were lost (a cache, deleted by hand or by GC): this
+        # process's states of the table may name lost manifests too.
+        _forget_table(key[0], definition.id)
     location = fileio.uri(_metadata_path(definition, version, floor))
     try:
         metadata = FromInputFile.table_metadata(fileio.new_input(location))
@@ -673,8 +692,8 @@ def _derive_change(
             "lakekv.version": str(version),
         },
     )
-    snapshot = Snapshot(
-        **{
+    snapshot = Snapshot.model_validate(
+        {
             "snapshot-id": sid,
             "parent-snapshot-id": None if base is None else snapshot_id(table_id, base.derived.snapshot_version),
             "sequence-number": version,
@@ -737,25 +756,26 @@ def _metadata(
     schemas = {schema.schema_id: schema}
     if base is not None:
         previous = base.derived.metadata
-        retained = [s for s in previous.snapshots if s.sequence_number is not None]
-        # The last change at or below the floor stays (lake.at(version=floor) reads it); older ones go.
-        at_or_below = [s for s in retained if s.sequence_number <= floor]
-        keep_from = max((s.sequence_number for s in at_or_below), default=-1)
-        snapshots = [s for s in retained if s.sequence_number >= keep_from]
+        # Sequence numbers are lakehouse versions. The last change at or below
+        # the floor stays (lake.at(version=floor) reads it); older ones go.
+        keep_from = max((_seq(s) for s in previous.snapshots if _seq(s) <= floor), default=-1)
+        snapshots = [s for s in previous.snapshots if _seq(s) >= keep_from]
         for s in snapshots:
-            if s.schema_id is not None and s.schema_id not in schemas:
-                schemas[s.schema_id] = previous.schema_by_id(s.schema_id)
+            old = None if s.schema_id is None else previous.schema_by_id(s.schema_id)
+            if old is not None and old.schema_id not in schemas:
+                schemas[old.schema_id] = old
     snapshots.append(snapshot)
     props = {**properties, _TYPES_PROPERTY: json.dumps({str(k): v for k, v in sorted(types.items())})}
     props.setdefault("format-version", "2")
     last_partition = _PARTITION_FIELD_START - 1 + len(spec.fields)
     assert definition.schema is not None
-    return TableMetadataV2(
-        **{
+    # model_validate with the spec's own (JSON) field names: what the metadata.json says.
+    return TableMetadataV2.model_validate(
+        {
             "location": fileio.uri(definition.location),
-            "table-uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"lakekv-table:{definition.id}")),
+            "table-uuid": uuid.uuid5(uuid.NAMESPACE_URL, f"lakekv-table:{definition.id}"),
             "last-updated-ms": snapshot.timestamp_ms,
-            "last-column-id": max(definition.last_field_id, max((s.highest_field_id for s in schemas.values()), default=0)),
+            "last-column-id": max(definition.last_field_id, max(s.highest_field_id for s in schemas.values())),
             "schemas": [schemas[i] for i in sorted(schemas)],
             "current-schema-id": schema.schema_id,
             "partition-specs": [spec],
@@ -764,14 +784,19 @@ def _metadata(
             "properties": props,
             "current-snapshot-id": snapshot.snapshot_id,
             "snapshots": snapshots,
-            "snapshot-log": [SnapshotLogEntry(**{"snapshot-id": s.snapshot_id, "timestamp-ms": s.timestamp_ms}) for s in snapshots],
+            "snapshot-log": [{"snapshot-id": s.snapshot_id, "timestamp-ms": s.timestamp_ms} for s in snapshots],
             "metadata-log": [],
             "sort-orders": [UNSORTED_SORT_ORDER],
             "default-sort-order-id": 0,
-            "refs": {"main": SnapshotRef(**{"snapshot-id": snapshot.snapshot_id, "type": SnapshotRefType.BRANCH})},
-            "last-sequence-number": snapshot.sequence_number,
+            "refs": {"main": {"snapshot-id": snapshot.snapshot_id, "type": "branch"}},
+            "last-sequence-number": _seq(snapshot),
         }
     )
+
+
+def _seq(snapshot: Snapshot) -> int:
+    """A derived snapshot's sequence number: its lakehouse version (never None in derived metadata)."""
+    return snapshot.sequence_number or 0
 
 
 # -- GC ------------------------------------------------------------------------------------

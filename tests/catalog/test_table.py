@@ -66,7 +66,8 @@ def test_properties_describe_the_created_table(lake: catalog.Lakehouse) -> None:
     assert [f.metadata[b"field_id"] for f in loaded.schema] == [b"1", b"2", b"3"]
     assert loaded.partition_by == ["day"]
     assert loaded.properties == {"owner": "ana"}
-    assert loaded.metadata_location is None
+    # A native table's Iceberg metadata is derived (catalog.iceberg_derived).
+    assert loaded.metadata_location == f"{lake.url}/data/{loaded.id}/metadata/{2:020d}-{0:020d}.metadata.json"
     assert loaded.schema_version == created.schema_version
     assert repr(loaded) == f"Table('sales.orders', id={loaded.id}, format=parquet)"
 

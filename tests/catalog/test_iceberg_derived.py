@@ -1,0 +1,369 @@
+"""Native tables served as Iceberg v2 tables (catalog.iceberg_derived), read by real Iceberg clients with no server.
+
+DuckDB's ``iceberg_scan``, Polars' ``scan_iceberg`` and pyiceberg's
+``StaticTable`` read the derived metadata of a partitioned native table and
+must return exactly the rows ``table.scan()`` returns, at every retained
+version (by snapshot id and by timestamp), through schema evolution,
+deletes and overwrites; derivation is deterministic across processes,
+reuses earlier manifests, survives losing its files and write faults, and
+GC removes what no retained version needs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import duckdb_ext
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from pyiceberg.table import StaticTable
+
+import catalog
+from catalog import iceberg_derived
+from catalog.context import LakeContext
+from catalog.errors import NoSuchTableError
+from kvstore.errors import InjectedFaultError, SnapshotTooOldError
+from kvstore.objstore.faulty import FaultyStore
+
+SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string()), ("name", pa.string()), ("amount", pa.int32())])
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    """The rows as sorted tuples, column names first: the row-for-row comparison."""
+    columns = table.column_names
+    values = [tuple(r[c] for c in columns) for r in table.to_pylist()]
+    return [tuple(columns), *sorted(values, key=repr)]
+
+
+def _native(lake: catalog.Lakehouse, version: int, name: str = "ns.t") -> list[tuple[Any, ...]]:
+    with lake.at(version=version) as past:
+        return _rows(past.load_table(name).scan().to_arrow())
+
+
+def _local_path(uri: str) -> Path:
+    assert uri.startswith("file://")
+    return Path(uri[len("file://") :])
+
+
+def _derived_files(lake: catalog.Lakehouse, name: str = "ns.t") -> set[str]:
+    directory = Path(lake.url[len("file://") :]) / lake.load_table(name).location / "metadata"
+    return set(os.listdir(directory)) if directory.exists() else set()
+
+
+def _duckdb() -> duckdb.DuckDBPyConnection:
+    extension_dir = os.path.join(list(duckdb_ext.__path__)[0], "extensions")
+    con = duckdb.connect(config={"extension_directory": extension_dir, "autoinstall_known_extensions": False})
+    con.execute("LOAD iceberg")
+    return con
+
+
+@pytest.fixture
+def evolved(tmp_path: Path) -> Iterator[tuple[catalog.Lakehouse, list[int]]]:
+    """A partitioned native table through appends, a rename, an added and a dropped column, a delete and an
+    overwrite; with the lakehouse version of each step."""
+    lake = catalog.open(str(tmp_path / "lake"), poll_interval_s=0)
+    lake.create_namespace("ns")
+    t = lake.create_table("ns.t", SCHEMA, partition_by=["day"])
+    versions = [lake.version]
+    versions.append(t.append(pa.table({"id": [1, 2, 3], "day": ["mon", "tue", "mon"], "name": ["a", "b", None], "amount": [10, 20, 30]})))
+    versions.append(t.append(pa.table({"id": [4, 5], "day": ["wed", "tue"], "name": ["d", "e"], "amount": [40, None]})))
+    t.update_schema().rename_column("name", "label").add_column("score", pa.float64()).commit()
+    versions.append(lake.version)
+    t = lake.load_table("ns.t")
+    versions.append(t.append(pa.table({"id": [6], "day": ["mon"], "label": ["f"], "amount": [60], "score": [1.5]})))
+    versions.append(t.delete(pc.field("id") == 2))
+    t.update_schema().drop_column("amount").commit()
+    versions.append(lake.version)
+    t = lake.load_table("ns.t")
+    versions.append(t.overwrite(pa.table({"id": [7], "day": ["wed"], "label": ["g"], "score": [2.5]}), filter=pc.field("day") == "wed"))
+    try:
+        yield lake, versions
+    finally:
+        lake.close()
+
+
+def test_snapshot_id_is_a_pure_positive_int63() -> None:
+    ids = {iceberg_derived.snapshot_id(t, v) for t in ("a" * 32, "b" * 32) for v in range(50)}
+    assert len(ids) == 100
+    assert all(0 < i < 2**63 for i in ids)
+    assert iceberg_derived.snapshot_id("a" * 32, 7) == iceberg_derived.snapshot_id("a" * 32, 7)
+    with pytest.raises(TypeError, match="version"):
+        iceberg_derived.snapshot_id("a", "7")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="version"):
+        iceberg_derived.snapshot_id("a", -1)
+
+
+def test_pyiceberg_reads_every_retained_version_by_snapshot_id_and_timestamp(evolved: tuple[catalog.Lakehouse, list[int]]) -> None:
+    lake, versions = evolved
+    head = iceberg_derived.derive(lake, "ns.t")
+    table = StaticTable.from_metadata(head.metadata_location)
+    assert _rows(table.scan().to_arrow()) == _native(lake, lake.version)
+    table_id = lake.load_table("ns.t").id
+    history = {e.version: e.timestamp for e in lake.history(limit=None, table="ns.t")}
+    assert [s.sequence_number for s in table.metadata.snapshots] == sorted(history)
+    assert [e.snapshot_id for e in table.metadata.snapshot_log] == [s.snapshot_id for s in table.metadata.snapshots]
+    assert table.metadata.refs["main"].snapshot_id == table.metadata.current_snapshot_id
+    for version in versions:
+        sid = iceberg_derived.snapshot_id(table_id, version)
+        assert _rows(table.scan(snapshot_id=sid).to_arrow()) == _native(lake, version), version
+        by_time = table.snapshot_as_of_timestamp(int(history[version] * 1000))
+        assert by_time is not None and by_time.snapshot_id == sid
+        with lake.at(timestamp=history[version]) as past:
+            assert past.version == version
+        # The metadata derived at that version has it as its current snapshot.
+        at = StaticTable.from_metadata(iceberg_derived.derive(lake, "ns.t", version).metadata_location)
+        assert _rows(at.scan().to_arrow()) == _native(lake, version)
+
+
+def test_duckdb_iceberg_scan_reads_head_and_older_snapshots(evolved: tuple[catalog.Lakehouse, list[int]]) -> None:
+    lake, versions = evolved
+    location = lake.load_table("ns.t").metadata_location
+    assert location is not None
+    con = _duckdb()
+    table_id = lake.load_table("ns.t").id
+    head = con.execute(f"SELECT * FROM iceberg_scan('{location}')").fetch_arrow_table()
+    assert _rows(head) == _native(lake, lake.version)
+    for version in versions[1:]:
+        sid = iceberg_derived.snapshot_id(table_id, version)
+        old = con.execute(f"SELECT * FROM iceberg_scan('{location}', snapshot_from_id={sid})").fetch_arrow_table()
+        assert _rows(old) == _native(lake, version), version
+
+
+def test_polars_scan_iceberg_reads_every_version(evolved: tuple[catalog.Lakehouse, list[int]]) -> None:
+    lake, versions = evolved
+    for version in versions[1:]:
+        location = iceberg_derived.derive(lake, "ns.t", version).metadata_location
+        frame = pl.scan_iceberg(location).collect()
+        assert _rows(frame.to_arrow()) == _native(lake, version), version
+
+
+def test_statistics_and_partitions_let_engines_prune(evolved: tuple[catalog.Lakehouse, list[int]]) -> None:
+    lake, _ = evolved
+    table = StaticTable.from_metadata(iceberg_derived.derive(lake, "ns.t").metadata_location)
+    assert [f.name for f in table.spec().fields] == ["day"]
+    tasks = list(table.scan(row_filter="day = 'mon'").plan_files())
+    native = lake.load_table("ns.t").files(pc.field("day") == "mon")
+    assert sorted(t.file.file_path for t in tasks) == sorted(f"{lake.url}/{f.path}" for f in native)
+    for task in tasks:
+        id_field = table.schema().find_field("id").field_id
+        assert task.file.value_counts[id_field] == task.file.record_count
+        assert task.file.null_value_counts[id_field] == 0
+        assert id_field in task.file.lower_bounds and id_field in task.file.upper_bounds
+    assert list(table.scan(row_filter="id > 1000").plan_files()) == []
+
+
+def test_two_processes_derive_identical_metadata(evolved: tuple[catalog.Lakehouse, list[int]]) -> None:
+    lake, _ = evolved
+    first = iceberg_derived.derive(lake, "ns.t")
+    body = _local_path(first.metadata_location).read_bytes()
+    for name in _derived_files(lake):
+        (_local_path(first.metadata_location).parent / name).unlink()
+    script = (
+        "import sys, catalog\n"
+        "from catalog import iceberg_derived\n"
+        "with catalog.open(sys.argv[1], create=False, poll_interval_s=0) as lake:\n"
+        "    print(iceberg_derived.derive(lake, 'ns.t').metadata_location)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, lake.url[len("file://") :]],
+        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert out.stdout.strip() == first.metadata_location
+    assert _local_path(first.metadata_location).read_bytes() == body
+    again = iceberg_derived.derive(lake, "ns.t")
+    assert again.metadata == first.metadata
+
+
+def test_an_append_writes_one_manifest_and_one_list(evolved: tuple[catalog.Lakehouse, list[int]]) -> None:
+    lake, _ = evolved
+    before = iceberg_derived.derive(lake, "ns.t")
+    existing = _derived_files(lake)
+    old_manifests = {m.manifest_path for m in before.metadata.current_snapshot().manifests(_io(lake))}  # type: ignore[union-attr]
+    version = lake.load_table("ns.t").append(
+        pa.table({"id": [8, 9, 10], "day": ["mon", "tue", "fri"], "label": ["h", "i", "j"], "score": [None, 1.0, 2.0]})
+    )
+    after = iceberg_derived.derive(lake, "ns.t")
+    new = _derived_files(lake) - existing
+    assert new == {
+        f"{version:020d}-m0.avro",
+        f"snap-{version:020d}-{iceberg_derived.snapshot_id(lake.load_table('ns.t').id, version)}.avro",
+        f"{version:020d}-{0:020d}.metadata.json",
+    }
+    manifests = after.metadata.current_snapshot().manifests(_io(lake))  # type: ignore[union-attr]
+    assert {m.manifest_path for m in manifests} - old_manifests == {f"{_dir(before)}/{version:020d}-m0.avro"}
+    assert [m.added_files_count for m in manifests if m.manifest_path.endswith(f"{version:020d}-m0.avro")] == [3]
+    assert _rows(StaticTable.from_metadata(after.metadata_location).scan().to_arrow()) == _native(lake, version)
+
+
+def test_a_delete_rewrites_only_the_manifests_that_held_its_files(tmp_path: Path) -> None:
+    with catalog.open(str(tmp_path / "lake"), poll_interval_s=0) as lake:
+        lake.create_namespace("ns")
+        t = lake.create_table("ns.t", SCHEMA, partition_by=["day"])
+        first = t.append(pa.table({"id": [1, 2], "day": ["mon", "tue"], "name": ["a", "b"], "amount": [1, 2]}))
+        second = t.append(pa.table({"id": [3], "day": ["wed"], "name": ["c"], "amount": [3]}))
+        iceberg_derived.derive(lake, "ns.t")
+        existing = _derived_files(lake)
+        version = t.delete(pc.field("day") == "tue")  # one whole file of the first append
+        after = iceberg_derived.derive(lake, "ns.t")
+        assert _derived_files(lake) - existing == {
+            f"{version:020d}-m1.avro",
+            f"snap-{version:020d}-{iceberg_derived.snapshot_id(t.id, version)}.avro",
+            f"{version:020d}-{0:020d}.metadata.json",
+        }
+        names = sorted(m.manifest_path.rsplit("/", 1)[-1] for m in after.metadata.current_snapshot().manifests(_io(lake)))  # type: ignore[union-attr]
+        assert names == [f"{second:020d}-m0.avro", f"{version:020d}-m1.avro"]
+        assert f"{first:020d}-m0.avro" not in names
+        assert after.metadata.current_snapshot().summary.operation.value == "delete"  # type: ignore[union-attr]
+        assert _rows(StaticTable.from_metadata(after.metadata_location).scan().to_arrow()) == _native(lake, version)
+
+
+def test_lost_derived_files_are_derived_again(evolved: tuple[catalog.Lakehouse, list[int]]) -> None:
+    lake, versions = evolved
+    first = iceberg_derived.derive(lake, "ns.t")
+    body = _local_path(first.metadata_location).read_bytes()
+    directory = _local_path(first.metadata_location).parent
+    for name in os.listdir(directory):
+        (directory / name).unlink()
+    again = iceberg_derived.derive(lake, "ns.t")
+    assert again.metadata_location == first.metadata_location
+    assert _local_path(again.metadata_location).read_bytes() == body
+    table = StaticTable.from_metadata(again.metadata_location)
+    sid = iceberg_derived.snapshot_id(lake.load_table("ns.t").id, versions[2])
+    assert _rows(table.scan(snapshot_id=sid).to_arrow()) == _native(lake, versions[2])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_write_faults_never_leave_metadata_that_reads_wrong(evolved: tuple[catalog.Lakehouse, list[int]], seed: int) -> None:
+    lake, versions = evolved
+    table_id = lake.load_table("ns.t").id
+    faulty = FaultyStore(lake.store.objects, seed=seed, error_rate=0.3, after_rate=0.3, ops=["put"])
+    ctx = LakeContext(objects=faulty, target_file_bytes=lake.context.target_file_bytes, store=lake.store)
+    derived = None
+    for _ in range(200):
+        try:
+            derived = iceberg_derived.derive_table(ctx, table_id, lake.version)
+            break
+        except InjectedFaultError:
+            continue
+    assert derived is not None
+    clean = iceberg_derived.derive(lake, "ns.t")
+    assert clean.metadata == derived.metadata
+    table = StaticTable.from_metadata(derived.metadata_location)
+    for version in versions[1:]:
+        sid = iceberg_derived.snapshot_id(table_id, version)
+        assert _rows(table.scan(snapshot_id=sid).to_arrow()) == _native(lake, version), version
+
+
+def test_table_metadata_location_and_errors(tmp_path: Path) -> None:
+    with catalog.open(str(tmp_path / "lake"), poll_interval_s=0) as lake:
+        lake.create_namespace("ns")
+        t = lake.create_table("ns.t", SCHEMA)
+        v = t.append(pa.table({"id": [1], "day": ["mon"], "name": ["a"], "amount": [1]}))
+        t.append(pa.table({"id": [2], "day": ["mon"], "name": ["b"], "amount": [2]}))
+        # Each load derives for the version it reads: the first load after a commit sees it.
+        assert lake.load_table("ns.t").metadata_location == iceberg_derived.derive(lake, "ns.t").metadata_location
+        with lake.at(version=v) as past:
+            location = past.load_table("ns.t").metadata_location
+        assert location == iceberg_derived.derive(lake, "ns.t", v).metadata_location
+        with lake.transaction() as tx:
+            assert tx.load_table("ns.t").metadata_location is None  # uncommitted: no version yet
+        with pytest.raises(NoSuchTableError):
+            iceberg_derived.derive(lake, "ns.missing")
+        with pytest.raises(ValueError, match="not a lakehouse version"):
+            iceberg_derived.derive(lake, "ns.t", lake.version + 5)
+        with pytest.raises(TypeError, match="version"):
+            iceberg_derived.derive(lake, "ns.t", "1")  # type: ignore[arg-type]
+
+
+def test_non_native_table_is_refused(tmp_path: Path) -> None:
+    with catalog.open(str(tmp_path / "lake"), poll_interval_s=0) as lake:
+        lake.create_namespace("ns")
+        lake.create_table("ns.ice", SCHEMA, format="iceberg", location=f"{lake.url}/ice")
+        with pytest.raises(ValueError, match="only native tables"):
+            iceberg_derived.derive(lake, "ns.ice")
+
+
+def test_cli_prints_the_metadata_location(evolved: tuple[catalog.Lakehouse, list[int]], capsys: pytest.CaptureFixture[str]) -> None:
+    from kvstore.cli import main
+
+    lake, versions = evolved
+    url = lake.url
+    expected_head = iceberg_derived.derive(lake, "ns.t").metadata_location
+    expected_old = iceberg_derived.derive(lake, "ns.t", versions[2]).metadata_location
+    assert main(["lake", url, "iceberg", "ns.t"]) == 0
+    assert capsys.readouterr().out.strip() == expected_head
+    assert main(["lake", url, "iceberg", "ns.t", "--version", str(versions[2])]) == 0
+    assert capsys.readouterr().out.strip() == expected_old
+    assert main(["lake", url, "iceberg", "ns.nope"]) == 1
+
+
+def test_gc_removes_derived_files_below_the_floor_and_of_dropped_tables(tmp_path: Path) -> None:
+    with catalog.open(str(tmp_path / "lake"), poll_interval_s=0, retention_window_s=0) as lake:
+        lake.create_namespace("ns")
+        t = lake.create_table("ns.t", SCHEMA, partition_by=["day"])
+        for i in range(3):
+            t.append(pa.table({"id": [i], "day": ["mon"], "name": ["x"], "amount": [i]}))
+            iceberg_derived.derive(lake, "ns.t")
+        u = lake.create_table("ns.u", SCHEMA)
+        u.append(pa.table({"id": [1], "day": ["mon"], "name": ["x"], "amount": [1]}))
+        iceberg_derived.derive(lake, "ns.u")
+        dropped = Path(lake.url[len("file://") :]) / u.location / "metadata"
+        assert os.listdir(dropped)
+        lake.drop_table("ns.u")
+        head = t.overwrite(pa.table({"id": [9], "day": ["tue"], "name": ["y"], "amount": [9]}))
+        current = iceberg_derived.derive(lake, "ns.t")
+        before = _derived_files(lake)
+        report = lake.gc(grace_s=0)
+        assert report.floor_version == head
+        assert not dropped.exists() or os.listdir(dropped) == []
+        after = _derived_files(lake)
+        assert after < before
+        assert all(not name.startswith(f"{v:020d}") for name in after for v in range(head))
+        # Derived under the old floor: collected; the head's files at the new floor are derived again.
+        assert _local_path(current.metadata_location).exists() is False
+        fresh = iceberg_derived.derive(lake, "ns.t")
+        assert fresh.metadata_location.endswith(f"{head:020d}-{head:020d}.metadata.json")
+        assert [s.sequence_number for s in fresh.metadata.snapshots] == [head]
+        assert _rows(StaticTable.from_metadata(fresh.metadata_location).scan().to_arrow()) == _native(lake, head)
+
+
+def test_gc_keeps_the_derived_files_of_retained_versions(evolved: tuple[catalog.Lakehouse, list[int]]) -> None:
+    lake, versions = evolved
+    derived = iceberg_derived.derive(lake, "ns.t")
+    before = _derived_files(lake)
+    report = lake.gc(grace_s=0)  # the default window keeps every version
+    assert report.floor_version <= versions[0]
+    assert report.derived_files == [] and report.orphan_files == []
+    assert _derived_files(lake) == before
+    table = StaticTable.from_metadata(derived.metadata_location)
+    assert _rows(table.scan().to_arrow()) == _native(lake, lake.version)
+
+
+def test_below_the_floor_is_snapshot_too_old(tmp_path: Path) -> None:
+    with catalog.open(str(tmp_path / "lake"), poll_interval_s=0, retention_window_s=0) as lake:
+        lake.create_namespace("ns")
+        t = lake.create_table("ns.t", SCHEMA)
+        created = lake.version
+        t.append(pa.table({"id": [1], "day": ["mon"], "name": ["a"], "amount": [1]}))
+        t.overwrite(pa.table({"id": [2], "day": ["mon"], "name": ["b"], "amount": [2]}))
+        lake.gc(grace_s=0)
+        assert created < lake.retention_floor
+        with pytest.raises(SnapshotTooOldError):
+            iceberg_derived.derive(lake, "ns.t", created)
+
+
+def _io(lake: catalog.Lakehouse) -> iceberg_derived.LakeFileIO:
+    return iceberg_derived.LakeFileIO(lake.store.objects)
+
+
+def _dir(derived: iceberg_derived.Derived) -> str:
+    return derived.metadata_location.rsplit("/", 1)[0]
