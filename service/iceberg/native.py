@@ -44,7 +44,7 @@ from typing import Any, Final
 import pyarrow as pa
 from pydantic import ValidationError
 from pyiceberg.exceptions import CommitFailedException
-from pyiceberg.io import load_file_io
+from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.manifest import DataFileContent, FileFormat, ManifestContent, ManifestEntryStatus
 from pyiceberg.schema import Schema
 from pyiceberg.table import CommitTableRequest
@@ -291,21 +291,29 @@ def _read_snapshots(out: Plan, final: TableMetadata) -> None:
                       "every snapshot a commit adds must become main's")
     live = dict(base.files)
     added: dict[str, AddedFile] = {}
+    io = load_file_io(properties={}, location=base.root)
+    current = base.metadata.current_snapshot()
+    # Manifests a snapshot may carry over unread: exactly its parent's.
+    inherited = {m.manifest_path for m in current.manifests(io)} if current is not None else set()
     for snapshot in reversed(chain):
-        _apply_snapshot(name, base.root, base.location, snapshot, live, added)
+        inherited = _apply_snapshot(name, base, snapshot, io, inherited, live, added)
     out.added = [a for uri, a in added.items() if uri in live]
     out.removed = [f for uri, f in base.files.items() if uri not in live]
 
 
 def _apply_snapshot(
-    name: str, root: str, location: str, snapshot: Snapshot, live: dict[str, Any], added: dict[str, AddedFile]
-) -> None:
-    """Apply one snapshot's added and deleted entries to ``live`` (URI -> file), checking them."""
+    name: str, base: Base, snapshot: Snapshot, io: FileIO, inherited: set[str], live: dict[str, Any],
+    added: dict[str, AddedFile],
+) -> set[str]:
+    """Apply one snapshot's added and deleted entries to ``live`` (URI -> file), checking them.
+
+    ``inherited`` are the manifests of its parent; returns its own (for its child).
+    """
+    root, location = base.root, base.location
     operation = snapshot.summary.operation.value if snapshot.summary is not None else "append"
     if operation not in _OPERATIONS:
         raise refused(name, f"the snapshot operation {operation!r}")
-    list_uri = _inside(name, root, snapshot.manifest_list, "manifest list")
-    io = load_file_io(properties={}, location=list_uri)
+    _inside(name, root, snapshot.manifest_list, "manifest list")
     manifests = snapshot.manifests(io)
     live_count = 0
     removed_any = False
@@ -313,9 +321,12 @@ def _apply_snapshot(
         if manifest.content != ManifestContent.DATA:
             raise refused(name, "delete files (position or equality deletes)", _DELETE_FILES_WHY)
         own = manifest.added_snapshot_id == snapshot.snapshot_id
-        counted = manifest.added_files_count is not None and manifest.existing_files_count is not None
-        if not own and counted:
-            live_count += manifest.added_files_count + manifest.existing_files_count
+        if not own and manifest.manifest_path not in inherited:
+            raise ApiError(400, "BadRequestException", f"snapshot {snapshot.snapshot_id} of table {name} lists "
+                           f"manifest {manifest.manifest_path}, which is neither its own nor its parent's")
+        added_count, existing_count = manifest.added_files_count, manifest.existing_files_count
+        if not own and added_count is not None and existing_count is not None:
+            live_count += added_count + existing_count  # an inherited manifest: its counts suffice
             continue
         _inside(name, root, manifest.manifest_path, "manifest")
         for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
@@ -324,10 +335,17 @@ def _apply_snapshot(
                 raise refused(name, "delete files (position or equality deletes)", _DELETE_FILES_WHY)
             if entry.status != ManifestEntryStatus.DELETED:
                 live_count += 1
-            if not own or entry.snapshot_id not in (None, snapshot.snapshot_id):
-                continue
+            if not own:
+                continue  # counted only: its entries are its parent's
             uri = _inside(name, root, data.file_path, "data file")
-            if entry.status == ManifestEntryStatus.ADDED:
+            if entry.status == ManifestEntryStatus.EXISTING:
+                if uri not in live:
+                    raise ApiError(400, "BadRequestException", f"snapshot {snapshot.snapshot_id} keeps {uri}, "
+                                   f"which is not a live data file of table {name}")
+            elif entry.snapshot_id not in (None, snapshot.snapshot_id):
+                raise ApiError(400, "BadRequestException", f"snapshot {snapshot.snapshot_id} of table {name} "
+                               f"records {uri} as {entry.status.name} by another snapshot, {entry.snapshot_id}")
+            elif entry.status == ManifestEntryStatus.ADDED:
                 if data.file_format != FileFormat.PARQUET:
                     raise refused(name, f"{data.file_format} data files", "a native table's data files are Parquet")
                 if uri in live:
@@ -350,6 +368,7 @@ def _apply_snapshot(
             f"snapshot {snapshot.snapshot_id} ({operation}) lists {live_count} live data files, but the table "
             f"{name} would hold {len(live)}: a manifest dropped or repeated files without recording it",
         )
+    return {m.manifest_path for m in manifests}
 
 
 _DELETE_FILES_WHY: Final = (

@@ -119,10 +119,15 @@ def test_pyiceberg_append_overwrite_delete_are_native_operations(rest: RestCatal
     expected = [r for r in expected if r["region"] != "eu"] + batch([9], "eu", 9.0).to_pylist()
     assert native_rows(lake_server, "write.t") == rows(pa.Table.from_pylist(expected, schema=SCHEMA))
 
+    # A delete of whole files (the 'us' partition): only removals, no file written.
+    rest.load_table("write.t").delete(EqualTo("region", "us"))
+    expected = [r for r in expected if r["region"] != "us"]
+    assert native_rows(lake_server, "write.t") == rows(pa.Table.from_pylist(expected, schema=SCHEMA))
+
     with embedded(lake_server) as lake:
-        kinds = [[op["kind"] for op in entry.operations] for entry in lake.history(limit=3, table="write.t")]
+        kinds = [[op["kind"] for op in entry.operations] for entry in lake.history(limit=4, table="write.t")]
         files = lake.load_table("write.t").files()
-    assert kinds == [["overwrite"], ["overwrite"], ["append"]]
+    assert kinds == [["overwrite"], ["overwrite"], ["overwrite"], ["append"]]
     assert all(f.crc32c is not None and f.footer_crc32c is not None for f in files)
     # And pyiceberg reads back what the Python API sees.
     assert rows(rest.load_table("write.t").scan().to_arrow()) == native_rows(lake_server, "write.t")
