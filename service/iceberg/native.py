@@ -70,8 +70,8 @@ from pyiceberg.types import BinaryType, NestedField, StringType
 
 import catalog
 from catalog import iceberg_derived
-from catalog.datafiles import DataFile, entry_from_footer, new_file_id
-from catalog.errors import RetryableConflictError
+from catalog.datafiles import DataFile, discard_files, entry_from_footer, new_file_id
+from catalog.errors import CorruptDataFileError, RetryableConflictError
 from kvstore.format.checksum import crc32c
 from service.errors import ApiError
 from service.iceberg.warehouse import LOCATION_PROVIDER_PROPERTIES, WRITE_PATH_PROPERTIES, normalize
@@ -122,10 +122,11 @@ class Base:
     location: str  # the table location as an object path in the lakehouse store
 
 
-def _fingerprint(table: catalog.Table) -> tuple[Any, ...]:
+def _fingerprint(table: catalog.Table, files: list[DataFile]) -> tuple[Any, ...]:
+    """What a native table's derived metadata depends on: its definition, properties and live files."""
     return (
         table.id, table.format, table.schema_version, tuple(table.partition_by),
-        tuple(sorted(table.properties.items())), frozenset(f.id for f in table.files()),
+        tuple(sorted(table.properties.items())), frozenset(f.id for f in files),
     )
 
 
@@ -138,13 +139,14 @@ def load(lake: catalog.Lakehouse, name: str) -> Base:
     version = lake.version
     derived = iceberg_derived.derive(lake, name, version)
     table = lake.at(version=version).load_table(name)
+    files = table.files()
     return Base(
         name=name,
         version=version,
         metadata_location=derived.metadata_location,
         metadata=derived.metadata,
-        fingerprint=_fingerprint(table),
-        files={_store_uri(lake, f.path): f for f in table.files()},
+        fingerprint=_fingerprint(table, files),
+        files={_store_uri(lake, f.path): f for f in files},
         root=_store_uri(lake, table.location),
         location=table.location,
     )
@@ -405,7 +407,7 @@ def apply(tx: Any, plan: Plan, objects: Any) -> None:
     table = tx.load_table(name)
     # Read inside the transaction (its live files too): a concurrent change to
     # the table now makes this commit lose, and the caller re-derives.
-    if _fingerprint(table) != base.fingerprint:
+    if _fingerprint(table, table.files()) != base.fingerprint:
         raise RetryableConflictError(
             f"table {name} changed since version {base.version}, whose Iceberg metadata the commit was checked "
             "against", ours="append", object=name,
@@ -419,14 +421,13 @@ def apply(tx: Any, plan: Plan, objects: Any) -> None:
         table.update_properties(updates=plan.property_updates, removals=plan.property_removals)
     if not plan.added and not plan.removed:
         return
-    with tx.resolving() as reader:
-        # A removed file waits for GC: committing it again would hand GC a live file.
-        gone = {record.get("path") for _, record in reader.gone_files(table.id)}
-    again = next((a for a in plan.added if a.object_path in gone), None)
-    if again is not None:
-        raise ApiError(400, "BadRequestException", f"data file {again.uri} was removed from table {name}; "
-                       "write the rows to a new file")
-    entries = [_entry(name, objects, table, added) for added in plan.added]
+    entries: list[DataFile] = []
+    try:
+        for added in plan.added:
+            entries.append(_entry(name, objects, table, added))
+    except BaseException:
+        discard_files(objects, [e.path for e in entries], "the REST commit was refused")
+        raise
     if plan.removed:
         # Copy-on-write: exactly the files the client's snapshots deleted go,
         # and the files it read were the live files of the base version.
@@ -436,24 +437,37 @@ def apply(tx: Any, plan: Plan, objects: Any) -> None:
 
 
 def _entry(name: str, objects: Any, table: catalog.Table, added: AddedFile) -> DataFile:
-    """The native entry of a data file the client wrote: size, rows, statistics and checksums from its bytes."""
-    from catalog.errors import CorruptDataFileError
+    """The native entry of a data file the client wrote, committed as a copy the lakehouse owns.
 
+    The copy (``<location>/<fresh id>.parquet``, like every native file) is
+    what the entry names: a lost race deletes the files of the ops that lost
+    (:func:`catalog.transactions.discard_written`), but an Iceberg client
+    retries with the data files it wrote, so those must survive; and nothing
+    the client does to its file afterwards can change the table. The
+    original becomes an orphan that ``gc()`` removes. Size, rows, statistics
+    and checksums come from the copied bytes.
+    """
     try:
         body = objects.get(added.object_path)
-        entry = entry_from_footer(objects, added.object_path, crc32c(body), table.schema, list(table.partition_by))
     except FileNotFoundError:
         raise ApiError(400, "BadRequestException", f"data file {added.uri} of table {name} does not exist") from None
+    if len(body) != added.file_size:
+        raise ApiError(400, "BadRequestException", f"data file {added.uri} of table {name} has {len(body)} bytes; "
+                       f"its manifest entry says {added.file_size}")
+    file_id = new_file_id()
+    path = f"{table.location}/{file_id}.parquet"
+    objects.put(path, body)
+    try:
+        entry = entry_from_footer(objects, path, crc32c(body), table.schema, list(table.partition_by))
+        if entry.rows != added.record_count:
+            raise ValueError(f"it has {entry.rows} rows; its manifest entry says {added.record_count}")
     except (CorruptDataFileError, ValueError) as exc:
+        discard_files(objects, [path], "the REST commit was refused")
         raise ApiError(400, "BadRequestException", f"data file {added.uri} of table {name}: {exc}") from None
-    if entry.size != len(body) or entry.size != added.file_size or entry.rows != added.record_count:
-        raise ApiError(
-            400, "BadRequestException",
-            f"data file {added.uri} of table {name} has {entry.size} bytes and {entry.rows} rows; its manifest "
-            f"entry says {added.file_size} bytes and {added.record_count} rows",
-        )
-    # A fresh id: the key of a live file; the client's file name stays its path.
-    return dataclasses.replace(entry, id=new_file_id())
+    except BaseException:
+        discard_files(objects, [path], "the REST commit failed")
+        raise
+    return dataclasses.replace(entry, id=file_id)
 
 
 def _arrow_type(name: str, f: NestedField) -> pa.DataType:

@@ -1,4 +1,8 @@
-"""Iceberg table commits on the catalog: requirements, updates, pointer swap.
+"""Iceberg table loads and commits on the catalog: requirements, updates, pointer swap.
+
+(A native table's loads and commits go through :mod:`service.iceberg.native`:
+derived metadata, and commits translated into native operations; a
+multi-table commit mixing both kinds is still one lakehouse version.)
 
 An Iceberg table is a catalog object of format ``"iceberg"`` whose only state
 in the lakehouse is the location of its current metadata JSON. A commit:
@@ -324,6 +328,8 @@ def register_table(
 ) -> Current:
     """Adopt an existing metadata file (inside the warehouse) as table ``name``."""
     name = table_name(namespace, body.get("name"))
+    if body.get("overwrite") and _format(lake, name) == native.NATIVE:
+        raise native.refused(name, "being replaced by a registered table", "drop it first")
     location = warehouse.check(body.get("metadata-location"), "metadata-location")
     try:
         metadata = warehouse.read_metadata(location)

@@ -323,27 +323,29 @@ def append_files(table: Any, files: list[tuple[str, int, int]], region: str) -> 
                 append.append_data_file(data_file)
 
 
-def test_added_files_must_be_what_their_manifest_says_and_new(rest: RestCatalog, lake_server: ServerProcess) -> None:
+def test_added_files_are_checked_and_committed_as_copies(rest: RestCatalog, lake_server: ServerProcess) -> None:
     make_native(lake_server, "files.t", {"id": [1, 2], "region": ["eu", "eu"], "amount": [1.0, 2.0]})
     with embedded(lake_server) as lake:
         table = lake.load_table("files.t")
         (old,) = table.files()
         uri = f"{lake.url.rstrip('/')}/{old.path}"
         table.overwrite(batch([3], "eu"))  # removes the old file: it waits for GC
-        version = lake.version
-        # A copy of it under a new name: a good file, but its manifest entry lies about it.
-        copy = f"{table.location}/copy.parquet"
-        lake.objects.put(copy, lake.objects.get(old.path))
-        copy_uri = f"{lake.url.rstrip('/')}/{copy}"
+        version, location = lake.version, table.location
+        live = [f.path for f in lake.load_table("files.t").files()]
     client = rest.load_table("files.t")
-    with pytest.raises(BadRequestError, match="was removed from table"):
-        append_files(client, [(uri, old.rows, old.size)], "eu")
-    with pytest.raises(BadRequestError, match="its manifest entry says"):
-        append_files(rest.load_table("files.t"), [(copy_uri, old.rows + 1, old.size)], "eu")
+    for rows_said, size_said in ((old.rows + 1, old.size), (old.rows, old.size - 1)):
+        with pytest.raises(BadRequestError, match="its manifest entry says"):
+            append_files(client, [(uri, rows_said, size_said)], "eu")
     with embedded(lake_server) as lake:
         assert lake.version == version
-    append_files(rest.load_table("files.t"), [(copy_uri, old.rows, old.size)], "eu")
+        assert [f.path for f in lake.load_table("files.t").files()] == live
+    # Adding the removed file back commits a copy the lakehouse owns: GC, which
+    # will delete the removed file, can never take a live one.
+    append_files(rest.load_table("files.t"), [(uri, old.rows, old.size)], "eu")
     assert sorted(r["id"] for r in native_rows(lake_server, "files.t")) == [1, 2, 3]
+    with embedded(lake_server) as lake:
+        paths = [f.path for f in lake.load_table("files.t").files()]
+    assert old.path not in paths and all(p.rsplit("/", 1)[0] == location for p in paths)
 
 
 def test_a_missing_or_damaged_data_file_is_refused_and_changes_nothing(
@@ -375,6 +377,17 @@ def test_type_widening_through_pyiceberg(rest: RestCatalog, lake_server: ServerP
         table = lake.load_table("widen.t")
         assert table.schema.field("n").type == pa.int64()
         assert sorted(table.scan().to_arrow().column("n").to_pylist()) == [1, 2]
+
+
+def test_register_does_not_replace_a_native_table(rest: RestCatalog, lake_server: ServerProcess) -> None:
+    make_native(lake_server, "reg.native", {"id": [1], "region": ["eu"], "amount": [1.0]})
+    iceberg = rest.create_table("reg.ice", schema=SCHEMA)
+    status, body = call_json(lake_server, "POST", "/v1/namespaces/reg/register", {
+        "name": "native", "metadata-location": iceberg.metadata_location, "overwrite": True,
+    })
+    assert status == 400 and "replaced by a registered table" in body["error"]["message"], body
+    with embedded(lake_server) as lake:
+        assert lake.load_table("reg.native").format == "parquet"
 
 
 def test_duckdb_transaction_over_two_native_tables_is_one_version(lake_server: ServerProcess) -> None:
