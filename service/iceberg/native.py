@@ -244,11 +244,20 @@ def _check_unchanged(name: str, base: TableMetadata, final: TableMetadata) -> No
     others = sorted(ref for ref in final.refs if ref != MAIN)
     if others:
         raise refused(name, f"the branch or tag {others[0]!r}", "a native table has one line of history: main")
+    if MAIN in final.refs and _ref_retention(final) != _ref_retention(base):
+        raise refused(name, "snapshot retention settings on main", _REFUSED["remove-snapshots"])
     kept = {s.snapshot_id for s in final.snapshots}
     if any(s.snapshot_id not in kept for s in base.snapshots):
         raise refused(name, "snapshot expiry", _REFUSED["remove-snapshots"])
     if _nested_changed(base.schema(), final.schema()):
         raise refused(name, "adding a nested column or changing one inside", "only top-level columns evolve")
+
+
+def _ref_retention(metadata: TableMetadata) -> tuple[int | None, ...]:
+    ref = metadata.refs.get(MAIN)
+    return (None, None, None) if ref is None else (
+        ref.min_snapshots_to_keep, ref.max_snapshot_age_ms, ref.max_ref_age_ms,
+    )
 
 
 def _spec_shape(metadata: TableMetadata) -> list[tuple[int, str]]:

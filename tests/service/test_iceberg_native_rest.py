@@ -33,7 +33,7 @@ from pyiceberg.manifest import DataFile as IcebergDataFile
 from pyiceberg.manifest import DataFileContent, FileFormat
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
-from pyiceberg.types import LongType
+from pyiceberg.types import LongType, StringType
 from http_client import call_json
 
 import catalog
@@ -214,6 +214,19 @@ def test_schema_evolution_through_pyiceberg(rest: RestCatalog, lake_server: Serv
         update.delete_column("qty")
     with embedded(lake_server) as lake:
         assert lake.load_table("evolve.t").schema.names == ["id", "region", "price"]
+    # A column and rows using it in ONE commit: one lakehouse version, schema change then append.
+    table = rest.load_table("evolve.t")
+    with embedded(lake_server) as lake:
+        before = lake.version
+    with table.transaction() as tx:
+        with tx.update_schema() as update:
+            update.add_column("note", StringType())
+        tx.append(pa.table({"id": [3], "region": ["eu"], "price": [3.0], "note": ["new"]},
+                           schema=tx.table_metadata.schema().as_arrow()))
+    with embedded(lake_server) as lake:
+        assert lake.version == before + 1
+        got = sorted(lake.load_table("evolve.t").scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert [r["note"] for r in got] == [None, None, "new"]
 
 
 def test_properties_set_and_removed(rest: RestCatalog, lake_server: ServerProcess) -> None:
@@ -291,6 +304,8 @@ def _raw_snapshot(metadata: Any, manifest_list: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("updates,feature", [
     (lambda m: [{"action": "set-location", "location": m.location + "-moved"}], "set-location"),
     (lambda m: [{"action": "remove-snapshots", "snapshot-ids": [m.current_snapshot_id]}], "snapshot expiry"),
+    (lambda m: [{"action": "set-snapshot-ref", "ref-name": "main", "type": "branch",
+                 "snapshot-id": m.current_snapshot_id, "max-ref-age-ms": 1000}], "snapshot retention"),
     (lambda m: [{"action": "set-properties", "updates": {"write.py-location-provider.impl": "x.Y"}}],
      "write.py-location-provider.impl"),
     (lambda m: _raw_snapshot(m, "file:///tmp/elsewhere/snap.avro"), "outside the table's location"),
