@@ -21,9 +21,10 @@ What is derived, per table:
   uses), its schema the table's schema at that version;
 * per snapshot, **one manifest list** ``snap-<version>-<snapshot id>.avro``
   and the manifests it names. A version that adds N files writes one
-  manifest ``<version>-m0.avro`` of N entries; the manifests of the previous
+  manifest ``<version>-<base>-m0.avro`` of N entries (``<base>``: the
+  previous change it was derived on); the manifests of the previous
   snapshot are reused. A version that removes files rewrites only the
-  manifests that held them (``<version>-m<k>.avro``, the kept files as
+  manifests that held them (``<version>-<base>-m<k>.avro``, the kept files as
   EXISTING entries with their original snapshot and sequence numbers); a
   manifest whose every file went is dropped. A change of a column's type
   (widening) rewrites every manifest, since bounds are serialised per type;
@@ -64,13 +65,16 @@ import json
 import threading
 import uuid
 from collections import OrderedDict
+from copy import copy
 from dataclasses import dataclass
 from typing import Any, Final, Iterator, Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
 from pyiceberg.io.pyarrow import pyarrow_to_schema
 from pyiceberg.manifest import (
+    UNASSIGNED_SEQ,
     DataFile as IcebergDataFile,
     DataFileContent,
     FileFormat,
@@ -92,8 +96,8 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import PrimitiveType
 
-from catalog import names, retention
-from catalog.access import CatalogReader
+from catalog import keys, names, retention
+from catalog.access import FILE_CACHE, CatalogReader
 from catalog.context import LakeContext
 from catalog.datafiles import DataFile
 from catalog.errors import NoSuchTableError
@@ -278,8 +282,12 @@ def _manifest_list_path(definition: TableDef, version: int) -> str:
     return f"{metadata_dir(definition)}/snap-{version:020d}-{snapshot_id(definition.id, version)}.avro"
 
 
-def _manifest_path(definition: TableDef, version: int, group: int) -> str:
-    return f"{metadata_dir(definition)}/{version:020d}-m{group}.avro"
+def _manifest_path(definition: TableDef, version: int, base: int | None, group: int) -> str:
+    # The base (the previous change it was derived on, "x" for none) is in the
+    # name because it decides the content: a file's name alone says what it
+    # holds, so a manifest that exists can always be reused.
+    on = "x" if base is None else f"{base:020d}"
+    return f"{metadata_dir(definition)}/{version:020d}-{on}-m{group}.avro"
 
 
 def _metadata_path(definition: TableDef, version: int, floor: int) -> str:
@@ -361,44 +369,53 @@ def _iceberg_value(encoded: Any, t: pa.DataType) -> Any:
     return None
 
 
-def _file_entry(
-    base: str, entry: DataFile, schema: pa.Schema, iceberg: IcebergSchema, partition_ids: list[int]
-) -> IcebergDataFile:
-    """A native file entry as an Iceberg data file (absolute path, partition, counts and bounds)."""
-    arrow = {field_id(f): f for f in schema}
-    value_counts: dict[int, int] = {}
-    null_counts: dict[int, int] = {}
-    lower: dict[int, bytes] = {}
-    upper: dict[int, bytes] = {}
-    for key, (low, high, nulls) in entry.stats.items():
-        fid = int(key)
-        f = arrow.get(fid)
-        if f is None:
-            continue  # a column dropped since the file was written
-        value_counts[fid] = entry.rows
-        if nulls is not None:
-            null_counts[fid] = int(nulls)
-        kind = iceberg.find_field(fid).field_type
-        if not isinstance(kind, PrimitiveType):
-            continue  # nested columns keep no statistics
-        lo, hi = _iceberg_value(low, f.type), _iceberg_value(high, f.type)
-        if lo is not None and hi is not None:
-            lower[fid] = to_bytes(kind, lo)
-            upper[fid] = to_bytes(kind, hi)
-    partition = Record(*[_iceberg_value(entry.partition.get(str(fid)), arrow[fid].type) for fid in partition_ids])
-    return IcebergDataFile.from_args(
-        content=DataFileContent.DATA,
-        file_path=f"{base}/{entry.path}",
-        file_format=FileFormat.PARQUET,
-        partition=partition,
-        record_count=entry.rows,
-        file_size_in_bytes=entry.size,
-        value_counts=value_counts,
-        null_value_counts=null_counts,
-        lower_bounds=lower,
-        upper_bounds=upper,
-        sort_order_id=0,
-    )
+class _EntryMaker:
+    """Turns native file entries into Iceberg data files for one schema (its per-column work done once)."""
+
+    def __init__(self, base: str, schema: pa.Schema, iceberg: IcebergSchema, partition_ids: list[int]) -> None:
+        self.base = base
+        # field id (as the entries key it) -> (field id, Arrow type, Iceberg type or None for no bounds)
+        self.columns: dict[str, tuple[int, pa.DataType, PrimitiveType | None]] = {}
+        for f in schema:
+            fid = field_id(f)
+            kind = iceberg.find_field(fid).field_type
+            self.columns[str(fid)] = (fid, f.type, kind if isinstance(kind, PrimitiveType) else None)
+        self.partition = [(str(fid), self.columns[str(fid)][1]) for fid in partition_ids]
+
+    def __call__(self, entry: DataFile) -> IcebergDataFile:
+        """``entry`` as an Iceberg data file: absolute path, partition, value and null counts, bounds."""
+        value_counts: dict[int, int] = {}
+        null_counts: dict[int, int] = {}
+        lower: dict[int, bytes] = {}
+        upper: dict[int, bytes] = {}
+        for key, (low, high, nulls) in entry.stats.items():
+            column = self.columns.get(key)
+            if column is None:
+                continue  # a column dropped since the file was written
+            fid, arrow_type, kind = column
+            value_counts[fid] = entry.rows
+            if nulls is not None:
+                null_counts[fid] = int(nulls)
+            if kind is None:
+                continue  # nested columns keep no statistics
+            lo, hi = _iceberg_value(low, arrow_type), _iceberg_value(high, arrow_type)
+            if lo is not None and hi is not None:
+                lower[fid] = to_bytes(kind, lo)
+                upper[fid] = to_bytes(kind, hi)
+        partition = Record(*[_iceberg_value(entry.partition.get(key), t) for key, t in self.partition])
+        return IcebergDataFile.from_args(
+            content=DataFileContent.DATA,
+            file_path=f"{self.base}/{entry.path}",
+            file_format=FileFormat.PARQUET,
+            partition=partition,
+            record_count=entry.rows,
+            file_size_in_bytes=entry.size,
+            value_counts=value_counts,
+            null_value_counts=null_counts,
+            lower_bounds=lower,
+            upper_bounds=upper,
+            sort_order_id=0,
+        )
 
 
 def _type_signature(schema: pa.Schema) -> dict[int, str]:
@@ -422,15 +439,74 @@ class _State:
 
     derived: Derived
     manifests: list[_Manifest]
-    files: dict[str, DataFile] | None  # the live files by id (None: not loaded yet)
+    files: _FileKeys | None  # the live files' keys and entries (None: not scanned yet)
+    total_records: int
     types: dict[int, str]  # the column types the manifests' bounds were written for
     published: bool = True  # whether its metadata.json is written (intermediate states need not be)
 
 
 @dataclass(frozen=True)
+class _FileKeys:
+    """A table's live file keys and their stored entries at one version, as Arrow arrays.
+
+    Two versions are compared with Arrow's ``is_in`` and only the entries
+    that differ are decoded: what keeps a derivation after one append cheap
+    on a table of 10,000 files.
+    """
+
+    keys: pa.Array
+    values: pa.Array | pa.ChunkedArray
+
+    def entries(self, mask: pa.Array | None = None) -> list[DataFile]:
+        """The decoded entries (those where ``mask`` is true), through the process's entry cache."""
+        keys_, values = (self.keys, self.values) if mask is None else (self.keys.filter(mask), self.values.filter(mask))
+        return [FILE_CACHE.get(k, v) for k, v in zip(keys_.to_pylist(), values.to_pylist())]
+
+    def not_in(self, other: _FileKeys) -> pa.Array:
+        """A mask of this version's keys that ``other`` lacks."""
+        return pc.invert(pc.is_in(self.keys, value_set=other.keys))
+
+
+def _total_records(snapshot: Snapshot) -> int:
+    """The rows a derived snapshot says its table holds (every derived summary says so)."""
+    summary = snapshot.summary
+    return 0 if summary is None else int(str(summary.get("total-records", "0")))
+
+
+def _file_keys(ctx: LakeContext, table_id: str, version: int) -> _FileKeys:
+    with ctx.store.at(version=version) as snap:
+        batches = list(snap.scan_batches(prefix=keys.table_files(table_id)))
+    if not batches:
+        return _FileKeys(pa.array([], pa.binary()), pa.chunked_array([], pa.binary()))
+    table = pa.Table.from_batches(batches)
+    # Keys are compared whole (is_in's value set); the values, only filtered,
+    # stay in their scan batches: no copy of every entry.
+    return _FileKeys(table.column("key").combine_chunks(), table.column("value"))
+
+
+@dataclass(frozen=True)
 class _Change:
+    """A version that changed the table, and whether its operations' summaries say it changed files."""
+
     version: int
     timestamp_ms: int
+    changes_files: bool
+
+
+# Operations whose history summaries carry no file counts because they change
+# no data files. Any other operation without counts is treated as changing
+# files (the live file keys are compared).
+_NO_FILE_CHANGES: Final = frozenset({"create_table", "rename_table", "update_schema", "update_properties", "commit_metadata", "check_read"})
+
+
+def _changes_files(ops: list[dict[str, Any]]) -> bool:
+    for op in ops:
+        if "files_added" in op or "files_removed" in op:
+            if op.get("files_added") or op.get("files_removed"):
+                return True
+        elif op.get("kind") not in _NO_FILE_CHANGES:
+            return True
+    return False
 
 
 _lock = threading.Lock()
@@ -543,14 +619,15 @@ def _changes(ctx: LakeContext, table_id: str, version: int, floor: int) -> Itera
         if not infos:
             return
         for info in infos:
-            kinds = [
-                op.get("kind")
+            ops = [
+                op
                 for commit in info.commits
                 for op in ((commit.get("summary") or {}).get("ops") or [])
                 if op.get("table_id") == table_id
             ]
-            if kinds:
-                yield _Change(info.version, int(info.timestamp * 1000))
+            kinds = [op.get("kind") for op in ops]
+            if ops:
+                yield _Change(info.version, int(info.timestamp * 1000), _changes_files(ops))
                 if info.version <= floor or "create_table" in kinds:
                     return
         last = infos[-1].version
@@ -582,6 +659,7 @@ def _known_state(ctx: LakeContext, fileio: LakeFileIO, definition: TableDef, ver
         derived=Derived(location, metadata, definition.id, version, version),
         manifests=manifests,
         files=None,
+        total_records=_total_records(snapshot),
         types={int(k): v for k, v in types.items()},
     )
     _remember(key, state)
@@ -593,11 +671,6 @@ def _known_state(ctx: LakeContext, fileio: LakeFileIO, definition: TableDef, ver
 _TYPES_PROPERTY: Final = "lakekv.derived.column-types"
 
 
-def _live_files(ctx: LakeContext, table_id: str, version: int) -> dict[str, DataFile]:
-    with ctx.store.at(version=version) as snap:
-        return {f.id: f for f in CatalogReader(snap).live_files(table_id)}
-
-
 def _derive_change(
     ctx: LakeContext, fileio: LakeFileIO, table_id: str, change: _Change, base: _State | None, floor: int
 ) -> _State:
@@ -607,7 +680,11 @@ def _derive_change(
         reader = CatalogReader(snap)
         definition = reader.table_def(table_id)
         properties = reader.table_properties(table_id)
-        files = {f.id: f for f in reader.live_files(table_id)}
+    files: _FileKeys
+    if base is not None and base.files is not None and not change.changes_files:
+        files = base.files  # the summaries say no file changed: nothing to scan
+    else:
+        files = _file_keys(ctx, table_id, version)
     assert definition is not None and definition.schema is not None
     schema_id = definition.schema_version
     schema = iceberg_schema(definition.schema, schema_id)
@@ -616,16 +693,21 @@ def _derive_change(
     sid = snapshot_id(table_id, version)
     base_uri_ = fileio.base
 
-    before: dict[str, DataFile] = {}
     kept: list[_Manifest] = []
-    if base is not None:
-        if base.files is None:
-            base.files = _live_files(ctx, table_id, base.derived.snapshot_version)
-        before = base.files
+    added: list[DataFile] = []
+    gone: list[DataFile] = []
+    base_version = None if base is None else base.derived.snapshot_version
+    if base is None:
+        added, gone = files.entries(), []
+    else:
         kept = list(base.manifests)
-    added = [f for fid, f in files.items() if fid not in before]
-    removed = {f.path for fid, f in before.items() if fid not in files}
+        if files is not base.files:
+            if base.files is None:
+                base.files = _file_keys(ctx, table_id, base.derived.snapshot_version)
+            added, gone = files.entries(files.not_in(base.files)), base.files.entries(base.files.not_in(files))
+    removed = {f.path for f in gone}
     added.sort(key=lambda f: f.id)
+    total_records = (0 if base is None else base.total_records) + sum(f.rows for f in added) - sum(f.rows for f in gone)
 
     retype = base is not None and any(base.types.get(fid) not in (None, t) for fid, t in types.items())
     list_path = _manifest_list_path(definition, version)
@@ -650,8 +732,10 @@ def _derive_change(
             if not entries:
                 continue  # every file it held is gone
             if retype:
-                entries = [_retyped(e, base_uri_, files, definition.schema, schema, definition.partition_ids) for e in entries]
-            path = _manifest_path(definition, version, group)
+                by_path = {f.path: f for f in files.entries()}
+                make = _EntryMaker(base_uri_, definition.schema, schema, definition.partition_ids)
+                entries = [_retyped(e, base_uri_, by_path, make) for e in entries]
+            path = _manifest_path(definition, version, base_version, group)
             group += 1
             with write_manifest(2, spec, schema, fileio.new_output(fileio.uri(path)), sid, _AVRO_CODEC) as writer:
                 for e in entries:
@@ -660,10 +744,11 @@ def _derive_change(
                 _Manifest(writer.to_manifest_file(), frozenset(fileio.path_of(e.data_file.file_path) for e in entries))
             )
         if added:
-            path = _manifest_path(definition, version, 0)
+            path = _manifest_path(definition, version, base_version, 0)
+            make = _EntryMaker(base_uri_, definition.schema, schema, definition.partition_ids)
             with write_manifest(2, spec, schema, fileio.new_output(fileio.uri(path)), sid, _AVRO_CODEC) as writer:
                 for f in added:
-                    data_file = _file_entry(base_uri_, f, definition.schema, schema, definition.partition_ids)
+                    data_file = make(f)
                     writer.add(
                         ManifestEntry.from_args(
                             status=ManifestEntryStatus.ADDED, snapshot_id=sid, sequence_number=version, data_file=data_file
@@ -673,9 +758,9 @@ def _derive_change(
         parent = None if base is None else snapshot_id(table_id, base.derived.snapshot_version)
         with write_manifest_list(2, fileio.new_output(list_uri), sid, parent, version, _AVRO_CODEC) as list_writer:
             list_writer.add_manifests([m.file for m in manifests])
-        # Reread: the list writer assigns the new manifests' sequence numbers.
-        paths = {m.file.manifest_path: m.paths for m in manifests}
-        manifests = [_Manifest(m, paths.get(m.manifest_path)) for m in read_manifest_list(fileio.new_input(list_uri))]
+        # What the list writer wrote: the manifests made here get this
+        # snapshot's sequence number (ManifestListWriterV2.prepare_manifest).
+        manifests = [_Manifest(_sequenced(m.file, version), m.paths) for m in manifests]
 
     operation = Operation.APPEND
     if removed:
@@ -686,9 +771,9 @@ def _derive_change(
             "added-data-files": str(len(added)),
             "deleted-data-files": str(len(removed)),
             "added-records": str(sum(f.rows for f in added)),
-            "deleted-records": str(sum(f.rows for fid, f in before.items() if fid not in files)),
-            "total-data-files": str(len(files)),
-            "total-records": str(sum(f.rows for f in files.values())),
+            "deleted-records": str(sum(f.rows for f in gone)),
+            "total-data-files": str(len(files.keys)),
+            "total-records": str(total_records),
             "lakekv.version": str(version),
         },
     )
@@ -711,11 +796,24 @@ def _derive_change(
         derived=Derived(metadata_uri, metadata, table_id, version, version),
         manifests=manifests,
         files=files,
+        total_records=total_records,
         types=types,
         published=False,
     )
     _remember((base_uri_, table_id, version, floor), state)
     return state
+
+
+def _sequenced(manifest: ManifestFile, version: int) -> ManifestFile:
+    """``manifest`` as a manifest list of sequence number ``version`` records it."""
+    if manifest.sequence_number != UNASSIGNED_SEQ and manifest.min_sequence_number != UNASSIGNED_SEQ:
+        return manifest
+    out = copy(manifest)
+    if out.sequence_number == UNASSIGNED_SEQ:
+        out.sequence_number = version
+    if out.min_sequence_number == UNASSIGNED_SEQ:
+        out.min_sequence_number = version
+    return out
 
 
 def _holds_any(fileio: LakeFileIO, base: str, manifest: _Manifest, removed: set[str]) -> bool:
@@ -725,18 +823,15 @@ def _holds_any(fileio: LakeFileIO, base: str, manifest: _Manifest, removed: set[
     return not manifest.paths.isdisjoint(removed)
 
 
-def _retyped(
-    entry: ManifestEntry, base: str, files: dict[str, DataFile], arrow: pa.Schema, schema: IcebergSchema, partition_ids: list[int]
-) -> ManifestEntry:
+def _retyped(entry: ManifestEntry, base: str, by_path: dict[str, DataFile], make: _EntryMaker) -> ManifestEntry:
     """``entry`` with its bounds and partition serialised for the current column types."""
-    path = entry.data_file.file_path[len(base) + 1 :]
-    native = next(f for f in files.values() if f.path == path)
+    native = by_path[entry.data_file.file_path[len(base) + 1 :]]
     return ManifestEntry.from_args(
         status=entry.status,
         snapshot_id=entry.snapshot_id,
         sequence_number=entry.sequence_number,
         file_sequence_number=entry.file_sequence_number,
-        data_file=_file_entry(base, native, arrow, schema, partition_ids),
+        data_file=make(native),
     )
 
 

@@ -34,7 +34,7 @@ from typing import Any, Final, Iterator
 
 import pyarrow as pa
 
-from catalog import iceberg_derived, keys, retention
+from catalog import keys, retention
 from catalog.access import CatalogReader
 from catalog.context import LakeContext
 from catalog.datafiles import DataFile, read_body, read_file, write_files
@@ -157,6 +157,8 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
         ValueError: ``grace_s`` is not a non-negative number.
         StoreError: the data floor could not be committed (no committed removal was deleted).
     """
+    from catalog import iceberg_derived  # on first use: pyiceberg is slow to import
+
     if grace_s is None:
         grace_s = float(ctx.store.options.gc_grace_s)
     elif isinstance(grace_s, bool) or not isinstance(grace_s, (int, float)) or not grace_s >= 0:

@@ -16,7 +16,6 @@ from typing import Any, Iterator, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from catalog import iceberg_derived
 from catalog.arguments import checked
 from catalog.access import CatalogReader
 from catalog.context import LakeContext
@@ -167,6 +166,10 @@ class Table:
             version = reader.kv.version if isinstance(reader.kv, Snapshot) else None
         if version is None:
             return None
+        # Imported on first use: pyiceberg costs ~0.5 s to import, which every
+        # short-lived process that never asks (a Spark commit worker) would pay.
+        from catalog import iceberg_derived
+
         return iceberg_derived.derive_table(context, self.id, int(version)).metadata_location
 
     @property

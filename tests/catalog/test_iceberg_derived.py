@@ -24,6 +24,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyiceberg.table import StaticTable
 
 import catalog
@@ -193,14 +195,15 @@ def test_an_append_writes_one_manifest_and_one_list(evolved: tuple[catalog.Lakeh
     )
     after = iceberg_derived.derive(lake, "ns.t")
     new = _derived_files(lake) - existing
+    previous = before.snapshot_version
     assert new == {
-        f"{version:020d}-m0.avro",
+        f"{version:020d}-{previous:020d}-m0.avro",
         f"snap-{version:020d}-{iceberg_derived.snapshot_id(lake.load_table('ns.t').id, version)}.avro",
         f"{version:020d}-{0:020d}.metadata.json",
     }
     manifests = after.metadata.current_snapshot().manifests(_io(lake))  # type: ignore[union-attr]
-    assert {m.manifest_path for m in manifests} - old_manifests == {f"{_dir(before)}/{version:020d}-m0.avro"}
-    assert [m.added_files_count for m in manifests if m.manifest_path.endswith(f"{version:020d}-m0.avro")] == [3]
+    assert {m.manifest_path for m in manifests} - old_manifests == {f"{_dir(before)}/{version:020d}-{previous:020d}-m0.avro"}
+    assert [m.added_files_count for m in manifests if m.manifest_path.endswith(f"{version:020d}-{previous:020d}-m0.avro")] == [3]
     assert _rows(StaticTable.from_metadata(after.metadata_location).scan().to_arrow()) == _native(lake, version)
 
 
@@ -215,13 +218,12 @@ def test_a_delete_rewrites_only_the_manifests_that_held_its_files(tmp_path: Path
         version = t.delete(pc.field("day") == "tue")  # one whole file of the first append
         after = iceberg_derived.derive(lake, "ns.t")
         assert _derived_files(lake) - existing == {
-            f"{version:020d}-m1.avro",
+            f"{version:020d}-{second:020d}-m1.avro",
             f"snap-{version:020d}-{iceberg_derived.snapshot_id(t.id, version)}.avro",
             f"{version:020d}-{0:020d}.metadata.json",
         }
         names = sorted(m.manifest_path.rsplit("/", 1)[-1] for m in after.metadata.current_snapshot().manifests(_io(lake)))  # type: ignore[union-attr]
-        assert names == [f"{second:020d}-m0.avro", f"{version:020d}-m1.avro"]
-        assert f"{first:020d}-m0.avro" not in names
+        assert names == [f"{second:020d}-{first:020d}-m0.avro", f"{version:020d}-{second:020d}-m1.avro"]
         assert after.metadata.current_snapshot().summary.operation.value == "delete"  # type: ignore[union-attr]
         assert _rows(StaticTable.from_metadata(after.metadata_location).scan().to_arrow()) == _native(lake, version)
 
@@ -367,3 +369,128 @@ def _io(lake: catalog.Lakehouse) -> iceberg_derived.LakeFileIO:
 
 def _dir(derived: iceberg_derived.Derived) -> str:
     return derived.metadata_location.rsplit("/", 1)[0]
+
+
+# -- a property: any history of changes, derived at any moments, reads as the native table ----
+
+_STEP = st.one_of(
+    st.tuples(st.just("append"), st.lists(st.sampled_from(["mon", "tue", "wed"]), min_size=1, max_size=4)),
+    st.tuples(st.just("delete"), st.integers(0, 30)),
+    st.tuples(st.just("overwrite"), st.sampled_from(["mon", "tue", "wed"])),
+    st.tuples(st.just("evolve"), st.sampled_from(["rename", "add", "drop", "widen"])),
+    st.tuples(st.just("derive"), st.booleans()),  # True: lose every derived file first
+)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_STEP, min_size=1, max_size=10))
+def test_any_history_reads_as_the_native_table_at_every_version(tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, Any]]) -> None:
+    root = tmp_path_factory.mktemp("model")
+    with catalog.open(str(root / "lake"), poll_interval_s=0) as lake:
+        lake.create_namespace("ns")
+        lake.create_table("ns.t", pa.schema([("id", pa.int64()), ("day", pa.string()), ("v", pa.int64())]), partition_by=["day"])
+        next_id = 0
+        for kind, arg in steps:
+            t = lake.load_table("ns.t")
+            if kind == "append":
+                ids = list(range(next_id, next_id + len(arg)))
+                next_id += len(arg)
+                t.append(_conformed(t, {"id": ids, "day": arg}))
+            elif kind == "delete":
+                t.delete(pc.field("id") < arg)
+            elif kind == "overwrite":
+                t.overwrite(_conformed(t, {"id": [next_id], "day": [arg]}), filter=pc.field("day") == arg)
+                next_id += 1
+            elif kind == "evolve":
+                _evolve(t, arg)
+            else:
+                if arg:
+                    for name in _derived_files(lake):
+                        (Path(lake.url[len("file://") :]) / t.location / "metadata" / name).unlink()
+                iceberg_derived.derive(lake, "ns.t")
+        derived = StaticTable.from_metadata(iceberg_derived.derive(lake, "ns.t").metadata_location)
+        table_id = lake.load_table("ns.t").id
+        for entry in lake.history(limit=None, table="ns.t"):
+            sid = iceberg_derived.snapshot_id(table_id, entry.version)
+            assert _rows(derived.scan(snapshot_id=sid).to_arrow()) == _native(lake, entry.version), entry
+
+
+def _conformed(t: catalog.Table, columns: dict[str, list[Any]]) -> pa.Table:
+    """Rows for the table's current schema: the given columns, every other column a value derived from the id."""
+    ids = columns["id"]
+    data = {}
+    for f in t.schema:
+        data[f.name] = columns[f.name] if f.name in columns else pa.array([i * 10 for i in ids]).cast(f.type)
+    return pa.table(data, schema=t.schema)
+
+
+def _evolve(t: catalog.Table, change: str) -> None:
+    others = [f.name for f in t.schema if f.name not in ("id", "day")]
+    if change == "rename" and others:
+        t.update_schema().rename_column(others[0], others[0] + "_r").commit()
+    elif change == "add":
+        t.update_schema().add_column(f"c{len(t.schema)}", pa.int32()).commit()
+    elif change == "drop" and others:
+        t.update_schema().drop_column(others[-1]).commit()
+    elif change == "widen":
+        narrow = [f.name for f in t.schema if f.type == pa.int32()]
+        if narrow:
+            t.update_schema().widen(narrow[0], pa.int64()).commit()
+
+
+def test_a_widened_column_rewrites_every_manifest_with_its_new_bounds(tmp_path: Path) -> None:
+    with catalog.open(str(tmp_path / "lake"), poll_interval_s=0) as lake:
+        lake.create_namespace("ns")
+        t = lake.create_table("ns.t", pa.schema([("id", pa.int64()), ("n", pa.int32())]))
+        t.append(pa.table({"id": [1, 2], "n": pa.array([5, 7], pa.int32())}))
+        before = iceberg_derived.derive(lake, "ns.t")
+        t.update_schema().widen("n", pa.int64()).commit()
+        version = lake.load_table("ns.t").append(pa.table({"id": [3], "n": [2**40]}))
+        after = StaticTable.from_metadata(iceberg_derived.derive(lake, "ns.t").metadata_location)
+        old = {m.manifest_path for m in before.metadata.current_snapshot().manifests(_io(lake))}  # type: ignore[union-attr]
+        assert old.isdisjoint(m.manifest_path for m in after.current_snapshot().manifests(_io(lake)))  # type: ignore[union-attr]
+        assert _rows(after.scan().to_arrow()) == _native(lake, version)
+        assert sorted(r["id"] for r in after.scan(row_filter="n >= 6").to_arrow().to_pylist()) == [2, 3]
+
+
+@pytest.fixture(scope="module")
+def moto_lake_url() -> Iterator[tuple[str, dict[str, str]]]:
+    """A moto S3 server on 127.0.0.1 with one bucket: the lakehouse URL and its options."""
+    import s3fs
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        options = {"endpoint_url": f"http://{host}:{port}", "key": "moto", "secret": "moto", "region": "us-east-1"}
+        s3fs.S3FileSystem(key="moto", secret="moto", endpoint_url=options["endpoint_url"], skip_instance_cache=True).mkdir("derived")
+        yield "s3://derived/lake", options
+    finally:
+        server.stop()
+
+
+def test_on_s3_every_path_is_an_s3_uri_engines_read(moto_lake_url: tuple[str, dict[str, str]]) -> None:
+    url, options = moto_lake_url
+    with catalog.open(url, poll_interval_s=0, **options) as lake:
+        lake.create_namespace("ns")
+        t = lake.create_table("ns.t", SCHEMA, partition_by=["day"])
+        version = t.append(pa.table({"id": [1, 2], "day": ["mon", "tue"], "name": ["a", None], "amount": [1, 2]}))
+        location = lake.load_table("ns.t").metadata_location
+        assert location is not None and location.startswith("s3://derived/lake/data/")
+        table = StaticTable.from_metadata(
+            location,
+            properties={
+                "s3.endpoint": options["endpoint_url"], "s3.access-key-id": "moto", "s3.secret-access-key": "moto",
+                "s3.region": "us-east-1",
+            },
+        )
+        assert all(f.file.file_path.startswith("s3://derived/lake/data/") for f in table.scan().plan_files())
+        assert _rows(table.scan().to_arrow()) == _native(lake, version)
+        con = _duckdb()
+        con.execute("LOAD httpfs")
+        endpoint = options["endpoint_url"].removeprefix("http://")
+        con.execute(
+            f"CREATE SECRET (TYPE s3, KEY_ID 'moto', SECRET 'moto', ENDPOINT '{endpoint}', URL_STYLE 'path', USE_SSL false, REGION 'us-east-1')"
+        )
+        assert _rows(con.execute(f"SELECT * FROM iceberg_scan('{location}')").fetch_arrow_table()) == _native(lake, version)
