@@ -36,12 +36,12 @@ Thread-safety: stateless; called from worker threads.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pydantic import ValidationError
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.io import FileIO, load_file_io
@@ -70,9 +70,9 @@ from pyiceberg.types import BinaryType, NestedField, StringType
 
 import catalog
 from catalog import iceberg_derived
-from catalog.datafiles import DataFile, discard_files, entry_from_footer, new_file_id
-from catalog.errors import CorruptDataFileError, RetryableConflictError
-from kvstore.format.checksum import crc32c
+from catalog.datafiles import DataFile, discard_files, write_files
+from catalog.errors import RetryableConflictError
+from catalog.schema import PARQUET_FIELD_ID, project
 from service.errors import ApiError
 from service.iceberg.warehouse import LOCATION_PROVIDER_PROPERTIES, WRITE_PATH_PROPERTIES, normalize
 
@@ -433,7 +433,7 @@ def apply(tx: Any, plan: Plan, objects: Any) -> None:
     entries: list[DataFile] = []
     try:
         for added in plan.added:
-            entries.append(_entry(name, objects, table, added))
+            entries.extend(_rewritten(name, objects, table, added, tx.target_file_bytes))
     except BaseException:
         discard_files(objects, [e.path for e in entries], "the REST commit was refused")
         raise
@@ -445,16 +445,24 @@ def apply(tx: Any, plan: Plan, objects: Any) -> None:
         table.commit_files(entries, mode="append")
 
 
-def _entry(name: str, objects: Any, table: catalog.Table, added: AddedFile) -> DataFile:
-    """The native entry of a data file the client wrote, committed as a copy the lakehouse owns.
+def _rewritten(
+    name: str, objects: Any, table: catalog.Table, added: AddedFile, target_file_bytes: int
+) -> list[DataFile]:
+    """The rows of a data file the client wrote, rewritten as native data files; their entries.
 
-    The copy (``<location>/<fresh id>.parquet``, like every native file) is
-    what the entry names: a lost race deletes the files of the ops that lost
-    (:func:`catalog.transactions.discard_written`), but an Iceberg client
-    retries with the data files it wrote, so those must survive; and nothing
-    the client does to its file afterwards can change the table. The
-    original becomes an orphan that ``gc()`` removes. Size, rows, statistics
-    and checksums come from the copied bytes.
+    The lakehouse commits files it wrote itself, not the client's:
+
+    * a lost race deletes the files of the ops that lost
+      (:func:`catalog.transactions.discard_written`), but an Iceberg client
+      retries with the data files it wrote, so those must survive;
+    * every native file carries Parquet page checksums, which the Spark
+      plugin's reader relies on (it checks the footer's CRC32C and the pages',
+      not the whole file's), and Iceberg writers do not write them;
+    * nothing the client does to its file afterwards can change the table.
+
+    The rows are matched to the table's columns by field id (the file must
+    carry them, as Iceberg writers do) and checked against the manifest
+    entry's row count; the original becomes an orphan that ``gc()`` removes.
     """
     try:
         body = objects.get(added.object_path)
@@ -463,20 +471,18 @@ def _entry(name: str, objects: Any, table: catalog.Table, added: AddedFile) -> D
     if len(body) != added.file_size:
         raise ApiError(400, "BadRequestException", f"data file {added.uri} of table {name} has {len(body)} bytes; "
                        f"its manifest entry says {added.file_size}")
-    file_id = new_file_id()
-    path = f"{table.location}/{file_id}.parquet"
-    objects.put(path, body)
     try:
-        entry = entry_from_footer(objects, path, crc32c(body), table.schema, list(table.partition_by))
-        if entry.rows != added.record_count:
-            raise ValueError(f"it has {entry.rows} rows; its manifest entry says {added.record_count}")
-    except (CorruptDataFileError, ValueError) as exc:
-        discard_files(objects, [path], "the REST commit was refused")
+        data = pq.read_table(pa.BufferReader(body), page_checksum_verification=True)
+        unnamed = [f.name for f in data.schema if PARQUET_FIELD_ID not in (f.metadata or {})]
+        if unnamed:
+            raise ValueError(f"its column {unnamed[0]!r} has no Parquet field id (files without them, read by "
+                             "name mapping, are not accepted)")
+        if data.num_rows != added.record_count:
+            raise ValueError(f"it has {data.num_rows} rows; its manifest entry says {added.record_count}")
+        rows = project(data, table.schema)
+    except (pa.ArrowException, OSError, ValueError) as exc:
         raise ApiError(400, "BadRequestException", f"data file {added.uri} of table {name}: {exc}") from None
-    except BaseException:
-        discard_files(objects, [path], "the REST commit failed")
-        raise
-    return dataclasses.replace(entry, id=file_id)
+    return write_files(objects, table.location, rows, table.schema, list(table.partition_by), target_file_bytes)
 
 
 def _arrow_type(name: str, f: NestedField) -> pa.DataType:

@@ -24,11 +24,11 @@ import duckdb
 import duckdb_ext
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import BadRequestError
-from pyiceberg.expressions import EqualTo, GreaterThanOrEqual
+from pyiceberg.expressions import EqualTo
 from pyiceberg.manifest import DataFile as IcebergDataFile
 from pyiceberg.manifest import DataFileContent, FileFormat
 from pyiceberg.transforms import IdentityTransform
@@ -370,11 +370,17 @@ def test_a_missing_or_damaged_data_file_is_refused_and_changes_nothing(
     with embedded(lake_server) as lake:
         location = f"{lake.url.rstrip('/')}/{lake.load_table('damaged.t').location}"
         lake.objects.put(f"{lake.load_table('damaged.t').location}/data/garbage.parquet", b"not parquet at all")
+        sink = pa.BufferOutputStream()
+        pq.write_table(batch([5], "eu"), sink)  # no field ids: only a name mapping could read it
+        unnamed = sink.getvalue().to_pybytes()
+        lake.objects.put(f"{lake.load_table('damaged.t').location}/data/unnamed.parquet", unnamed)
         version = lake.version
     with pytest.raises(BadRequestError, match="does not exist"):
         append_files(rest.load_table("damaged.t"), [(f"{location}/data/never-written.parquet", 1, 100)], "eu")
-    with pytest.raises(BadRequestError, match="not a Parquet file"):
+    with pytest.raises(BadRequestError, match="(?i)not a parquet file"):
         append_files(rest.load_table("damaged.t"), [(f"{location}/data/garbage.parquet", 1, 18)], "eu")
+    with pytest.raises(BadRequestError, match="has no Parquet field id"):
+        append_files(rest.load_table("damaged.t"), [(f"{location}/data/unnamed.parquet", 1, len(unnamed))], "eu")
     with embedded(lake_server) as lake:
         assert lake.version == version
     assert [r["id"] for r in native_rows(lake_server, "damaged.t")] == [1]
@@ -477,6 +483,7 @@ NATIVE_WRITER = textwrap.dedent("""
     import json, sys
     import pyarrow as pa
     import pyarrow.compute as pc
+import pyarrow.parquet as pq
     import catalog
     from catalog.errors import RetryableConflictError
     url, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
