@@ -483,7 +483,6 @@ NATIVE_WRITER = textwrap.dedent("""
     import json, sys
     import pyarrow as pa
     import pyarrow.compute as pc
-import pyarrow.parquet as pq
     import catalog
     from catalog.errors import RetryableConflictError
     url, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
