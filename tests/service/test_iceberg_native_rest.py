@@ -434,6 +434,39 @@ def test_duckdb_transaction_over_two_native_tables_is_one_version(lake_server: S
             assert sorted(r["id"] for r in lake.load_table(name).scan().to_arrow().to_pylist()) == [0, 1]
 
 
+def test_a_transaction_with_one_failed_requirement_changes_no_table(
+    rest: RestCatalog, lake_server: ServerProcess
+) -> None:
+    make_native(lake_server, "atomic.a", {"id": [1], "region": ["eu"], "amount": [1.0]})
+    make_native(lake_server, "atomic.b", {"id": [1], "region": ["eu"], "amount": [1.0]})
+    uuid_a = str(rest.load_table("atomic.a").metadata.table_uuid)
+    with embedded(lake_server) as lake:
+        version = lake.version
+
+    def change(name: str, uuid: str) -> dict[str, Any]:
+        return {
+            "identifier": {"namespace": ["atomic"], "name": name},
+            "requirements": [{"type": "assert-table-uuid", "uuid": uuid}],
+            "updates": [{"action": "set-properties", "updates": {"batch": "1"}}],
+        }
+
+    status, body = call_json(lake_server, "POST", "/v1/transactions/commit", {"table-changes": [
+        change("a", uuid_a), change("b", "00000000-0000-0000-0000-000000000000"),
+    ]})
+    assert (status, body["error"]["type"]) == (409, "CommitFailedException"), body
+    with embedded(lake_server) as lake:
+        assert lake.version == version
+        assert "batch" not in lake.load_table("atomic.a").properties
+    uuid_b = str(rest.load_table("atomic.b").metadata.table_uuid)
+    status, body = call_json(lake_server, "POST", "/v1/transactions/commit", {"table-changes": [
+        change("a", uuid_a), change("b", uuid_b),
+    ]})
+    assert status == 204, body
+    with embedded(lake_server) as lake:
+        assert lake.version == version + 1
+        assert all(lake.load_table(f"atomic.{t}").properties["batch"] == "1" for t in ("a", "b"))
+
+
 def test_duckdb_transaction_over_a_native_and_an_iceberg_table_is_one_version(lake_server: ServerProcess) -> None:
     make_native(lake_server, "mixed.native", {"id": [0], "region": ["eu"], "amount": [0.0]}, partition_by=())
     con = duckdb_connect(lake_server)
