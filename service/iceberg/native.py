@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 from pyiceberg.exceptions import CommitFailedException
-from pyiceberg.io import FileIO, load_file_io
+from pyiceberg.io import FileIO
 from pyiceberg.manifest import DataFileContent, FileFormat, ManifestContent, ManifestEntryStatus
 from pyiceberg.schema import Schema
 from pyiceberg.table import CommitTableRequest
@@ -120,6 +120,7 @@ class Base:
     files: dict[str, DataFile]  # live files by normalized URI
     root: str  # the table location's normalized URI
     location: str  # the table location as an object path in the lakehouse store
+    io: FileIO  # reads the manifests clients wrote there, with the store's own access (local or S3)
 
 
 def _fingerprint(table: catalog.Table, files: list[DataFile]) -> tuple[Any, ...]:
@@ -149,6 +150,7 @@ def load(lake: catalog.Lakehouse, name: str) -> Base:
         files={_store_uri(lake, f.path): f for f in files},
         root=_store_uri(lake, table.location),
         location=table.location,
+        io=iceberg_derived.LakeFileIO(lake.objects),
     )
 
 
@@ -302,7 +304,7 @@ def _read_snapshots(out: Plan, final: TableMetadata) -> None:
                       "every snapshot a commit adds must become main's")
     live = dict(base.files)
     added: dict[str, AddedFile] = {}
-    io = load_file_io(properties={}, location=base.root)
+    io = base.io
     current = base.metadata.current_snapshot()
     # Manifests a snapshot may carry over unread: exactly its parent's.
     inherited = {m.manifest_path for m in current.manifests(io)} if current is not None else set()
