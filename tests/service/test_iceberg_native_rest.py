@@ -27,16 +27,28 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.rest import RestCatalog
-from pyiceberg.exceptions import BadRequestError
+from pyiceberg.catalog.noop import NoopCatalog
+from pyiceberg.exceptions import BadRequestError, CommitFailedException, ValidationException
+from pyiceberg.io import load_file_io
 from pyiceberg.expressions import EqualTo
 from pyiceberg.manifest import DataFile as IcebergDataFile
 from pyiceberg.manifest import DataFileContent, FileFormat
+from pyiceberg.table import CommitTableRequest, CommitTableResponse, TableIdentifier
+from pyiceberg.table import Table as IcebergTable
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import LongType, StringType
 from http_client import call_json
 
 import catalog
+import kvstore
+from catalog import Lakehouse
+from kvstore.errors import StoreError
+from kvstore.objstore.faulty import FaultyStore
+from kvstore.objstore.local import LocalStore
+from service.errors import ApiError
+from service.iceberg import tables
+from service.iceberg.warehouse import Warehouse
 from service.testing import ServerProcess
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("region", pa.string()), pa.field("amount", pa.float64())])
@@ -589,3 +601,75 @@ def test_pyiceberg_appends_race_python_api_writes(lake_server: ServerProcess, tm
             state = after
         assert state == set(lake.load_table(name).scan().to_arrow().column("id").to_pylist())
     assert not pending, f"logged as committed but never seen: {pending}"
+
+
+# -- faults: the server's object store fails under a native REST commit ---------------
+
+
+class InProcessCatalog(NoopCatalog):
+    """pyiceberg's catalog interface straight onto the service's commit code (no HTTP), so the
+    lakehouse under it can be opened through a FaultyStore."""
+
+    def __init__(self, lake: catalog.Lakehouse, warehouse: Warehouse) -> None:
+        super().__init__("in-process")
+        self.lake, self.warehouse = lake, warehouse
+
+    def load_table(self, identifier: Any) -> IcebergTable:
+        name = ".".join(identifier) if isinstance(identifier, tuple) else str(identifier)
+        current = tables.load_current(self.lake, self.warehouse, name)
+        return IcebergTable(tuple(name.split(".")), current.metadata, current.metadata_location,
+                            load_file_io(location=current.metadata_location), self)
+
+    def commit_table(self, table: IcebergTable, requirements: Any, updates: Any) -> CommitTableResponse:
+        request = CommitTableRequest(identifier=TableIdentifier(namespace=[table.name()[0]], name=table.name()[1]),
+                                     requirements=requirements, updates=updates)
+        try:
+            current = tables.commit_table(self.lake, self.warehouse, ".".join(table.name()), request)
+        except ApiError as exc:
+            if exc.status == 409:
+                raise CommitFailedException(exc.message) from exc
+            raise
+        return CommitTableResponse(metadata=current.metadata, metadata_location=current.metadata_location)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_store_faults_under_rest_commits_apply_wholly_or_not_at_all(tmp_path: Path, seed: int) -> None:
+    root = tmp_path / "lake"
+    options: dict[str, Any] = {"fsync": False, "max_commit_attempts": 3, "backoff_min_s": 0.0001,
+                               "backoff_max_s": 0.001, "background_threads": False}
+    with Lakehouse(kvstore.open(LocalStore(root), **options)) as setup:
+        setup.create_namespace("f")
+        setup.create_table("f.t", schema=SCHEMA, partition_by=["region"]).append(batch([0], "eu"))
+    faulty = FaultyStore(LocalStore(root, fsync=False), seed=seed)
+    warehouse = Warehouse.for_lakehouse(str(root), None)
+    with Lakehouse(kvstore.open(faulty, **options)) as lake, Lakehouse(kvstore.open(LocalStore(root), **options)) as clean:
+        client = InProcessCatalog(lake, warehouse)
+        expected, outcomes = {0}, []
+        for step in range(1, 10):
+            table = client.load_table("f.t")
+            new = {10 * step, 10 * step + 1}
+            victim = max(expected)
+            after = expected - {victim} if step % 3 == 0 else expected | new
+            faulty.error_rate = faulty.after_rate = 0.01  # faults in the commit only (the load is not under test)
+            try:
+                if step % 3 == 0:  # a copy-on-write delete: a native rewrite
+                    table.delete(EqualTo("id", victim))
+                else:
+                    table.append(batch(sorted(new), "eu" if step % 2 else "us"))
+                failed = False
+            except (StoreError, CommitFailedException, ValidationException):
+                failed = True  # an injected fault, reported as such
+            finally:
+                faulty.error_rate = faulty.after_rate = 0.0
+            outcomes.append(failed)
+            clean.refresh()
+            ids = clean.load_table("f.t").scan().to_arrow().column("id").to_pylist()
+            assert len(ids) == len(set(ids)), f"seed {seed} step {step}: duplicated rows"
+            if failed:
+                assert set(ids) in (expected, after), f"seed {seed} step {step}: a torn commit"
+            else:
+                assert set(ids) == after, f"seed {seed} step {step}: reported success, not applied"
+            expected = set(ids)
+        report = clean.verify()
+        assert report.ok, report  # every committed entry names a whole, intact file
+    assert any(outcomes), f"seed {seed}: no fault hit a commit"
