@@ -18,7 +18,8 @@ What is derived, per table:
   it). Its id is :func:`snapshot_id` (a pure function of table id and
   version), its sequence number is the lakehouse version, its timestamp
   the version's commit timestamp (the storage's, as ``lake.at(timestamp=)``
-  uses), its schema the table's schema at that version;
+  uses, rounded up to the millisecond: :func:`timestamp_ms`), its schema
+  the table's schema at that version;
 * per snapshot, **one manifest list** ``snap-<version>-<snapshot id>.avro``
   and the manifests it names. A version that adds N files writes one
   manifest ``<version>-<base>-m0.avro`` of N entries (``<base>``: the
@@ -62,6 +63,7 @@ import decimal
 import hashlib
 import io
 import json
+import math
 import threading
 import uuid
 from collections import OrderedDict
@@ -609,15 +611,39 @@ def _at_version(state: _State, version: int, fileio: LakeFileIO) -> Derived:
     return d if d.version == version else Derived(d.metadata_location, d.metadata, d.table_id, version, d.snapshot_version)
 
 
+def timestamp_ms(timestamp: float) -> int:
+    """A version's Iceberg timestamp: the least whole millisecond ``M`` with ``timestamp <= M / 1000``.
+
+    So for every millisecond ``T``, Iceberg's ``TIMESTAMP AS OF T`` (the
+    newest snapshot stamped at or before ``T``) and ``lake.at(timestamp=T /
+    1000)`` (the newest version committed at or before it) agree. Rounding
+    down instead would stamp a version before the instant it committed.
+    """
+    m = math.ceil(timestamp * 1000)
+    while (m - 1) / 1000 >= timestamp:  # the float product may round up past it
+        m -= 1
+    while m / 1000 < timestamp:
+        m += 1
+    return m
+
+
 def _changes(ctx: LakeContext, table_id: str, version: int, floor: int) -> Iterator[_Change]:
-    """The table's changes at or before ``version``, newest first, down to the last one at or below ``floor``
-    (or its creation)."""
+    """The table's changes at or before ``version``, newest first, down to its creation or the floor.
+
+    The table's state at the floor is kept (``lake.at(version=floor)`` reads
+    it): the walk ends at the first change at or below the floor, and if
+    the floor itself changed nothing of the table, the floor stands in for
+    the older change that made that state (so the walk never goes below
+    the floor). Likewise the oldest version the store still has stands in
+    when the walk runs out of versions (the engine's own retention).
+    """
     start: int | None = version
     page = _FIRST_PAGE
+    oldest: Any = None
     while start is not None and start >= 0:
         infos = ctx.store.history(limit=page, start=start)
         if not infos:
-            return
+            break
         for info in infos:
             ops = [
                 op
@@ -625,14 +651,19 @@ def _changes(ctx: LakeContext, table_id: str, version: int, floor: int) -> Itera
                 for op in ((commit.get("summary") or {}).get("ops") or [])
                 if op.get("table_id") == table_id
             ]
-            kinds = [op.get("kind") for op in ops]
             if ops:
-                yield _Change(info.version, int(info.timestamp * 1000), _changes_files(ops))
-                if info.version <= floor or "create_table" in kinds:
+                yield _Change(info.version, timestamp_ms(info.timestamp), _changes_files(ops))
+                if info.version <= floor or any(op.get("kind") == "create_table" for op in ops):
                     return
+            elif info.version <= floor:
+                yield _Change(info.version, timestamp_ms(info.timestamp), True)
+                return
+            oldest = None if ops else info  # the oldest version seen since the last change
         last = infos[-1].version
         start = last - 1 if last > 0 and len(infos) == page else None
         page = _PAGE
+    if oldest is not None:
+        yield _Change(oldest.version, timestamp_ms(oldest.timestamp), True)
 
 
 def _known_state(ctx: LakeContext, fileio: LakeFileIO, definition: TableDef, version: int, floor: int) -> _State | None:

@@ -111,16 +111,24 @@ def test_pyiceberg_reads_every_retained_version_by_snapshot_id_and_timestamp(evo
     assert _rows(table.scan().to_arrow()) == _native(lake, lake.version)
     table_id = lake.load_table("ns.t").id
     history = {e.version: e.timestamp for e in lake.history(limit=None, table="ns.t")}
+    assert [s.timestamp_ms for s in table.metadata.snapshots] == [iceberg_derived.timestamp_ms(history[v]) for v in sorted(history)]
     assert [s.sequence_number for s in table.metadata.snapshots] == sorted(history)
     assert [e.snapshot_id for e in table.metadata.snapshot_log] == [s.snapshot_id for s in table.metadata.snapshots]
     assert table.metadata.refs["main"].snapshot_id == table.metadata.current_snapshot_id
     for version in versions:
         sid = iceberg_derived.snapshot_id(table_id, version)
         assert _rows(table.scan(snapshot_id=sid).to_arrow()) == _native(lake, version), version
-        by_time = table.snapshot_as_of_timestamp(int(history[version] * 1000))
-        assert by_time is not None and by_time.snapshot_id == sid
-        with lake.at(timestamp=history[version]) as past:
-            assert past.version == version
+        # TIMESTAMP AS OF the snapshot's millisecond lands where lake.at(timestamp=) does.
+        stamp = table.snapshot_by_id(sid).timestamp_ms  # type: ignore[union-attr]
+        by_time = table.snapshot_as_of_timestamp(stamp)
+        assert by_time is not None
+        with lake.at(timestamp=stamp / 1000) as past:
+            assert past.version >= version
+            assert _rows(table.scan(snapshot_id=by_time.snapshot_id).to_arrow()) == _rows(
+                past.load_table("ns.t").scan().to_arrow()
+            )
+        if stamp not in {s.timestamp_ms for s in table.metadata.snapshots if s.snapshot_id != sid}:
+            assert by_time.snapshot_id == sid
         # The metadata derived at that version has it as its current snapshot.
         at = StaticTable.from_metadata(iceberg_derived.derive(lake, "ns.t", version).metadata_location)
         assert _rows(at.scan().to_arrow()) == _native(lake, version)
@@ -494,3 +502,54 @@ def test_on_s3_every_path_is_an_s3_uri_engines_read(moto_lake_url: tuple[str, di
             f"CREATE SECRET (TYPE s3, KEY_ID 'moto', SECRET 'moto', ENDPOINT '{endpoint}', URL_STYLE 'path', USE_SSL false, REGION 'us-east-1')"
         )
         assert _rows(con.execute(f"SELECT * FROM iceberg_scan('{location}')").fetch_arrow_table()) == _native(lake, version)
+
+
+@given(st.floats(min_value=0, max_value=4e9, allow_nan=False))
+def test_timestamp_ms_is_the_least_millisecond_at_or_after_the_commit(timestamp: float) -> None:
+    m = iceberg_derived.timestamp_ms(timestamp)
+    assert timestamp <= m / 1000
+    assert (m - 1) / 1000 < timestamp
+
+
+def test_a_table_unchanged_since_before_the_floor_has_its_snapshot_at_the_floor(tmp_path: Path) -> None:
+    with catalog.open(str(tmp_path / "lake"), poll_interval_s=0, retention_window_s=0) as lake:
+        lake.create_namespace("ns")
+        t = lake.create_table("ns.t", SCHEMA)
+        t.append(pa.table({"id": [1], "day": ["mon"], "name": ["a"], "amount": [1]}))
+        other = lake.create_table("ns.other", SCHEMA)
+        other.append(pa.table({"id": [1], "day": ["mon"], "name": ["a"], "amount": [1]}))
+        other.overwrite(pa.table({"id": [2], "day": ["mon"], "name": ["b"], "amount": [2]}))
+        lake.gc(grace_s=0)
+        floor = lake.retention_floor
+        assert not lake.history(limit=None, table="ns.t")  # its changes are below the floor
+        derived = iceberg_derived.derive(lake, "ns.t")
+        assert [s.sequence_number for s in derived.metadata.snapshots] == [floor]
+        assert _rows(StaticTable.from_metadata(derived.metadata_location).scan().to_arrow()) == _native(lake, floor)
+
+
+def test_a_second_process_builds_on_the_files_the_first_derived(evolved: tuple[catalog.Lakehouse, list[int]]) -> None:
+    lake, _ = evolved
+    iceberg_derived.derive(lake, "ns.t")
+    before = _derived_files(lake)
+    version = lake.load_table("ns.t").append(pa.table({"id": [20], "day": ["tue"], "label": ["z"], "score": [0.5]}))
+    script = (
+        "import sys, catalog\n"
+        "from catalog import iceberg_derived\n"
+        "with catalog.open(sys.argv[1], create=False, poll_interval_s=0) as lake:\n"
+        "    print(iceberg_derived.derive(lake, 'ns.t').metadata_location)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, lake.url[len("file://") :]],
+        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    location = out.stdout.strip()
+    # The other process reused every earlier file and added one manifest, one list, one metadata.json.
+    assert len(_derived_files(lake) - before) == 3 and before <= _derived_files(lake)
+    incremental = _local_path(location).read_bytes()
+    directory = _local_path(location).parent
+    for name in os.listdir(directory):
+        (directory / name).unlink()
+    scratch = iceberg_derived.derive(lake, "ns.t")
+    assert scratch.metadata_location == location
+    assert _local_path(location).read_bytes() == incremental
+    assert _rows(StaticTable.from_metadata(location).scan().to_arrow()) == _native(lake, version)
