@@ -77,6 +77,8 @@ from service.errors import ApiError
 from service.iceberg.warehouse import LOCATION_PROVIDER_PROPERTIES, WRITE_PATH_PROPERTIES, normalize
 
 NATIVE: Final = "parquet"
+# Properties catalog.iceberg_derived adds to the metadata it derives: not the table's, nobody else's to set.
+DERIVED_PROPERTIES: Final = "lakekv.derived."
 MAIN: Final = "main"
 # Updates a native table takes; any other is refused by name (see _REFUSED).
 _TAKEN: Final = (
@@ -224,6 +226,9 @@ def plan(base: Base, request: CommitTableRequest) -> Plan:
     if moved:
         raise refused(name, f"the table property {moved[0]}",
                       "a native table's files are always written under its location, where the catalog tracks them")
+    derived = sorted(k for k in (*out.property_updates, *out.property_removals) if k.startswith(DERIVED_PROPERTIES))
+    if derived:
+        raise refused(name, f"changing the property {derived[0]}", "the lakehouse derives it with the metadata")
     _read_snapshots(out, final)
     return out
 

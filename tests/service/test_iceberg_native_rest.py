@@ -321,6 +321,8 @@ def _raw_snapshot(metadata: Any, manifest_list: str) -> list[dict[str, Any]]:
     (lambda m: [{"action": "set-properties", "updates": {"write.py-location-provider.impl": "x.Y"}}],
      "write.py-location-provider.impl"),
     (lambda m: _raw_snapshot(m, "file:///tmp/elsewhere/snap.avro"), "outside the table's location"),
+    (lambda m: [{"action": "remove-properties", "removals": [next(k for k in m.properties if k.startswith("lakekv."))]}],
+     "changing the property lakekv.derived."),
 ])
 def test_raw_commits_a_native_table_cannot_honour_are_refused(
     rest: RestCatalog, lake_server: ServerProcess, updates: Any, feature: str, request: pytest.FixtureRequest
