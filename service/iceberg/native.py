@@ -16,8 +16,9 @@ schema, property and partition-spec updates. Here:
    added and which it removed;
 3. :func:`apply` stages, in an open lakehouse transaction, the native
    operations the Python API would run: ``UpdateSchema``, ``UpdateProperties``,
-   then an append or a copy-on-write replace of exactly the removed files.
-   It first checks the transaction still sees the fingerprinted state, and
+   then an append or a copy-on-write replace of exactly the removed files,
+   the client's rows rewritten by the lakehouse's own writer (see
+   :func:`_rewritten` for why it never commits the client's file). It first checks the transaction still sees the fingerprinted state, and
    reads the table's live files inside it, so a concurrent change to the
    table makes the commit a ``RetryableConflictError``: the caller re-derives
    and re-checks the requirements (a lost race is a retry or a 409).
@@ -29,7 +30,8 @@ not on ``main`` (write-audit-publish), rolling ``main`` back, snapshot
 expiry and ref removal (lakekv's retention governs versions), statistics
 files, a new location, a format version change, partition specs other than
 the table's identity partitioning, sort orders, column reordering, changes
-inside nested columns, and properties that move where files are written.
+inside nested columns, properties that move where files are written, and
+the properties the lakehouse derives.
 
 Thread-safety: stateless; called from worker threads.
 """
