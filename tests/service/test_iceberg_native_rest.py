@@ -605,6 +605,81 @@ def test_pyiceberg_appends_race_python_api_writes(lake_server: ServerProcess, tm
     assert not pending, f"logged as committed but never seen: {pending}"
 
 
+DUCKDB_WRITER = textwrap.dedent("""
+    import json, os, sys
+    import duckdb, duckdb_ext
+    url, count = sys.argv[1], int(sys.argv[2])
+    extension_dir = os.path.join(list(duckdb_ext.__path__)[0], "extensions")
+
+    def connect():
+        con = duckdb.connect(config={"extension_directory": extension_dir, "autoinstall_known_extensions": False})
+        for name in ("httpfs", "avro", "parquet", "iceberg"):
+            con.execute(f"LOAD {name}")
+        con.execute("CREATE SECRET lakekv_token (TYPE iceberg, TOKEN 'unused')")
+        con.execute(f"ATTACH 'lakekv' AS lake (TYPE iceberg, ENDPOINT '{url}', SECRET lakekv_token)")
+        return con
+
+    for i in range(count):
+        while True:
+            con = connect()  # fresh metadata for every attempt
+            try:
+                con.execute("BEGIN")
+                con.execute(f"INSERT INTO lake.duckrace.x VALUES ({3000 + i}, 'eu', 0.0)")
+                con.execute(f"INSERT INTO lake.duckrace.y VALUES ({3000 + i}, 'eu', 0.0)")
+                con.execute("COMMIT")
+                break
+            except duckdb.Error as exc:
+                if "CommitFailedException" not in str(exc) and "409" not in str(exc):
+                    raise
+            finally:
+                con.close()
+        print(json.dumps({"op": "both", "id": 3000 + i}), flush=True)
+""")
+
+
+def test_duckdb_transactions_over_two_tables_race_python_api_writes(lake_server: ServerProcess) -> None:
+    make_native(lake_server, "duckrace.x", partition_by=())
+    make_native(lake_server, "duckrace.y", partition_by=())
+    with embedded(lake_server) as lake:
+        start = lake.version
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    rounds = ROUNDS // 2
+    writers = [
+        subprocess.Popen([sys.executable, "-c", DUCKDB_WRITER, lake_server.url, str(rounds)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env),
+        subprocess.Popen([sys.executable, "-c", NATIVE_WRITER, lake_server.store_url, "duckrace.x", str(rounds)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env),
+    ]
+    logged: dict[int, str] = {}
+    for writer in writers:
+        out, err = writer.communicate(timeout=600)
+        assert writer.returncode == 0, err.decode()[-3000:]
+        for line in out.decode().splitlines():
+            entry = json.loads(line)
+            logged[entry["id"]] = entry["op"]
+    assert len(logged) == 2 * rounds
+    eu = {i for i in logged if i >= 3000 or (i - 2000) % 2}
+    # Replay every version that touched either table: each is one logged operation (a
+    # DuckDB transaction adds its row to BOTH tables in one version), each appears once.
+    pending, x, y = dict(logged), set(), set()
+    with embedded(lake_server) as lake:
+        versions = sorted({e.version for t in ("duckrace.x", "duckrace.y")
+                           for e in lake.history(limit=None, table=t) if e.version > start})
+        for version in versions:
+            past = lake.at(version=version)
+            new_x = set(past.load_table("duckrace.x").scan().to_arrow().column("id").to_pylist())
+            new_y = set(past.load_table("duckrace.y").scan().to_arrow().column("id").to_pylist())
+            done = next((i for i, op in pending.items() if (
+                (op == "both" and (new_x, new_y) == (x | {i}, y | {i}))
+                or (op == "append" and (new_x, new_y) == (x | {i}, y))
+                or (op == "overwrite" and (new_x, new_y) == ({j for j in x if j not in eu} | {i}, y))
+            )), None)
+            assert done is not None, f"version {version}: no single logged operation explains it"
+            pending.pop(done)
+            x, y = new_x, new_y
+    assert not pending, f"logged as committed but never seen: {pending}"
+
+
 # -- faults: the server's object store fails under a native REST commit ---------------
 
 
