@@ -145,13 +145,19 @@ def test_pyiceberg_append_overwrite_delete_are_native_operations(rest: RestCatal
     assert rows(rest.load_table("write.t").scan().to_arrow()) == native_rows(lake_server, "write.t")
 
 
-def test_polars_write_iceberg_appends_to_a_native_table(rest: RestCatalog, lake_server: ServerProcess) -> None:
+def test_polars_writes_and_scans_a_native_table(
+    rest: RestCatalog, lake_server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POLARS_ICEBERG_PLANNER", "pyiceberg")  # the planner that is installed
     make_native(lake_server, "polars.t", {"id": [1], "region": ["eu"], "amount": [1.0]})
     frame = pl.DataFrame({"id": [2, 3], "region": ["us", "eu"], "amount": [2.0, 3.0]})
     frame.write_iceberg(rest.load_table("polars.t"), mode="append")
     assert native_rows(lake_server, "polars.t") == rows(
         pa.table({"id": [1, 2, 3], "region": ["eu", "us", "eu"], "amount": [1.0, 2.0, 3.0]}, schema=SCHEMA)
     )
+    assert rows(pl.scan_iceberg(rest.load_table("polars.t")).collect().to_arrow()) == native_rows(lake_server, "polars.t")
+    pl.DataFrame({"id": [7], "region": ["us"], "amount": [7.0]}).write_iceberg(rest.load_table("polars.t"), mode="overwrite")
+    assert native_rows(lake_server, "polars.t") == rows(pa.table({"id": [7], "region": ["us"], "amount": [7.0]}, schema=SCHEMA))
 
 
 def duckdb_connect(server: ServerProcess):  # type: ignore[no-untyped-def]
