@@ -29,7 +29,9 @@ What is derived, per table:
   EXISTING entries with their original snapshot and sequence numbers); a
   manifest whose every file went is dropped. A change of a column's type
   (widening) rewrites every manifest, since bounds are serialised per type;
-* one ``metadata.json`` per (last change version, data floor):
+* one ``metadata.json`` per (last change version, data floor), written for
+  the versions asked for (a first derivation goes through every retained
+  change but writes only the one asked for):
   ``<version>-<floor>.metadata.json``: every retained snapshot,
   ``snapshot-log``, ``refs.main``, ``current-snapshot-id``, every schema a
   retained snapshot uses (id = the table's schema version; native field ids
@@ -39,12 +41,21 @@ What is derived, per table:
   (Iceberg's single-value serialisation) from the native file entries
   (float bounds are left out, as native footers do: NaN).
 
-File names are a pure function of (table location, version[, group,
-floor]), and a file that exists is never rewritten, so any process derives
-identical metadata and skips what another already wrote. The derived files
-are a cache: losing any of them loses nothing (the next derivation writes
-them again); GC (:func:`collect`) removes those of versions below the data
-floor and of dropped tables.
+File names are a pure function of (table location, version[, base,
+group, floor]) and say what the file holds, and a file that exists is not
+written again, so any process derives identical metadata and skips what
+another already wrote (Avro sync markers are random: manifests written
+twice are equal but for them). Every object is one atomic put, manifests
+before the list naming them, lists before the ``metadata.json``, so a
+crash or a write fault leaves files the next derivation reuses or writes
+again. The derived files are a cache: losing any of them loses nothing
+(a state whose ``metadata.json`` is gone is derived again); GC
+(:func:`collect`) removes those of versions below the data floor and of
+dropped tables.
+
+Not served yet: nested columns (their children carry no field ids in
+native Parquet files) and ``timestamp[ns]`` columns (no Iceberg v2 type)
+raise ``ValueError``.
 
 When derivation runs: **lazily, at the first load of a version** (this
 module is called by ``Table.metadata_location``, ``lakekv lake URL iceberg``
@@ -74,7 +85,7 @@ from typing import Any, Final, Iterator, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
-from pyiceberg.io.pyarrow import pyarrow_to_schema
+from pyiceberg.io.pyarrow import UnsupportedPyArrowTypeException, pyarrow_to_schema
 from pyiceberg.manifest import (
     UNASSIGNED_SEQ,
     DataFile as IcebergDataFile,
@@ -317,12 +328,15 @@ def iceberg_schema(schema: pa.Schema, schema_id: int) -> IcebergSchema:
     for f in schema:
         if pa.types.is_nested(f.type):
             raise ValueError(f"column {f.name!r} has nested type {f.type}: not yet served as Iceberg")
+        if pa.types.is_uint32(f.type) or pa.types.is_uint64(f.type):
+            # pyiceberg maps uint32 to Iceberg int, which its values overflow; uint64 has no Iceberg type.
+            raise ValueError(f"column {f.name!r} has type {f.type}, which no Iceberg type holds exactly")
         metadata = dict(f.metadata or {})
         metadata[PARQUET_FIELD_ID] = metadata[FIELD_ID]
         fields.append(f.with_metadata(metadata))
     try:
         converted = pyarrow_to_schema(pa.schema(fields), format_version=2)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, UnsupportedPyArrowTypeException) as exc:
         raise ValueError(f"schema has no Iceberg v2 equivalent: {exc}") from exc
     return IcebergSchema(*converted.fields, schema_id=schema_id)
 
@@ -934,7 +948,7 @@ def is_derived_path(path: str) -> bool:
     return len(parts) == 4 and parts[2] == METADATA_DIR
 
 
-def collect(ctx: LakeContext, data_prefix: str, live_table_ids: set[str], dry_run: bool) -> list[str]:
+def collect(ctx: LakeContext, derived_paths: list[str], live_table_ids: set[str], dry_run: bool) -> list[str]:
     """Delete the derived files no retained version needs; returns their object paths.
 
     Every derived file of a table not in ``live_table_ids`` (dropped: a
@@ -944,15 +958,15 @@ def collect(ctx: LakeContext, data_prefix: str, live_table_ids: set[str], dry_ru
     of), and every manifest list, manifest and ``metadata.json`` of a
     version below the table's last change at or below the floor, unless a
     retained manifest list still names that manifest (manifests are reused
-    across versions). ``data_prefix`` is where tables' locations are
-    (``data``). Losing a derived file loses nothing, so a reader
-    racing this re-derives what it needs.
+    across versions). ``derived_paths`` are the derived files to consider
+    (GC's listing of ``data/``, filtered by :func:`is_derived_path`). Losing
+    a derived file loses nothing, so a reader racing this re-derives what it
+    needs.
     """
     floor = retention.floor(ctx.store)
     by_table: dict[str, list[str]] = {}
-    for meta in ctx.objects.list(data_prefix + "/"):
-        if is_derived_path(meta.path):
-            by_table.setdefault(meta.path.split("/")[1], []).append(meta.path)
+    for path in derived_paths:
+        by_table.setdefault(path.split("/")[1], []).append(path)
     deleted: list[str] = []
     for table_id, paths in sorted(by_table.items()):
         doomed = paths if table_id not in live_table_ids else _unneeded(ctx, table_id, paths, floor)

@@ -185,9 +185,11 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
     referenced = live_paths | {record["path"] for _, record in gone}
     referenced |= staged_paths(ctx.store)  # staged by durable transactions not yet committed
     orphans: list[tuple[str, int]] = []
+    derived: list[str] = []  # derived Iceberg metadata of native tables (catalog.iceberg_derived)
     for meta in ctx.objects.list(DATA_PREFIX + "/"):
-        # Derived Iceberg metadata is no orphan: collected by its own rule below.
-        if meta.path not in referenced and meta.mtime <= cutoff and not iceberg_derived.is_derived_path(meta.path):
+        if iceberg_derived.is_derived_path(meta.path):
+            derived.append(meta.path)  # no orphan: collected by its own rule below
+        elif meta.path not in referenced and meta.mtime <= cutoff:
             orphans.append((meta.path, meta.size))
     # Temp files of writers killed mid-write (a local directory's .tmp/): they
     # hold space on a full disk and no version will ever name them.
@@ -238,7 +240,7 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
     if not dry_run:
         _forget(ctx, deletable)
         keep_reserve(ctx)
-    report.derived_files = iceberg_derived.collect(ctx, DATA_PREFIX, live_tables, dry_run)
+    report.derived_files = iceberg_derived.collect(ctx, derived, live_tables, dry_run)
     return report
 
 

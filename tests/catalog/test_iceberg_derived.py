@@ -148,7 +148,8 @@ def test_duckdb_iceberg_scan_reads_head_and_older_snapshots(evolved: tuple[catal
         assert _rows(old) == _native(lake, version), version
 
 
-def test_polars_scan_iceberg_reads_every_version(evolved: tuple[catalog.Lakehouse, list[int]]) -> None:
+def test_polars_scan_iceberg_reads_every_version(evolved: tuple[catalog.Lakehouse, list[int]], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POLARS_ICEBERG_PLANNER", "pyiceberg")  # the polars_iceberg planner is not installed
     lake, versions = evolved
     for version in versions[1:]:
         location = iceberg_derived.derive(lake, "ns.t", version).metadata_location
@@ -553,3 +554,40 @@ def test_a_second_process_builds_on_the_files_the_first_derived(evolved: tuple[c
     assert scratch.metadata_location == location
     assert _local_path(location).read_bytes() == incremental
     assert _rows(StaticTable.from_metadata(location).scan().to_arrow()) == _native(lake, version)
+
+
+def test_two_processes_deriving_at_once_leave_readable_identical_metadata(evolved: tuple[catalog.Lakehouse, list[int]]) -> None:
+    lake, versions = evolved
+    script = (
+        "import sys, catalog\n"
+        "from catalog import iceberg_derived\n"
+        "with catalog.open(sys.argv[1], create=False, poll_interval_s=0) as lake:\n"
+        "    print(iceberg_derived.derive(lake, 'ns.t').metadata_location)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    racers = [
+        subprocess.Popen([sys.executable, "-c", script, lake.url[len("file://") :]], stdout=subprocess.PIPE, text=True, env=env)
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=300)[0].strip() for p in racers]
+    assert [p.returncode for p in racers] == [0, 0]
+    assert outputs[0] == outputs[1]
+    raced = StaticTable.from_metadata(outputs[0])
+    assert iceberg_derived.derive(lake, "ns.t").metadata == raced.metadata
+    table_id = lake.load_table("ns.t").id
+    for version in versions[1:]:
+        sid = iceberg_derived.snapshot_id(table_id, version)
+        assert _rows(raced.scan(snapshot_id=sid).to_arrow()) == _native(lake, version), version
+
+
+@pytest.mark.parametrize(
+    "column",
+    [pa.field("tags", pa.list_(pa.string())), pa.field("at", pa.timestamp("ns")), pa.field("big", pa.uint64()), pa.field("u", pa.uint32())],
+)
+def test_a_column_iceberg_cannot_hold_is_a_clear_value_error(tmp_path: Path, column: pa.Field) -> None:
+    with catalog.open(str(tmp_path / "lake"), poll_interval_s=0) as lake:
+        lake.create_namespace("ns")
+        lake.create_table("ns.t", pa.schema([("id", pa.int64()), column]))
+        with pytest.raises(ValueError, match=f"{column.name}|Iceberg"):
+            iceberg_derived.derive(lake, "ns.t")
+        assert _derived_files(lake) == set()  # nothing written
