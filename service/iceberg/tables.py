@@ -1,4 +1,8 @@
-"""Iceberg table commits on the catalog: requirements, updates, pointer swap.
+"""Iceberg table loads and commits on the catalog: requirements, updates, pointer swap.
+
+(A native table's loads and commits go through :mod:`service.iceberg.native`:
+derived metadata, and commits translated into native operations; a
+multi-table commit mixing both kinds is still one lakehouse version.)
 
 An Iceberg table is a catalog object of format ``"iceberg"`` whose only state
 in the lakehouse is the location of its current metadata JSON. A commit:
@@ -39,9 +43,11 @@ from pyiceberg.table.sorting import SortOrder
 from pyiceberg.table.update import AssertCreate, SetLocationUpdate, update_table_metadata
 
 import catalog
-from catalog.errors import NoSuchTableError, RetryableConflictError, StaleObservationError
+from catalog import iceberg_derived
+from catalog.errors import NoSuchTableError, RetryableConflictError, StaleDataFileError, StaleObservationError
 from kvstore.errors import ConflictError
 from service.errors import ApiError
+from service.iceberg import native
 from service.iceberg.names import table_name
 from service.iceberg.warehouse import Warehouse
 
@@ -65,13 +71,20 @@ class Current:
 
 
 def load_current(lake: Any, warehouse: Warehouse, name: str) -> Current:
-    """The current state of Iceberg table ``name`` as ``lake`` (a Lakehouse or transaction) sees it.
+    """The current state of table ``name`` as ``lake`` (a Lakehouse or transaction) sees it.
+
+    A native table's is its derived metadata at the lakehouse's current
+    version (``lake`` must then be a Lakehouse).
 
     Raises:
         catalog.errors.NoSuchTableError: no such table (404 upstream).
         ApiError: 400 if the table exists in another format.
     """
     table = lake.load_table(name)
+    if table.format == native.NATIVE:
+        derived = iceberg_derived.derive(lake, name, lake.version)
+        native.prepare_location(derived.metadata.location)
+        return Current(name, derived.metadata_location, derived.metadata)
     if table.format != ICEBERG:
         raise ApiError(
             400, "BadRequestException",
@@ -177,39 +190,83 @@ def stage_commit(lake: Any, warehouse: Warehouse, name: str, request: CommitTabl
     return Current(name, new_location, metadata), previous
 
 
-def commit_table(lake: catalog.Lakehouse, warehouse: Warehouse, name: str, request: CommitTableRequest) -> Current:
-    """Commit one table's change, retrying lost races (see the module docstring)."""
-    for attempt in range(MAX_COMMIT_ATTEMPTS):
-        if attempt:
-            lake.refresh()
+def _format(lake: catalog.Lakehouse, name: str) -> str | None:
+    """The table's format, or None if there is no such table (yet: a staged create)."""
+    try:
+        return lake.load_table(name).format
+    except NoSuchTableError:
+        return None
+
+
+def _attempt(
+    lake: catalog.Lakehouse, warehouse: Warehouse, names: list[str], requests: list[CommitTableRequest]
+) -> tuple[int | None, list[Current]]:
+    """One attempt at committing ``requests`` (one per table of ``names``) as one lakehouse version.
+
+    Native tables' requirements are checked against their derived metadata at
+    the lakehouse's current version, and their updates translated into native
+    operations (:mod:`service.iceberg.native`); Iceberg tables take the pointer
+    swap. Returns the new version (None if nothing changed) and each table's state after it.
+    """
+    plans = {
+        name: native.plan(native.load(lake, name), request)
+        for name, request in zip(names, requests)
+        if _format(lake, name) == native.NATIVE
+    }
+    if not plans:
+        if len(names) == 1:  # one Iceberg table: its pointer swap is its own commit
+            current = stage_commit(lake, warehouse, names[0], requests[0])[0]
+            return None, [current]
+    elif len(plans) == len(names) and all(p.empty for p in plans.values()):
+        # Only requirements (or updates that change nothing): they held, nothing to commit.
+        return None, [Current(n, p.base.metadata_location, p.base.metadata) for n, p in plans.items()]
+    staged: dict[str, Current] = {}
+    with lake.transaction() as tx:
+        for name, request in zip(names, requests):
+            if name in plans:
+                native.apply(tx, plans[name], lake.objects)
+            else:
+                staged[name] = stage_commit(tx, warehouse, name, request)[0]
+    assert tx.version is not None  # set by a successful commit
+    out = []
+    for name in names:
+        if name in staged:
+            out.append(staged[name])
+        else:
+            derived = iceberg_derived.derive(lake, name, tx.version)
+            out.append(Current(name, derived.metadata_location, derived.metadata))
+    return tx.version, out
+
+
+def _committing(lake: catalog.Lakehouse, warehouse: Warehouse, names: list[str],
+                requests: list[CommitTableRequest], what: str) -> tuple[int | None, list[Current]]:
+    """:func:`_attempt` until it does not lose a race (see the module docstring)."""
+    for _ in range(MAX_COMMIT_ATTEMPTS):
+        # Requirements are checked against the newest version, not the handle's last poll: a
+        # client that read the table from another server or process must not get a false 409.
+        lake.refresh()
         try:
-            return stage_commit(lake, warehouse, name, request)[0]
+            return _attempt(lake, warehouse, names, requests)
         except LOST_RACE:
             continue
         except ConflictError as exc:  # incompatible: e.g. the table was dropped meanwhile
             raise ApiError(409, "CommitFailedException", str(exc)) from None
-    raise ApiError(409, "CommitFailedException", f"table {name}: lost the commit race {MAX_COMMIT_ATTEMPTS} times; retry")
+        except StaleDataFileError as exc:  # the client's data files are too old to commit safely
+            raise ApiError(409, "CommitFailedException", str(exc)) from None
+    raise ApiError(409, "CommitFailedException", f"{what} lost the commit race {MAX_COMMIT_ATTEMPTS} times; retry")
 
 
-def commit_transaction(lake: catalog.Lakehouse, warehouse: Warehouse, requests: list[CommitTableRequest]) -> int:
-    """Commit several tables' changes as ONE lakehouse version; return that version."""
+def commit_table(lake: catalog.Lakehouse, warehouse: Warehouse, name: str, request: CommitTableRequest) -> Current:
+    """Commit one table's change, retrying lost races (see the module docstring)."""
+    return _committing(lake, warehouse, [name], [request], f"table {name}:")[1][0]
+
+
+def commit_transaction(lake: catalog.Lakehouse, warehouse: Warehouse, requests: list[CommitTableRequest]) -> int | None:
+    """Commit several tables' changes as ONE lakehouse version; return that version (None if nothing changed)."""
     names = [table_name(".".join(r.identifier.namespace.root), r.identifier.name) for r in requests]
     if len(set(names)) != len(names):
         raise ApiError(400, "BadRequestException", "a transaction may change each table only once")
-    for attempt in range(MAX_COMMIT_ATTEMPTS):
-        if attempt:
-            lake.refresh()
-        try:
-            with lake.transaction() as tx:
-                for name, request in zip(names, requests):
-                    stage_commit(tx, warehouse, name, request)
-            assert tx.version is not None  # set by a successful commit
-            return tx.version
-        except LOST_RACE:
-            continue
-        except ConflictError as exc:
-            raise ApiError(409, "CommitFailedException", str(exc)) from None
-    raise ApiError(409, "CommitFailedException", f"transaction lost the commit race {MAX_COMMIT_ATTEMPTS} times; retry")
+    return _committing(lake, warehouse, names, requests, "transaction")[0]
 
 
 def create_table(
@@ -271,6 +328,8 @@ def register_table(
 ) -> Current:
     """Adopt an existing metadata file (inside the warehouse) as table ``name``."""
     name = table_name(namespace, body.get("name"))
+    if body.get("overwrite") and _format(lake, name) == native.NATIVE:
+        raise native.refused(name, "being replaced by a registered table", "drop it first")
     location = warehouse.check(body.get("metadata-location"), "metadata-location")
     try:
         metadata = warehouse.read_metadata(location)
