@@ -20,7 +20,7 @@ JAVAC       ?= javac
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: run test install bench clean
+.PHONY: run test install bench clean etcd-proto
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,18 @@ test: install
 # writes benchmarks/results/bench.{json,md,png}.
 bench: install
 	$(PY) benchmarks/bench.py
+
+# etcd's v3 API classes in service/etcd/api are generated from etcd's own
+# .proto files and committed; this regenerates them (ETCD_API=v3.x.y to move
+# on). The Go modules come through `go mod download`, grpcio-tools is
+# installed into the cache dir, not the venv (only this step needs it).
+ETCD_API    ?= v3.5.1
+ETCD_CACHE  := .cache/etcd-proto
+etcd-proto: $(STAMP)
+	mkdir -p $(ETCD_CACHE)
+	$(PY) -m pip install --quiet --no-deps --target $(ETCD_CACHE)/pkgs "grpcio-tools==$$($(PY) -c 'import grpc; print(grpc.__version__.rsplit(".", 1)[0])').*"
+	cd $(ETCD_CACHE) && GOPATH=$(CURDIR)/$(ETCD_CACHE)/go GOFLAGS=-modcacherw go mod download go.etcd.io/etcd/api/v3@$(ETCD_API) go.etcd.io/etcd/server/v3@$(ETCD_API)
+	PYTHONPATH=$(ETCD_CACHE)/pkgs:. $(PY) -m service.etcd.api.generate $(ETCD_CACHE)/go/pkg/mod/go.etcd.io/etcd/api/v3@$(ETCD_API) $(ETCD_CACHE)/go/pkg/mod/go.etcd.io/etcd/server/v3@$(ETCD_API)
 
 clean:
 	rm -rf $(VENV) build *.egg-info cython_ext/*.c cython_ext/*.so $(JAR) $(TEST_JAR)

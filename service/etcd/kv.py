@@ -1,0 +1,55 @@
+"""etcd's ``KV`` service: Range, Put, DeleteRange, Txn, Compact (the model is :mod:`service.etcd.keyspace`)."""
+
+from __future__ import annotations
+
+import grpc.aio
+
+from service.etcd.api.etcdserverpb import rpc_pb2 as pb
+from service.etcd.api.etcdserverpb import rpc_pb2_grpc
+from service.etcd.context import EtcdContext, unary
+
+
+class KVServicer(rpc_pb2_grpc.KVServicer):
+    def __init__(self, context: EtcdContext) -> None:
+        self._context = context
+        self._keyspace = context.keyspace
+
+    def _fill(self, response: pb.RangeResponse) -> None:
+        header = self._context.header(response.header.revision)
+        response.header.CopyFrom(header)
+
+    @unary
+    async def Range(self, request: pb.RangeRequest, context: grpc.aio.ServicerContext) -> pb.RangeResponse:
+        response = await self._context.blocking(self._keyspace.range, request)
+        self._fill(response)
+        return response
+
+    @unary
+    async def Put(self, request: pb.PutRequest, context: grpc.aio.ServicerContext) -> pb.PutResponse:
+        response = await self._context.blocking(self._keyspace.put, request)
+        self._fill(response)
+        return response
+
+    @unary
+    async def DeleteRange(
+        self, request: pb.DeleteRangeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteRangeResponse:
+        response = await self._context.blocking(self._keyspace.delete_range, request)
+        self._fill(response)
+        return response
+
+    @unary
+    async def Txn(self, request: pb.TxnRequest, context: grpc.aio.ServicerContext) -> pb.TxnResponse:
+        response = await self._context.blocking(self._keyspace.txn, request)
+        self._fill(response)
+        return response
+
+    @unary
+    async def Compact(self, request: pb.CompactionRequest, context: grpc.aio.ServicerContext) -> pb.CompactionResponse:
+        response = await self._context.blocking(self._keyspace.compact, request.revision)
+        self._fill(response)
+        return response
+
+
+def add_to_server(context: EtcdContext, server: grpc.aio.Server) -> None:
+    rpc_pb2_grpc.add_KVServicer_to_server(KVServicer(context), server)  # type: ignore[no-untyped-call]  # generated, untyped
