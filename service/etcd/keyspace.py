@@ -42,7 +42,12 @@ from service.etcd import errors
 from service.etcd.api.etcdserverpb import rpc_pb2 as pb
 from service.etcd.api.mvccpb import kv_pb2
 
-KEYS: Final = RESERVED + b"etcd/k/"
+NAMESPACE: Final = RESERVED + b"etcd/"
+KEYS: Final = NAMESPACE + b"k/"
+# Written with a commit that changes several keys: their order in the request, which the
+# engine's rows (sorted by key) do not keep and etcd's watch events follow (its sub-revisions).
+ORDER_KEY: Final = NAMESPACE + b"order"
+_LENGTH: Final = struct.Struct(">I")
 _KEYS_END: Final = KEYS[:-1] + bytes([KEYS[-1] + 1])  # just past every key under KEYS
 _HEADER: Final = struct.Struct(">qqq")
 # etcd's --max-txn-ops default.
@@ -80,6 +85,20 @@ def decode(store_key: bytes, raw: bytes, revision: int) -> kv_pb2.KeyValue:
         key=store_key[len(KEYS):], value=raw[_HEADER.size:], create_revision=create or revision,
         mod_revision=revision, version=version, lease=lease,
     )
+
+
+def encode_order(keys: list[bytes]) -> bytes:
+    return b"".join(_LENGTH.pack(len(key)) + key for key in keys)
+
+
+def decode_order(raw: bytes) -> list[bytes]:
+    """The store keys a commit changed, in the order its request changed them."""
+    keys, at = [], 0
+    while at < len(raw):
+        (size,) = _LENGTH.unpack_from(raw, at)
+        keys.append(raw[at + _LENGTH.size: at + _LENGTH.size + size])
+        at += _LENGTH.size + size
+    return keys
 
 
 def key_bounds(key: bytes, range_end: bytes) -> tuple[bytes, bytes]:
@@ -323,7 +342,7 @@ class _WriteRun:
     def __init__(self, keyspace: Keyspace, txn: Any) -> None:
         self.keyspace = keyspace
         self.txn = txn
-        self.own: dict[bytes, kv_pb2.KeyValue | None] = {}
+        self.own: dict[bytes, kv_pb2.KeyValue | None] = {}  # insertion order: the order of the writes
         self.reader = _TxnReader(txn, self.own)
         self.begin = txn.start_seq
 
@@ -492,6 +511,8 @@ class Keyspace:
         def attempt(txn: Any) -> M:
             run = _WriteRun(self, txn)
             response = apply(run)
+            if len(run.own) > 1:
+                txn.put(ORDER_KEY, encode_order(list(run.own)))
             revision = txn.commit() if run.changed else run.begin
             _settle(response, revision)
             return response
