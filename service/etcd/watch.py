@@ -14,8 +14,8 @@ compaction floor (or below retention) is then answered with
 ``compact_revision`` and ``canceled``; ``prev_kv`` is the key's record at
 ``mod_revision - 1`` (none for a create event); ``filters`` drop puts or
 deletes; ``progress_notify`` sends an empty response with the current
-revision every :data:`PROGRESS_INTERVAL_S` to a watcher that got no events
-meanwhile, and a ``progress_request`` gets one (``watch_id`` -1) at once;
+revision every ``--etcd-progress-interval`` (etcd's 10 minutes by default)
+to a watcher that got no events meanwhile, and a ``progress_request`` gets one (``watch_id`` -1) at once;
 ``fragment`` splits a response larger than :data:`MAX_RESPONSE_BYTES`.
 
 A key put with a TTL that expires (a lease's key, :mod:`service.etcd.keyspace`)
@@ -43,8 +43,6 @@ from service.etcd.context import EtcdContext, status_of
 
 _log = logging.getLogger("lakekv.etcd.watch")
 
-# etcd's progressReportInterval.
-PROGRESS_INTERVAL_S: Final = 600.0
 # etcd's default --max-request-bytes plus its gRPC overhead allowance: the fragment size.
 MAX_RESPONSE_BYTES: Final = 1536 * 1024
 # How often a caught-up watcher probes storage for other servers' commits.
@@ -152,7 +150,7 @@ class _Stream:
 
     async def _tick(self) -> None:
         while True:
-            await asyncio.sleep(PROGRESS_INTERVAL_S)
+            await asyncio.sleep(self._context.config.etcd_progress_interval_s)
             for watcher in list(self._watchers.values()):
                 if watcher.progress_notify and not watcher.sent_since_tick:
                     self._out.put_nowait(pb.WatchResponse(header=self._header(), watch_id=watcher.id))
