@@ -23,8 +23,10 @@ commit: responses are built with :data:`PENDING` there and patched
 afterwards (:func:`_settle`).
 
 Leases belong to :class:`LeaseHook` (the Lease service sets
-``Keyspace.leases``); without one, a put with a lease is refused as
-etcd refuses an unknown lease.
+``Keyspace.leases``): it checks and attaches a put's lease, hears of
+deletes, and says which leases are live, so reads skip the keys of an
+ended lease (lease-aware reads: a keepalive need not rewrite keys). Without
+a hook, a put with a lease is refused as etcd refuses an unknown lease.
 """
 
 from __future__ import annotations
@@ -73,6 +75,10 @@ class LeaseHook(Protocol):
     def on_delete(self, txn: Any, key: bytes, old_lease: int) -> None:
         """``key`` (attached to ``old_lease``, 0: none) is being deleted."""
 
+    def live(self, lease: int) -> bool:
+        """False once ``lease`` has ended: reads then skip its keys (before any revoke deletes them).
+        Called for every leased key a read meets: keep it cheap (no storage request)."""
+
 
 def encode(value: bytes, create_revision: int, version: int, lease: int) -> bytes:
     return _HEADER.pack(create_revision, version, lease) + value
@@ -115,25 +121,37 @@ class _Reader(Protocol):
     def items(self, lo: bytes, hi: bytes) -> Iterator[kv_pb2.KeyValue]: ...
 
 
+def _lease_filter(hook: LeaseHook | None, kvs: Iterator[kv_pb2.KeyValue]) -> Iterator[kv_pb2.KeyValue]:
+    """``kvs`` without those whose lease the hook says has ended (lease-aware reads)."""
+    if hook is None:
+        return kvs
+    return (kv for kv in kvs if not kv.lease or hook.live(kv.lease))
+
+
 class _SnapshotReader:
-    def __init__(self, snapshot: Any) -> None:
+    def __init__(self, snapshot: Any, leases: LeaseHook | None) -> None:
         self._snapshot = snapshot
+        self._leases = leases
 
     def items(self, lo: bytes, hi: bytes) -> Iterator[kv_pb2.KeyValue]:
         if hi <= lo:
-            return
-        for key, raw, revision in self._snapshot.scan_with_revision(lo, hi):
-            yield decode(key, raw, revision)
+            return iter(())
+        rows = self._snapshot.scan_with_revision(lo, hi)
+        return _lease_filter(self._leases, (decode(key, raw, revision) for key, raw, revision in rows))
 
 
 class _TxnReader:
     """Reads inside a writing transaction: its own writes (``own``, PENDING revisions) over its view."""
 
-    def __init__(self, txn: Any, own: dict[bytes, kv_pb2.KeyValue | None]) -> None:
+    def __init__(self, txn: Any, own: dict[bytes, kv_pb2.KeyValue | None], leases: LeaseHook | None) -> None:
         self._txn = txn
         self._own = own
+        self._leases = leases
 
     def items(self, lo: bytes, hi: bytes) -> Iterator[kv_pb2.KeyValue]:
+        return _lease_filter(self._leases, self._items(lo, hi))
+
+    def _items(self, lo: bytes, hi: bytes) -> Iterator[kv_pb2.KeyValue]:
         if hi <= lo:
             return
         for key, raw in list(self._txn.scan(lo, hi)):
@@ -343,7 +361,7 @@ class _WriteRun:
         self.keyspace = keyspace
         self.txn = txn
         self.own: dict[bytes, kv_pb2.KeyValue | None] = {}  # insertion order: the order of the writes
-        self.reader = _TxnReader(txn, self.own)
+        self.reader = _TxnReader(txn, self.own, keyspace.leases)
         self.begin = txn.start_seq
 
     @property
@@ -483,7 +501,7 @@ class Keyspace:
         with self.store.snapshot(fresh=None if not request.serializable else False) as snapshot:
             if request.revision > 0:
                 return self.range_at(request, request.revision, header=snapshot.seq)
-            return _range(_SnapshotReader(snapshot), request, snapshot.seq)
+            return _range(_SnapshotReader(snapshot, self.leases), request, snapshot.seq)
 
     def check_revision(self, revision: int, current: int) -> None:
         """Refuse a read at ``revision`` when the reader's view is at ``current``: FUTURE_REV, COMPACTED."""
@@ -503,7 +521,7 @@ class Keyspace:
         except SnapshotTooOldError:
             raise errors.COMPACTED from None
         with snapshot:
-            return _range(_SnapshotReader(snapshot), request, header)
+            return _range(_SnapshotReader(snapshot, self.leases), request, header)
 
     # -- writes ---------------------------------------------------------------
 
@@ -560,7 +578,7 @@ class _ReadOnlyTxn:
     def __init__(self, keyspace: Keyspace, snapshot: Any) -> None:
         self.keyspace = keyspace
         self.snapshot = snapshot
-        self.reader = _SnapshotReader(snapshot)
+        self.reader = _SnapshotReader(snapshot, keyspace.leases)
 
     def txn_request(self, request: pb.TxnRequest, path: Iterator[bool] | None = None) -> pb.TxnResponse:
         top = path is None
