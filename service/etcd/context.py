@@ -7,7 +7,7 @@ import hmac
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -36,6 +36,10 @@ class EtcdContext:
     executor: ThreadPoolExecutor
     cluster_id: int
     member_id: int
+    # Called (on the loop) when the server stops, before in-flight calls are awaited: a
+    # streaming service ends its open streams here, so that long-lived streams (watches,
+    # keepalives) do not hold a graceful stop for its whole grace period.
+    on_stop: list[Callable[[], None]] = field(default_factory=list)
 
     async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on a worker thread (store calls block on storage)."""

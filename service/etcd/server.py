@@ -19,6 +19,8 @@ add themselves here):
   ``abort_with``): an ``EtcdError`` becomes etcd's
   status code and message; ``ValueError``/``TypeError`` become
   INVALID_ARGUMENT; a ``StoreError`` becomes UNAVAILABLE with its message;
+* a streaming service registers in ``context.on_stop`` a callback that
+  ends its open streams (a graceful stop then waits for unary calls only);
 * run blocking store calls with ``await context.blocking(fn, *args)`` (the
   server's worker threads); never block the loop;
 * headers: ``context.header(revision)`` (cluster id, member id, revision,
@@ -112,6 +114,8 @@ class EtcdServer:
         self.port = port
 
     async def stop(self, grace_s: float) -> None:
+        for end_streams in self.context.on_stop:
+            end_streams()
         await self.server.stop(grace_s)
         self.context.executor.shutdown(wait=False)
 

@@ -35,6 +35,7 @@ import grpc.aio
 
 from kvstore.errors import SnapshotTooOldError, StoreError
 from kvstore.watch import PUT_EVENT, Watch, WatchEvent
+from service.etcd import errors
 from service.etcd.api.etcdserverpb import rpc_pb2 as pb
 from service.etcd.api.etcdserverpb import rpc_pb2_grpc
 from service.etcd.api.mvccpb import kv_pb2
@@ -76,6 +77,10 @@ class _Stream:
         self._out: asyncio.Queue[pb.WatchResponse | BaseException | None] = asyncio.Queue()
         self._watchers: dict[int, _Watcher] = {}
         self._next_id = 0
+
+    def end(self) -> None:
+        """End the stream with etcd's "server stopped" (UNAVAILABLE: clients reconnect and resume)."""
+        self._out.put_nowait(errors.STOPPED)
 
     def _header(self, revision: int | None = None) -> pb.ResponseHeader:
         return self._context.header(self._context.store.seq if revision is None else revision)
@@ -292,18 +297,28 @@ def _fragments(response: pb.WatchResponse) -> list[pb.WatchResponse]:
 class WatchServicer(rpc_pb2_grpc.WatchServicer):
     def __init__(self, context: EtcdContext) -> None:
         self._context = context
+        self._streams: set[_Stream] = set()
+        context.on_stop.append(self._end_streams)
+
+    def _end_streams(self) -> None:
+        """The server is stopping: end every watch stream now (clients reconnect and resume)."""
+        for stream in self._streams:
+            stream.end()
 
     async def Watch(
         self, request_iterator: AsyncIterator[pb.WatchRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.WatchResponse]:
         stream = _Stream(self._context)
+        self._streams.add(stream)
         try:
             async for response in stream.serve(request_iterator):
                 yield response
-        except (ValueError, TypeError, StoreError) as exc:
+        except (errors.EtcdError, ValueError, TypeError, StoreError) as exc:
             status = status_of(exc)
             assert status is not None
             await context.abort(*status)
+        finally:
+            self._streams.discard(stream)
 
 
 def add_to_server(context: EtcdContext, server: grpc.aio.Server) -> None:

@@ -180,6 +180,22 @@ def test_progress_notify_tells_an_idle_watcher_the_revision(tmp_path: Path) -> N
         server.stop()
 
 
+def test_a_graceful_stop_ends_watch_streams_with_server_stopped(lakekv: LakekvEtcd) -> None:
+    channel = grpc.insecure_channel(lakekv.endpoint)
+    stream = Stream(rpc_pb2_grpc.WatchStub(channel))
+    try:
+        stream.send(pb.WatchRequest(create_request=pb.WatchCreateRequest(key=b"k")))
+        assert stream.next().created
+        assert lakekv.server.stop() == 0  # SIGTERM: the open watch must not hold the stop for its grace period
+        with pytest.raises(grpc.RpcError) as ended:
+            stream.next()
+        assert ended.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert ended.value.details() == "etcdserver: server stopped"  # clients retry it, on another server
+    finally:
+        stream.close()
+        channel.close()
+
+
 def test_a_start_below_the_compaction_is_answered_with_compact_revision(stub: Any) -> None:
     watch_stub, kv = stub
     first = kv.Put(pb.PutRequest(key=b"c", value=b"1")).header.revision
