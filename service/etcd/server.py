@@ -29,7 +29,8 @@ add themselves here):
   (create/mod revision, version, lease per key) and its lease hook
   (:class:`~service.etcd.keyspace.LeaseHook`, ``context.keyspace.leases``).
 
-Authentication follows the HTTP rules (:mod:`service.security`): without a
+With ``--tls-cert``/``--tls-key`` the etcd port speaks TLS with the same
+certificate. Authentication follows the HTTP rules (:mod:`service.security`): without a
 serve token every call is open (the bind is loopback, :func:`check_bind`);
 with one, every call but ``Auth/Authenticate`` must carry the metadata
 ``token: <serve token>``. ``Authenticate`` accepts any user name with the
@@ -61,8 +62,8 @@ _log = logging.getLogger("lakekv.etcd")
 
 # Only Authenticate may be called without a token (it is how a client gets one).
 OPEN_METHODS: Final = frozenset({"/etcdserverpb.Auth/Authenticate"})
-# etcd's default gRPC message limit is 1.5 MiB for requests; clients send up to 2 GiB responses.
-MAX_RECEIVE_BYTES: Final = 16 * 1024 * 1024
+# etcd's gRPC receive limit: its --max-request-bytes (1.5 MiB) plus 512 KiB of gRPC overhead.
+MAX_RECEIVE_BYTES: Final = 1536 * 1024 + 512 * 1024
 
 
 class TokenAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc.aio is untyped
@@ -159,7 +160,14 @@ async def start(config: ServerConfig, store: Store) -> EtcdServer:
     for add in SERVICES:
         add(context, server)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    bound = server.add_insecure_port(address)
+    if config.tls_cert is not None and config.tls_key is not None:
+        # The HTTP server's certificate serves the etcd port too: a token never travels in clear text
+        # where the HTTP API's would not (etcdctl --cacert, clientv3 TLS config).
+        with open(config.tls_key, "rb") as key_file, open(config.tls_cert, "rb") as cert_file:
+            credentials = grpc.ssl_server_credentials([(key_file.read(), cert_file.read())])
+        bound = server.add_secure_port(address, credentials)
+    else:
+        bound = server.add_insecure_port(address)
     if bound == 0:
         raise RuntimeError(f"could not bind the etcd API to {config.etcd_listen}")
     await server.start()
