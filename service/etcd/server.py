@@ -5,6 +5,13 @@ store handle, so HTTP and gRPC writes share one group commit. Each service
 is a module with ``add_to_server(context, server)``; :data:`SERVICES` lists
 them.
 
+Codegen: the message classes and stubs (:mod:`service.etcd.api`) are
+generated from etcd's own ``.proto`` files (go.etcd.io/etcd/api/v3 and
+server/v3, v3.5.1) by ``make etcd-proto`` and committed with the stripped
+``.proto`` sources: installing lakekv then needs grpcio and protobuf only,
+not grpcio-tools and Go; regenerating is one make target, and the
+committed output is reviewed like code (``service/etcd/api/generate.py``).
+
 Contract for service modules (Lease, Lock, Election, Maintenance, Cluster
 add themselves here):
 
@@ -23,15 +30,15 @@ add themselves here):
   ends its open streams (a graceful stop then waits for unary calls only);
 * run blocking store calls with ``await context.blocking(fn, *args)`` (the
   server's worker threads); never block the loop;
-* headers: ``context.header(revision)`` (cluster id, member id, revision,
-  raft term 0...). The store-wide revision is the commit seq
+* headers: ``context.header(revision)`` (cluster id: the store's; member
+  id: this process's; raft term 1). The store-wide revision is the commit seq
   (``store.seq``); :mod:`service.etcd.keyspace` holds etcd's key model
   (create/mod revision, version, lease per key) and its lease hook
   (:class:`~service.etcd.keyspace.LeaseHook`, ``context.keyspace.leases``).
 
 With ``--tls-cert``/``--tls-key`` the etcd port speaks TLS with the same
-certificate. Authentication follows the HTTP rules (:mod:`service.security`): without a
-serve token every call is open (the bind is loopback, :func:`check_bind`);
+certificate. Authentication follows the HTTP rules (:mod:`service.security`):
+without a serve token every call is open (the bind is loopback, :func:`check_bind`);
 with one, every call but ``Auth/Authenticate`` must carry the metadata
 ``token: <serve token>``. ``Authenticate`` accepts any user name with the
 serve token as password and hands the token back, which is how
