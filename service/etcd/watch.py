@@ -18,9 +18,11 @@ revision every ``--etcd-progress-interval`` (etcd's 10 minutes by default)
 to a watcher that got no events meanwhile, and a ``progress_request`` gets one (``watch_id`` -1) at once;
 ``fragment`` splits a response larger than :data:`MAX_RESPONSE_BYTES`.
 
-A key put with a TTL that expires (a lease's key, :mod:`service.etcd.keyspace`)
-is reported as a DELETE whose ``mod_revision`` is the expired put's: the
-expiry itself is not a commit and has no revision of its own.
+A key whose row expires (a lease hook may give rows its lease's expiry) is
+not reported when it expires: an expiry is not a commit and has no revision,
+and an event with an old revision would break the order clients rely on.
+As in etcd, a lease's end reaches watchers as the DELETE events of the
+commit that revokes it (the Lease service's).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Final
 import grpc.aio
 
 from kvstore.errors import SnapshotTooOldError, StoreError
-from kvstore.watch import PUT_EVENT, Watch, WatchEvent
+from kvstore.watch import EXPIRE_EVENT, PUT_EVENT, Watch, WatchEvent
 from service.etcd import errors
 from service.etcd.api.etcdserverpb import rpc_pb2 as pb
 from service.etcd.api.etcdserverpb import rpc_pb2_grpc
@@ -268,7 +270,7 @@ def _in_request_order(changes: list[WatchEvent]) -> list[WatchEvent]:
             end += 1
         commit = changes[start:end]
         order = [c for c in commit if c.key == ORDER_KEY and c.value is not None]
-        commit = [c for c in commit if c.key.startswith(KEYS)]
+        commit = [c for c in commit if c.key.startswith(KEYS) and c.kind != EXPIRE_EVENT]
         if order:
             assert order[0].value is not None
             rank = {key: n for n, key in enumerate(decode_order(order[0].value))}

@@ -229,3 +229,59 @@ def test_fragment_splits_a_large_response(stub: Any) -> None:
         assert [e.kv.key for part in parts for e in part.events] == [b"big/%d" % i for i in range(5)]
     finally:
         stream.close()
+
+
+class ExpiringLeases:
+    """A lease hook giving lease 5's keys a row expiry (as a Lease service may), here long past: the row
+    is expired from its commit on."""
+
+    def check(self, txn: Any, lease: int) -> None:
+        if lease != 5:
+            from service.etcd import errors
+
+            raise errors.LEASE_NOT_FOUND
+
+    def on_put(self, txn: Any, key: bytes, old_lease: int, new_lease: int) -> int | None:
+        return 1 if new_lease == 5 else None  # 1 ms after the epoch
+
+    def on_delete(self, txn: Any, key: bytes, old_lease: int) -> None:
+        return None
+
+    def live(self, lease: int) -> bool:
+        return True
+
+
+def test_a_row_expiry_is_no_watch_event(tmp_path: Path) -> None:
+    """Only commits make events: an expiring row would otherwise be reported with an old revision."""
+    import asyncio
+
+    import kvstore
+    from service.config import ServerConfig
+    from service.etcd import server as etcd_server
+    from service.testing import free_port
+
+    port = free_port()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    with kvstore.open(str(tmp_path / "store")) as db:
+        config = ServerConfig(url=str(tmp_path / "store"), etcd_listen=f"127.0.0.1:{port}")
+        running = asyncio.run_coroutine_threadsafe(etcd_server.start(config, db), loop).result(60)
+        running.context.keyspace.leases = ExpiringLeases()
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        stream = Stream(rpc_pb2_grpc.WatchStub(channel))
+        try:
+            kv = rpc_pb2_grpc.KVStub(channel)
+            stream.send(pb.WatchRequest(create_request=pb.WatchCreateRequest(key=b"w/", range_end=b"w0")))
+            assert stream.next().created
+            leased = kv.Put(pb.PutRequest(key=b"w/leased", value=b"x", lease=5)).header.revision
+            assert [e.kv.mod_revision for e in stream.next().events] == [leased]
+            assert kv.Range(pb.RangeRequest(key=b"w/leased")).count == 0  # expired
+            later = kv.Put(pb.PutRequest(key=b"w/later", value=b"y")).header.revision
+            assert [(e.kv.key, e.kv.mod_revision) for e in stream.next().events] == [(b"w/later", later)]
+        finally:
+            stream.close()
+            channel.close()
+            asyncio.run_coroutine_threadsafe(running.stop(5), loop).result(60)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
