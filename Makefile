@@ -20,7 +20,7 @@ JAVAC       ?= javac
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: run test install bench clean etcd-proto etcd-benchmark
+.PHONY: run test install bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,7 @@ bench: install
 # .proto files and committed; this regenerates them (ETCD_API=v3.x.y to move
 # on). The Go modules come through `go mod download`, grpcio-tools is
 # installed into the cache dir, not the venv (only this step needs it).
+.PHONY: etcd-proto etcd-benchmark
 ETCD_API    ?= v3.5.1
 ETCD_CACHE  := .cache/etcd-proto
 etcd-proto: $(STAMP)
