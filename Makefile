@@ -58,6 +58,9 @@ test: install
 bench: install
 	$(PY) benchmarks/bench.py
 
+clean:
+	rm -rf $(VENV) build *.egg-info cython_ext/*.c cython_ext/*.so $(JAR) $(TEST_JAR)
+
 # etcd's v3 API classes in service/etcd/api are generated from etcd's own
 # .proto files and committed; this regenerates them (ETCD_API=v3.x.y to move
 # on). The Go modules come through `go mod download`, grpcio-tools is
@@ -83,6 +86,3 @@ $(ETCD_BENCH)/benchmark:
 	rm -rf $(ETCD_BENCH)/src && cp -r $(ETCD_BENCH)/go/pkg/mod/go.etcd.io/etcd/v3@$(ETCD_API) $(ETCD_BENCH)/src && chmod -R u+w $(ETCD_BENCH)/src
 	cd $(ETCD_BENCH)/src && for m in api/v3 client/pkg/v3 client/v2 client/v3 etcdctl/v3 etcdutl/v3 pkg/v3 raft/v3 server/v3 tests/v3; do go mod edit -dropreplace=go.etcd.io/etcd/$$m; done
 	cd $(ETCD_BENCH)/src && GOPATH=$(CURDIR)/$(ETCD_BENCH)/go GOFLAGS="-modcacherw -mod=mod" go build -o $(CURDIR)/$(ETCD_BENCH)/benchmark ./tools/benchmark
-
-clean:
-	rm -rf $(VENV) build *.egg-info cython_ext/*.c cython_ext/*.so $(JAR) $(TEST_JAR)
