@@ -77,6 +77,19 @@ class Snapshot:
         self._check_open()
         return scan_view(self._layers, self.seq, start, end, prefix, reverse, limit)
 
+    def scan_with_revision(
+        self,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        prefix: bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[tuple[bytes, bytes, int]]:
+        """Like :meth:`scan`, yielding ``(key, value, revision)``: the revision is the
+        seq of the commit that wrote the value (as ``Store.get_with_revision``)."""
+        self._check_open()
+        return scan_revision_view(self._layers, self.seq, start, end, prefix, reverse, limit)
+
     def scan_batches(
         self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None,
         batch_rows: int = 4096,
@@ -112,6 +125,24 @@ def scan_view(
     # Forward scans merge cached blocks in place (kvstore.iterators.arrow_scan).
     first_window = 256 if limit is None else min(limit, 4096)
     return scan_kv_pairs(layers, seq, lo, hi, now_ms(), first_window, limit)
+
+
+def scan_revision_view(
+    layers: Layers, seq: int, start: bytes | None, end: bytes | None, prefix: bytes | None, reverse: bool,
+    limit: int | None,
+) -> Iterator[tuple[bytes, bytes, int]]:
+    """``Snapshot.scan_with_revision`` of ``layers`` at ``seq`` (``Store.scan_with_revision`` calls it directly)."""
+    lo, hi = scan_bounds(start, end, prefix)
+    check_limit(limit)
+    rows = scan_rows(layers, seq, lo, hi, reverse)
+    return _revision_triples(rows, limit)
+
+
+def _revision_triples(rows: Iterator[Row], limit: int | None) -> Iterator[tuple[bytes, bytes, int]]:
+    for count, row in enumerate(rows):
+        if limit is not None and count >= limit:
+            return
+        yield row[0], row[3], int(row[1])  # type: ignore[misc]
 
 
 def scan_view_batches(

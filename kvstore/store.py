@@ -33,7 +33,7 @@ from kvstore.gc import GCReport
 from kvstore.history import VersionInfo
 from kvstore.housekeeping import CompactionResult, Housekeeper
 from kvstore.identity import check_identity, create_store
-from kvstore import cas, leases
+from kvstore import cas, leases, revisions
 from kvstore.keyrange import prefix_bounds
 from kvstore.objstore.base import ObjectStore
 from kvstore.objstore.local import LocalStore
@@ -42,7 +42,7 @@ from kvstore.options import MAX_KEY_BYTES, StoreOptions
 from kvstore.registry import opener_for, registered_scheme
 from kvstore.reader import StoreGetter, get_row, scan_rows, visible_value
 from kvstore.retention import Checkpoint, RetentionFloor
-from kvstore.snapshot import Snapshot, scan_view, scan_view_batches
+from kvstore.snapshot import Snapshot, scan_revision_view, scan_view, scan_view_batches
 from kvstore.state import EngineState
 from kvstore.timetravel import TimeTravel
 from kvstore.txn import Transaction, OptimisticTransactions
@@ -488,7 +488,8 @@ class Store:
         return (None, None) if value is None or row is None else (value, int(row[1]))
 
     def watch(
-        self, prefix: bytes = b"", start: int | None = None, end: int | None = None, poll_interval_s: float = 0.05
+        self, prefix: bytes = b"", start: int | None = None, end: int | None = None, poll_interval_s: float = 0.05,
+        *, start_revision: int | None = None,
     ) -> Watch:
         """Changes of the keys under ``prefix`` as they are committed, by any process: a :class:`~kvstore.watch.Watch`.
 
@@ -500,6 +501,9 @@ class Store:
             end: stop after version ``end``; None: until ``close()``.
             poll_interval_s: how often a caught-up watch probes for the next
                 version (one HEAD request on S3).
+            start_revision: instead of ``start``: replay every change with
+                a revision (commit seq) at or above this one, as etcd's watch
+                does; a revision not yet committed follows from there.
 
         Raises:
             TypeError / ValueError: a bad argument.
@@ -509,6 +513,13 @@ class Store:
         check_watch_args(prefix, start, end)
         if isinstance(poll_interval_s, bool) or not isinstance(poll_interval_s, (int, float)) or not poll_interval_s > 0:
             raise ValueError(f"poll_interval_s must be a positive number of seconds, not {poll_interval_s!r}")
+        min_seq = 0
+        if start_revision is not None:
+            if start is not None:
+                raise TypeError("give start= (a version) or start_revision=, not both")
+            self.refresh()
+            start = self._timetravel.version_of_revision(start_revision)
+            min_seq = start_revision
         live: list[Row] = []
         if start is None:
             head = self.refresh()
@@ -517,7 +528,24 @@ class Store:
             live = [row for row in scan_rows(self._state.layers, self._state.head[1], low or None, high)
                     if row[4] is not None]  # live keys with a TTL: the watch reports their expiry
         return Watch(self._chain, self._state.rows_of, lambda: self._state.version, prefix, start, end,
-                     float(poll_interval_s), live, self._signal)
+                     float(poll_interval_s), live, self._signal, min_seq=min_seq)
+
+    def compacted_revision(self) -> int:
+        """The compaction floor: reads and watches below this revision are refused (0: none). See :mod:`kvstore.revisions`."""
+        self._check_open()
+        return revisions.compacted_revision(self.objects)
+
+    def compact_revisions(self, revision: int) -> int:
+        """Raise the compaction floor to ``revision`` (etcd's Compact); return it. See :mod:`kvstore.revisions`.
+
+        Raises:
+            TypeError / ValueError: not an int, or a revision that does not exist yet.
+            SnapshotTooOldError: the floor is already at or above ``revision``.
+        """
+        self._check_open()
+        if isinstance(revision, int) and revision > self._state.last_seq:
+            self.refresh()
+        return revisions.compact_revisions(self.objects, revision, self._state.last_seq)
 
     def subscribe(self, callback: Callable[[int], None]) -> Callable[[], None]:
         """Call ``callback(version)`` whenever this handle applies a version (its own
@@ -554,6 +582,27 @@ class Store:
         # An unpinned view, as _view() makes, without building the Snapshot object.
         seq = self._state.head[1]
         return scan_view(self._state.layers, seq, start, end, prefix, reverse, limit)
+
+    def scan_with_revision(
+        self,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        prefix: bytes | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        consistency: str | None = None,
+    ) -> Iterator[tuple[bytes, bytes, int]]:
+        """Like :meth:`scan`, yielding ``(key, value, revision)`` (the revision as
+        :meth:`get_with_revision` gives it). Read at an older revision with
+        ``at(revision=...).scan_with_revision(...)``.
+
+        Raises:
+            TypeError / ValueError: bad bounds, limit or consistency.
+            StoreClosedError: the store is closed.
+        """
+        self._sync(consistency)
+        seq = self._state.head[1]
+        return scan_revision_view(self._state.layers, seq, start, end, prefix, reverse, limit)
 
     def scan_batches(
         self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None,
@@ -667,8 +716,9 @@ class Store:
         *,
         timestamp: float | datetime | None = None,
         checkpoint: str | None = None,
+        revision: int | None = None,
     ) -> Snapshot:
-        return self._timetravel.at(version, timestamp=timestamp, checkpoint=checkpoint)
+        return self._timetravel.at(version, timestamp=timestamp, checkpoint=checkpoint, revision=revision)
 
     def history(self, limit: int | None = 20, start: int | None = None) -> list[VersionInfo]:
         return self._timetravel.history(limit, start)

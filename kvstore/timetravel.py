@@ -31,6 +31,7 @@ from kvstore.export import ExportReport, TextProgress, export_version
 from kvstore.history import RootIndex, VersionInfo, layers_at, version_at_timestamp
 from kvstore.objstore.base import ObjectStore
 from kvstore.options import StoreOptions
+from kvstore.revisions import check_not_compacted
 from kvstore.snapshot import Snapshot
 from kvstore.state import EngineState
 from kvstore.watermark import Watermark
@@ -77,6 +78,7 @@ class TimeTravel:
         *,
         timestamp: float | datetime | None = None,
         checkpoint: str | None = None,
+        revision: int | None = None,
     ) -> Snapshot:
         """A read-only view of an older version; give exactly one argument.
 
@@ -85,6 +87,11 @@ class TimeTravel:
             timestamp: the version current at this time (seconds since the
                 epoch, or a datetime), by the storage timestamps of root files.
             checkpoint: the version a checkpoint pins.
+            revision: the store as it was right after the commit with this
+                seq (a revision, as ``get_with_revision`` and watch events
+                report it): commits after it are not seen, even those that
+                share its version (a group commit). The snapshot's ``seq``
+                is ``revision``; its ``version`` is the one holding it.
 
         Returns:
             A pinned :class:`~kvstore.store.Snapshot`: close it when done.
@@ -92,13 +99,18 @@ class TimeTravel:
         Raises:
             TypeError / ValueError: not exactly one argument, or a bad one
                 (a future version, an unknown checkpoint, a time before the store).
-            SnapshotTooOldError: retention has dropped that version.
+            SnapshotTooOldError: retention has dropped that version, or
+                the revision is below the compaction floor (:mod:`kvstore.revisions`).
         """
         self._check_open()
-        arguments = (("version", version), ("timestamp", timestamp), ("checkpoint", checkpoint))
+        arguments = (("version", version), ("timestamp", timestamp), ("checkpoint", checkpoint), ("revision", revision))
         given = [name for name, value in arguments if value is not None]
         if len(given) != 1:
-            raise TypeError(f"give exactly one of version=, timestamp=, checkpoint= (got {given or 'none'})")
+            raise TypeError(
+                f"give exactly one of version=, timestamp=, checkpoint=, revision= (got {given or 'none'})"
+            )
+        if revision is not None:
+            return self._view_at_revision(_check_revision(revision))
         if timestamp is not None:
             when = _seconds(timestamp)
             self._state.catch_up()
@@ -163,6 +175,46 @@ class TimeTravel:
             return Snapshot(version, seq, layers, check_open=self._check_open, watermark=self._watermark)
         finally:
             self._watermark.unpin(summary.last_seq)
+
+    def version_of_revision(self, revision: int) -> int:
+        """The version holding revision ``revision`` (the next version, if it is not committed yet).
+
+        Raises:
+            TypeError / ValueError: not a revision (an int >= 0).
+            SnapshotTooOldError: ``revision`` is below the compaction floor, or
+                its version is no longer retained.
+        """
+        check_not_compacted(self._objects, _check_revision(revision))
+        version, seq = self._state.head
+        if revision > seq:
+            return version + 1
+        found = self._index.oldest_reaching_seq(revision, version)
+        if found > 0 and self._index.summary(found - 1) is None and revision > 0:
+            raise SnapshotTooOldError(f"revision {revision} was removed by retention")
+        return found
+
+    def _view_at_revision(self, revision: int) -> Snapshot:
+        check_not_compacted(self._objects, revision)
+        if revision > self._state.last_seq:
+            self._state.catch_up()
+            if revision > self._state.last_seq:
+                raise ValueError(f"revision {revision} does not exist yet (latest is {self._state.last_seq})")
+        self._watermark.pin(revision)
+        try:
+            current = self._state.view()
+            version = self._index.oldest_reaching_seq(revision, current.version)
+            if revision >= current.tree.floor_seq:
+                # Reads at any seq at or above the floor are exact in the current layers.
+                layers = current.layers
+            else:
+                # Exact only when the version before is still there (so the
+                # revision is known to lie inside ``version``).
+                if version > 0 and self._index.summary(version - 1) is None:
+                    raise SnapshotTooOldError(f"revision {revision} was removed by retention")
+                _, layers = layers_at(self._state, self._index, version)
+            return Snapshot(version, revision, layers, check_open=self._check_open, watermark=self._watermark)
+        finally:
+            self._watermark.unpin(revision)
 
     def _checkpoint_version(self, name: str) -> int:
         check_checkpoint_name(name)
@@ -284,6 +336,14 @@ def _check_version(version: object) -> int:
     if version < 0:
         raise ValueError(f"version must be >= 0, got {version}")
     return version
+
+
+def _check_revision(revision: object) -> int:
+    if isinstance(revision, bool) or not isinstance(revision, int):
+        raise TypeError(f"revision must be an int, not {type(revision).__name__}")
+    if revision < 0:
+        raise ValueError(f"revision must be >= 0, got {revision}")
+    return revision
 
 
 def _seconds(timestamp: object) -> float:

@@ -169,12 +169,14 @@ class Watch:
         poll_interval_s: float,
         live_rows: list[Row],
         signal: VersionSignal | None = None,
+        min_seq: int = 0,
     ) -> None:
         self._chain = chain
         self._signal = signal if signal is not None else VersionSignal()
         self._rows_of = rows_of
         self._known_head = known_head
         self._prefix = prefix
+        self._min_seq = min_seq  # rows below it (earlier commits of the start version) are not reported
         self._next = start
         self._end = end
         self._poll_s = poll_interval_s
@@ -315,7 +317,7 @@ class Watch:
         return self._poll_s
 
     def _read(self, root: RootFile) -> None:
-        rows = [row for row in self._rows_of(root) if row[0].startswith(self._prefix)]
+        rows = [row for row in self._rows_of(root) if row[0].startswith(self._prefix) and row[1] >= self._min_seq]
         rows.sort(key=lambda row: (row[1], row[0]))  # stored by key, then seq descending
         for key, seq, kind, value, expire in rows:
             self._latest[key] = seq

@@ -105,9 +105,17 @@ def create_app(config: ServerConfig) -> Starlette:
                 await run_in_threadpool(txns.sweep)
 
         sweeper = asyncio.create_task(sweep_forever())
+        etcd = None
+        if config.etcd_listen is not None:
+            from service.etcd import server as etcd_server  # grpc is imported only when the etcd API is served
+
+            etcd = await etcd_server.start(config, store)
+            app.state.etcd = etcd
         try:
             yield
         finally:
+            if etcd is not None:
+                await etcd.stop(config.graceful_shutdown_s)
             sweeper.cancel()
             txns.close()
             await run_in_threadpool(lake.close)

@@ -33,6 +33,19 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-body-bytes", type=int, default=ServerConfig.max_body_bytes, help="largest request body (default 16 MiB)"
     )
+    parser.add_argument(
+        "--etcd-listen", metavar="HOST:PORT",
+        help="also serve etcd's v3 gRPC API there (etcdctl, clientv3...); same bind and token rules as --host",
+    )
+    parser.add_argument(
+        "--etcd-progress-interval", type=float, metavar="SECONDS", default=ServerConfig.etcd_progress_interval_s,
+        help="how often an idle etcd watch with progress_notify hears the current revision (default 600)",
+    )
+    parser.add_argument(
+        "--retention", type=float, metavar="SECONDS",
+        help="how long history stays readable (reads and watches at old revisions, time travel); "
+        "default 24 h. etcd's Compact can only raise the floor sooner",
+    )
     parser.add_argument("--quiet", action="store_true", help="no access log")
 
 
@@ -42,9 +55,15 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     Raises:
         ValueError: a bad option, or a non-loopback bind without a token.
     """
+    store_options: tuple[tuple[str, object], ...] = ()
+    if args.retention is not None:
+        if not args.retention > 0:
+            raise ValueError(f"--retention must be a positive number of seconds, not {args.retention}")
+        store_options = (("retention_window_s", args.retention),)
     config = ServerConfig(
         url=args.url, host=args.host, port=args.port, token=args.token or os.environ.get(TOKEN_ENV) or None,
         max_body_bytes=args.max_body_bytes, warehouse=args.warehouse, tls_cert=args.tls_cert, tls_key=args.tls_key,
+        etcd_listen=args.etcd_listen, etcd_progress_interval_s=args.etcd_progress_interval, store_options=store_options,
     )
     check_bind(config)
     return config

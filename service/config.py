@@ -52,6 +52,11 @@ class ServerConfig:
     warehouse: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
+    # HOST:PORT of etcd's v3 gRPC API (service.etcd.server); None: not served.
+    etcd_listen: str | None = None
+    # How often a watch with progress_notify that got no events hears the current revision
+    # (etcd's --experimental-watch-progress-notify-interval, 10 minutes by default).
+    etcd_progress_interval_s: float = 600.0
     # Extra kvstore.open options (tests use poll_interval_s etc.).
     store_options: tuple[tuple[str, Any], ...] = ()
 
@@ -62,6 +67,12 @@ class ServerConfig:
             raise ValueError(f"token must be at least {MIN_TOKEN_CHARS} characters")
         if self.max_body_bytes < 1:
             raise ValueError(f"max_body_bytes must be positive, got {self.max_body_bytes}")
+        if not self.etcd_progress_interval_s > 0:
+            raise ValueError(f"etcd_progress_interval_s must be positive, got {self.etcd_progress_interval_s!r}")
+        if self.etcd_listen is not None:
+            host, sep, port = self.etcd_listen.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+                raise ValueError(f"etcd_listen must be HOST:PORT, not {self.etcd_listen!r}")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("tls_cert and tls_key must be given together")
 
@@ -91,3 +102,10 @@ def check_bind(config: ServerConfig) -> None:
             f"refusing to bind {config.host!r} without a token: pass --token or set LAKEKV_TOKEN "
             "(only loopback addresses may run unauthenticated)"
         )
+    if config.token is None and config.etcd_listen is not None:
+        etcd_host = config.etcd_listen.rpartition(":")[0].strip("[]")
+        if not is_loopback(etcd_host):
+            raise ValueError(
+                f"refusing to serve the etcd API on {etcd_host!r} without a token: pass --token or set "
+                "LAKEKV_TOKEN (only loopback addresses may run unauthenticated)"
+            )

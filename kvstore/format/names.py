@@ -10,6 +10,7 @@ A store's objects (paths relative to the store root):
 ``_<32 bits>.ipc``         root file of one version (:mod:`~kvstore.format.root`)
 ``tree/<32 hex>.ipc``      tree manifest (:mod:`~kvstore.format.tree`)
 ``sst/<32 hex>.sst``       SST: flush, compaction or large-delta output
+``compacted/<20 digits>``  a revision compacted away by ``Store.compact_revisions`` (:mod:`kvstore.revisions`)
 =========================  ==============================================
 
 GC deletes only names that :func:`is_collectable` accepts, so a file someone
@@ -43,6 +44,8 @@ SUPPORTED_STORE_FORMATS: Final = (1, 2)
 _SST_RE: Final = re.compile(r"^sst/[0-9a-f]{32}\.sst$")
 _TREE_RE: Final = re.compile(r"^tree/[0-9a-f]{32}\.ipc$")
 _ROOT_RE: Final = re.compile(r"^_[01]{32}\.ipc$")
+_COMPACTED_RE: Final = re.compile(r"^compacted/[0-9]{20}$")
+COMPACTED_PREFIX: Final = "compacted/"
 _SINGLETONS: Final = frozenset({IDENTITY_PATH, HINT_PATH, CLOCK_PROBE_PATH, BEACON_PATH})
 
 
@@ -56,6 +59,11 @@ def new_tree_path() -> str:
     return f"tree/{uuid.uuid4().hex}.ipc"
 
 
+def compacted_path(revision: int) -> str:
+    """The object recording that history below ``revision`` was compacted (sorts by revision)."""
+    return f"{COMPACTED_PREFIX}{revision:020d}"
+
+
 def is_collectable(path: str) -> bool:
     """True for SST and tree-manifest names the engine generates (GC's only targets besides roots)."""
     return bool(_SST_RE.match(path) or _TREE_RE.match(path))
@@ -63,4 +71,6 @@ def is_collectable(path: str) -> bool:
 
 def is_engine_name(path: str) -> bool:
     """True for any name a lakekv store may hold (see the module docstring)."""
-    return path in _SINGLETONS or bool(_ROOT_RE.match(path)) or is_collectable(path)
+    return (
+        path in _SINGLETONS or bool(_ROOT_RE.match(path)) or is_collectable(path) or bool(_COMPACTED_RE.match(path))
+    )
