@@ -210,11 +210,6 @@ def test_pyiceberg_reads_the_engines_updates_and_deletes(
         assert delete_files > 0
 
 
-@pytest.mark.xfail(
-    strict=True, raises=JvmEngineError,
-    reason="issue 34: native tables served as Iceberg v2 tables (derived metadata) are not merged yet; "
-    "today loadTable answers 400 for format 'parquet'",
-)
 def test_the_engine_reads_a_native_table_made_with_the_python_api(
     jvm_iceberg: JvmIcebergEngine, lake_server: ServerProcess
 ) -> None:
