@@ -24,8 +24,7 @@ from service.testing import ServerProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kvstore"))
 
-TOKEN = "test-token-0123456789abcdef"
-SMALL_BODY_LIMIT = 4096
+from http_client import SMALL_BODY_LIMIT, TOKEN  # noqa: E402 - after the sys.path line above
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,12 @@ from typing import Any
 
 from service.testing import ServerProcess
 
+# The session servers' settings (tests/service/conftest.py starts them). They
+# live here, not in conftest.py: every test folder has a conftest.py, and
+# `from conftest import` gets whichever of them was imported last.
+TOKEN = "test-token-0123456789abcdef"
+SMALL_BODY_LIMIT = 4096
+
 
 def path_key(key: bytes) -> str:
     return base64.urlsafe_b64encode(key).rstrip(b"=").decode("ascii")

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SMALL_BODY_LIMIT, TOKEN
+from http_client import SMALL_BODY_LIMIT, TOKEN
 
 import kvstore
 from kvclient import RemoteStore
