@@ -16,6 +16,7 @@ from typing import Any, Iterator, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from catalog import iceberg_tables
 from catalog.arguments import checked
 from catalog.access import CatalogReader
 from catalog.datafiles import DataFile, read_file, write_files
@@ -122,11 +123,12 @@ class Table:
     def schema(self) -> pa.Schema:
         """The table's Arrow schema, each column carrying its field id.
 
-        Raises:
-            ValueError: the table is an iceberg table (its schema is in its Iceberg metadata).
+        An iceberg table's is its Iceberg metadata's current schema (as of the
+        metadata location the table was loaded with).
         """
-        if self._def.schema is None:
-            raise ValueError(f"table {self.name!r} has format iceberg: its schema is in its Iceberg metadata")
+        if self._def.format == iceberg_tables.ICEBERG:
+            return iceberg_tables.arrow_schema(self._iceberg()[0].metadata)
+        assert self._def.schema is not None  # every native table has one
         return self._def.schema
 
     @property
@@ -151,12 +153,26 @@ class Table:
 
     # -- writes ------------------------------------------------------------------
 
-    def _require_native(self) -> None:
+    def _require_native(self, what: str) -> None:
         if self._def.format != "parquet":
-            raise ValueError(f"table {self.name!r} has format {self._def.format!r}; only native parquet tables take data here")
+            raise ValueError(
+                f"table {self.name!r} has format {self._def.format!r}: {what} is for native parquet tables "
+                "(an iceberg table takes append, overwrite and delete, and its schema changes through pyiceberg)"
+            )
+
+    def _iceberg(self) -> Any:
+        """pyiceberg's view of this iceberg table at its loaded metadata location, and its commit seam."""
+        assert self._def.metadata_location is not None  # every iceberg table has a pointer
+        return iceberg_tables.load(self._host, self.name, self.id, self._def.metadata_location)
+
+    def _iceberg_writable(self) -> str:
+        """The metadata location a write starts from; refuses a table another catalog owns."""
+        iceberg_tables.check_writable(self.name, self._properties)
+        assert self._def.metadata_location is not None
+        return self._def.metadata_location
 
     def _conformed(self, data: object) -> pa.Table:
-        self._require_native()
+        self._require_native("write_files")
         table = to_table(data)
         return conform(table, self.schema)
 
@@ -195,6 +211,9 @@ class Table:
             LockConflictError: a durable transaction's lock forbids it.
         """
         self._host.check_writable()
+        if self._def.format == iceberg_tables.ICEBERG:
+            location = self._iceberg_writable()
+            return iceberg_tables.append(self._host, self.name, self.id, location, to_table(data))
         files = self._write(data)
         return self._host.submit(Append(table=self.name, table_id=self.id, files=files, schema=self.schema))
 
@@ -238,7 +257,7 @@ class Table:
                 describe the live files.
         """
         self._host.check_writable()
-        self._require_native()
+        self._require_native("commit_files")
         if not isinstance(added, (list, tuple)) or not all(isinstance(f, DataFile) for f in added):
             raise TypeError("added must be a list of DataFile")
         if read_files is not None and (
@@ -291,6 +310,12 @@ class Table:
         """
         expr = self._filter(filter)
         self._host.check_writable()  # before any file is written: a refused write leaves none behind
+        if self._def.format == iceberg_tables.ICEBERG:
+            location = self._iceberg_writable()
+            new = to_table(data)
+            if expr is not None and new.num_rows and (pc.sum(matches(new, expr)).as_py() or 0) != new.num_rows:
+                raise ValueError(f"overwrite with a filter: some new rows do not match the filter {expr}")
+            return iceberg_tables.overwrite(self._host, self.name, self.id, location, new, expr)
         table = self._conformed(data)
         if expr is not None and table.num_rows:
             hit = matches(table, expr)
@@ -315,10 +340,11 @@ class Table:
                 commit (see :mod:`catalog.conflicts`).
         """
         self._host.check_writable()
-        self._require_native()
         expr = self._filter(filter)
         if expr is None:
             raise ValueError("delete needs a filter (to remove every row, overwrite with an empty table)")
+        if self._def.format == iceberg_tables.ICEBERG:
+            return iceberg_tables.delete(self._host, self.name, self.id, self._iceberg_writable(), expr)
         return self._host.submit(Delete(table=self.name, table_id=self.id, filter=expr))
 
     @checked
@@ -348,16 +374,22 @@ class Table:
     @checked
     def update_schema(self) -> UpdateSchemaBuilder:
         """Start a schema change: ``.add_column(...).rename_column(...).commit()``."""
-        self._require_native()
+        self._require_native("update_schema")
         return UpdateSchemaBuilder(self)
 
     # -- reads -------------------------------------------------------------------
 
     @checked
     def files(self, filter: object = None) -> list[DataFile]:  # noqa: A002
-        """The live data files a scan with ``filter`` would read (pruned by statistics)."""
-        self._require_native()
+        """The live data files a scan with ``filter`` would read (pruned by statistics).
+
+        For an iceberg table, the data files of pyiceberg's scan plan at the
+        loaded snapshot: ``path`` is the file's full URI and there are no
+        statistics (they stay in the Iceberg manifests).
+        """
         expr = self._filter(filter)
+        if self._def.format == iceberg_tables.ICEBERG:
+            return [iceberg_tables.as_data_file(task) for task in iceberg_tables.plan(self._iceberg()[0], expr)]
         with self._host.reading() as r:
             if r.recorded is not None:
                 r.table_def(self.id)  # in a transaction, reading the data depends on the table still being there
@@ -373,7 +405,6 @@ class Table:
             ValueError: the table is not a native parquet table, ``columns`` names an
                 unknown column, ``limit`` is negative, or the filter names an unknown column.
         """
-        self._require_native()
         expr = self._filter(filter)
         if columns is not None:
             if not isinstance(columns, (list, tuple)) or not all(isinstance(c, str) for c in columns):
@@ -408,6 +439,9 @@ class Scan:
         """The matching rows as record batches, file by file, holding only the selected columns and at most ``limit`` rows."""
         schema = self.table.schema
         out_schema = pa.schema([schema.field(c) for c in self.columns]) if self.columns is not None else schema
+        if self.table.format == iceberg_tables.ICEBERG:
+            yield from iceberg_tables.scan_batches(self.table._iceberg()[0], self.filter, self.columns, self.limit, out_schema)
+            return
         remaining = self.limit
         objects = self.table._host.objects
         for entry in self.files():
