@@ -239,6 +239,12 @@ def load(host: Any, name: str, table_id: str, metadata_location: str) -> tuple[I
     return table, catalog
 
 
+def read_only(metadata_location: str) -> IcebergTable:
+    """pyiceberg's ``Table`` at ``metadata_location`` for reading only (a Spark read task's: it commits nothing)."""
+    return IcebergTable(("lakekv", "read"), read_metadata(metadata_location), metadata_location,
+                        file_io(metadata_location), NoopCatalog("lakekv"))
+
+
 def check_writable(name: str, properties: dict[str, str]) -> None:
     """Refuse a write to a table another catalog owns (registered over REST).
 
@@ -338,14 +344,23 @@ def scan_batches(
 # -- writes -----------------------------------------------------------------------------
 
 
-def append(host: Any, name: str, table_id: str, metadata_location: str, data: pa.Table) -> int | None:
-    """Append ``data``: its files written once, then a fast append committed (redone on the winner's state after a lost race)."""
+def write_data_files(metadata_location: str, data: pa.Table) -> list[Any]:
+    """Write ``data`` as Iceberg data files of the table at ``metadata_location``; commit nothing.
+
+    Raises:
+        ValueError: ``data`` does not fit the table's schema (pyiceberg's check, naming the columns).
+    """
     from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible, _dataframe_to_data_files
 
-    table, _ = load(host, name, table_id, metadata_location)
-    metadata = table.metadata
+    metadata = read_metadata(metadata_location)
     _check_pyarrow_schema_compatible(metadata.schema(), provided_schema=data.schema, format_version=metadata.format_version)
-    files = list(_dataframe_to_data_files(table_metadata=metadata, df=data, io=table.io)) if data.num_rows else []
+    if not data.num_rows:
+        return []
+    return list(_dataframe_to_data_files(table_metadata=metadata, df=data, io=file_io(metadata_location)))
+
+
+def append_files(host: Any, name: str, table_id: str, metadata_location: str, files: list[Any]) -> int | None:
+    """Commit Iceberg data files as one fast append (redone on the winner's state after a lost race)."""
 
     def add(current: IcebergTable) -> None:
         with current.transaction() as tx:
@@ -354,6 +369,11 @@ def append(host: Any, name: str, table_id: str, metadata_location: str, data: pa
                     snapshot.append_data_file(data_file)
 
     return commit_retrying(host, name, table_id, metadata_location, add)
+
+
+def append(host: Any, name: str, table_id: str, metadata_location: str, data: pa.Table) -> int | None:
+    """Append ``data``: its files written once, then committed by :func:`append_files`."""
+    return append_files(host, name, table_id, metadata_location, write_data_files(metadata_location, data))
 
 
 def overwrite(host: Any, name: str, table_id: str, metadata_location: str, data: pa.Table, expr: pc.Expression | None) -> int | None:

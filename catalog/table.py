@@ -292,6 +292,43 @@ class Table:
         return self._host.submit(op)
 
     @checked
+    def append_data_files(self, added: list[Any]) -> int | None:
+        """Append Iceberg data files (pyiceberg ``DataFile``, written e.g. by Spark tasks) to this iceberg table, in one commit.
+
+        Returns the new lakehouse version (None inside a transaction).
+
+        Raises:
+            TypeError: ``added`` is not a list of pyiceberg DataFile.
+            ValueError: the table is not an iceberg table, or another catalog owns it (registered).
+            ReadOnlyError: the table was loaded from a past version.
+            RetryableConflictError, IncompatibleConflictError: it lost to concurrent commits (see
+                :func:`catalog.iceberg_tables.commit_retrying`).
+        """
+        from pyiceberg.manifest import DataFile as IcebergDataFile
+
+        self._host.check_writable()
+        if self._def.format != iceberg_tables.ICEBERG:
+            raise ValueError(f"table {self.name!r} is a native parquet table: commit its files with commit_files")
+        if not all(isinstance(f, IcebergDataFile) for f in added):
+            raise TypeError(f"table {self.name!r}: added must be a list of pyiceberg DataFile")
+        return iceberg_tables.append_files(self._host, self.name, self.id, self._iceberg_writable(), list(added))
+
+    @checked
+    def iceberg_table(self) -> Any:
+        """pyiceberg's ``Table`` of this iceberg table, at the metadata location it was loaded with.
+
+        Its reads are pyiceberg's (branches, tags, ``inspect``); a commit
+        through it is a lakehouse commit of this table's host, as the table's
+        own writes are.
+
+        Raises:
+            ValueError: the table is a native parquet table.
+        """
+        if self._def.format != iceberg_tables.ICEBERG:
+            raise ValueError(f"table {self.name!r} is a native parquet table: it has no client-written Iceberg metadata")
+        return self._iceberg()[0]
+
+    @checked
     def overwrite(self, data: object, filter: object = None) -> int | None:  # noqa: A002 - the API's word
         """Replace every row (or only the rows matching ``filter``) with ``data``, in one commit.
 
