@@ -69,14 +69,25 @@ def file_io(location: str) -> FileIO:
     return load_file_io(properties={}, location=location)
 
 
+class UnreadableMetadataError(ValueError):
+    """An iceberg table's metadata location names no readable Iceberg metadata file."""
+
+
 def read_metadata(location: str) -> TableMetadata:
-    """The parsed metadata file at ``location`` (cached: metadata files are immutable)."""
+    """The parsed metadata file at ``location`` (cached: metadata files are immutable).
+
+    Raises:
+        UnreadableMetadataError: no file there, or not Iceberg table metadata.
+    """
     with _metadata_lock:
         cached = _metadata_cache.get(location)
         if cached is not None:
             _metadata_cache.move_to_end(location)
             return cached
-    metadata = FromInputFile.table_metadata(file_io(location).new_input(location))
+    try:
+        metadata = FromInputFile.table_metadata(file_io(location).new_input(location))
+    except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        raise UnreadableMetadataError(f"cannot read Iceberg metadata at {location!r}: {exc}") from None
     _remember(location, metadata)
     return metadata
 

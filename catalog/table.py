@@ -163,13 +163,15 @@ class Table:
     def _iceberg(self) -> Any:
         """pyiceberg's view of this iceberg table at its loaded metadata location, and its commit seam."""
         assert self._def.metadata_location is not None  # every iceberg table has a pointer
-        return iceberg_tables.load(self._host, self.name, self.id, self._def.metadata_location)
+        try:
+            return iceberg_tables.load(self._host, self.name, self.id, self._def.metadata_location)
+        except iceberg_tables.UnreadableMetadataError as exc:
+            raise iceberg_tables.UnreadableMetadataError(f"iceberg table {self.name!r}: {exc}") from None
 
     def _iceberg_writable(self) -> str:
         """The metadata location a write starts from; refuses a table another catalog owns."""
         iceberg_tables.check_writable(self.name, self._properties)
-        assert self._def.metadata_location is not None
-        return self._def.metadata_location
+        return str(self._iceberg()[0].metadata_location)  # read (and cached) here: unreadable metadata names the table
 
     def _conformed(self, data: object) -> pa.Table:
         self._require_native("write_files")
