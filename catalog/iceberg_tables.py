@@ -29,11 +29,15 @@ import threading
 import uuid
 from collections import OrderedDict
 from decimal import Decimal
-from typing import Any, Callable, Final
+from typing import Any, Callable, Final, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg import expressions as ice
+from pyiceberg import expressions
+
+# pyiceberg's expression classes take positional arguments at run time, but
+# their pydantic-derived signatures hide that from mypy: built through Any.
+ice: Any = expressions
 from pyiceberg.catalog.noop import NoopCatalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.io import FileIO, load_file_io
@@ -45,7 +49,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import update_table_metadata
 
 from catalog.datafiles import DataFile
-from catalog.errors import NoSuchTableError, RetryableConflictError, StaleObservationError
+from catalog.errors import NoSuchTableError, RetryableConflictError, StaleObservationError, UnreadableMetadataError
 from catalog.ops import CommitMetadata
 from catalog.predicates import And, Compare, Const, IsIn, IsNull, Not, NotNull, Or, Pred, StartsWith, from_expression
 from catalog.schema import with_field_id
@@ -67,10 +71,6 @@ _metadata_lock = threading.Lock()
 def file_io(location: str) -> FileIO:
     """pyiceberg's FileIO for a table location or metadata file (by its scheme)."""
     return load_file_io(properties={}, location=location)
-
-
-class UnreadableMetadataError(ValueError):
-    """An iceberg table's metadata location names no readable Iceberg metadata file."""
 
 
 def read_metadata(location: str) -> TableMetadata:
@@ -138,14 +138,14 @@ def _plain(t: pa.DataType) -> pa.DataType:
 
 # -- filters: a pyarrow expression as an Iceberg expression -----------------------------
 
-_COMPARE: Final[dict[str, Callable[[str, Any], ice.BooleanExpression]]] = {
+_COMPARE: Final[dict[str, Callable[[str, Any], expressions.BooleanExpression]]] = {
     "==": ice.EqualTo, "!=": ice.NotEqualTo, "<": ice.LessThan, "<=": ice.LessThanOrEqual,
     ">": ice.GreaterThan, ">=": ice.GreaterThanOrEqual,
 }
 _LITERAL_TYPES: Final = (bool, int, float, str, Decimal, bytes)
 
 
-def iceberg_filter(expr: pc.Expression | None, exact: bool) -> ice.BooleanExpression | None:
+def iceberg_filter(expr: pc.Expression | None, exact: bool) -> expressions.BooleanExpression | None:
     """``expr`` as an Iceberg row filter (None: no filter).
 
     With ``exact``, None also when some part has no Iceberg form (the caller
@@ -154,11 +154,12 @@ def iceberg_filter(expr: pc.Expression | None, exact: bool) -> ice.BooleanExpres
     planning; the caller applies ``expr`` to the rows read).
     """
     if expr is None:
-        return ice.AlwaysTrue()
-    return _convert(from_expression(expr), exact, negated=False)
+        return expressions.AlwaysTrue()
+    return cast("expressions.BooleanExpression | None", _convert(from_expression(expr), exact, negated=False))
 
 
-def _convert(pred: Pred, exact: bool, negated: bool) -> ice.BooleanExpression | None:
+def _convert(pred: Pred, exact: bool, negated: bool) -> Any:
+    """``pred`` as a pyiceberg ``BooleanExpression``, or None (see :func:`iceberg_filter`)."""
     if isinstance(pred, Const):
         if pred.value is None:
             return None
@@ -239,7 +240,7 @@ class HostCatalog(NoopCatalog):
             io.delete(location)  # never published: nobody can have read it
             raise
         _remember(location, metadata)
-        return CommitTableResponse(metadata=metadata, metadata_location=location)
+        return CommitTableResponse.model_construct(metadata=metadata, metadata_location=location)
 
 
 def load(host: Any, name: str, table_id: str, metadata_location: str) -> tuple[IcebergTable, HostCatalog]:

@@ -20,6 +20,7 @@ from catalog import iceberg_tables
 from catalog.arguments import checked
 from catalog.access import CatalogReader
 from catalog.datafiles import DataFile, read_file, write_files
+from catalog.errors import UnreadableMetadataError
 from catalog.names import Namespace, join
 from catalog.ops import Append, Delete, Op, Overwrite, UpdateProperties, UpdateSchema
 from catalog.planning import matches, prune
@@ -165,8 +166,8 @@ class Table:
         assert self._def.metadata_location is not None  # every iceberg table has a pointer
         try:
             return iceberg_tables.load(self._host, self.name, self.id, self._def.metadata_location)
-        except iceberg_tables.UnreadableMetadataError as exc:
-            raise iceberg_tables.UnreadableMetadataError(f"iceberg table {self.name!r}: {exc}") from None
+        except UnreadableMetadataError as exc:
+            raise UnreadableMetadataError(f"iceberg table {self.name!r}: {exc}") from None
 
     def _iceberg_writable(self) -> str:
         """The metadata location a write starts from; refuses a table another catalog owns."""

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import catalog
 from catalog import DataFile, ReadOnlyError, RetryableConflictError, SchemaMismatchError, Table
-from catalog.iceberg_tables import UnreadableMetadataError
+from catalog.errors import UnreadableMetadataError
 from kvstore.errors import TransactionClosedError
 
 from catalog_util import ORDERS, orders
