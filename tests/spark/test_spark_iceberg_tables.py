@@ -79,6 +79,31 @@ def test_show_tables_lists_an_iceberg_table_beside_native_ones(spark: SparkSessi
     assert listed == ["events", "native"]
 
 
+def test_show_tables_loads_no_table(spark: SparkSession, ns: str, lake_catalog: str, tmp_path: Path) -> None:
+    # A table whose Iceberg metadata is gone cannot be loaded; the listing of its namespace still works.
+    spark.sql(f"CREATE TABLE {ns}.native (id BIGINT)")
+    with catalog.open(lake_catalog, poll_interval_s=0, background_maintenance=False) as lake:
+        lake.create_table(
+            f"{short(ns)}.broken", format="iceberg", location=f"file://{tmp_path}/broken",
+            metadata_location=f"file://{tmp_path}/broken/metadata/00000-gone.metadata.json",
+        )
+    assert sorted(r.tableName for r in spark.sql(f"SHOW TABLES IN {ns}").collect()) == ["broken", "native"]
+    with pytest.raises(PySparkException, match=r"broken.*cannot read Iceberg metadata"):
+        spark.sql(f"SELECT * FROM {ns}.broken").collect()
+
+
+def test_register_exposes_iceberg_tables_to_spark_sql(
+    spark: SparkSession, ns: str, rest: RestCatalog, lake_catalog: str
+) -> None:
+    from catalog.spark.sql_names import register
+
+    events(rest, ns)
+    with catalog.open(lake_catalog, poll_interval_s=0, background_maintenance=False) as lake:
+        registration = register(spark, lake, short(ns))
+    assert registration.tables == [f"{short(ns)}.events"] and registration.skipped == {}
+    assert rows(spark, f"SELECT id FROM `{short(ns)}.events` WHERE id > 3") == [(4,), (5,)]
+
+
 def test_select_with_filters_describe_and_ctas(spark: SparkSession, ns: str, rest: RestCatalog) -> None:
     name, table = events(rest, ns)
     expected = sorted(tuple(r.values()) for r in table.refresh().scan().to_arrow().to_pylist())
