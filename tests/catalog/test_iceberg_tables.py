@@ -264,3 +264,16 @@ def test_pyiceberg_appends_racing_python_api_appends_lose_nothing(
     expected = list(range(25)) + list(range(1000, 1025))
     assert sorted(lake.load_table(name).scan(columns=["id"]).to_arrow().column("id").to_pylist()) == expected
     assert sorted(rest.load_table(name).scan().to_arrow().column("id").to_pylist()) == expected
+
+
+def test_a_commit_that_cannot_land_leaves_no_metadata_file(lake: catalog.Lakehouse, rest: RestCatalog, ns: str) -> None:
+    # The fault: the table is dropped between the handle's load and its commit, so the pointer swap fails.
+    name = events(rest, ns)
+    stale = lake.load_table(name)
+    metadata_dir = Path(stale.location.removeprefix("file://")) / "metadata"
+    before = sorted(p.name for p in metadata_dir.glob("*.metadata.json"))
+    lake.drop_table(name)
+    with pytest.raises((catalog.errors.NoSuchTableError, catalog.errors.IncompatibleConflictError)):
+        stale.append(pa.table({"id": [7], "name": ["g"]}))
+    assert sorted(p.name for p in metadata_dir.glob("*.metadata.json")) == before
+    assert not lake.table_exists(name)
