@@ -277,3 +277,17 @@ def test_a_commit_that_cannot_land_leaves_no_metadata_file(lake: catalog.Lakehou
         stale.append(pa.table({"id": [7], "name": ["g"]}))
     assert sorted(p.name for p in metadata_dir.glob("*.metadata.json")) == before
     assert not lake.table_exists(name)
+
+
+def test_a_durable_transaction_stages_an_append_until_its_commit(
+    lake: catalog.Lakehouse, rest: RestCatalog, ns: str
+) -> None:
+    name = events(rest, ns)
+    tx = lake.begin_durable()
+    assert tx.load_table(name).append(pa.table({"id": [6], "name": ["f"]})) is None  # staged
+    assert tx.load_table(name).scan().count() == 6
+    lake.refresh()
+    assert lake.load_table(name).scan().count() == 5 == len(rest.load_table(name).scan().to_arrow())
+    tx.commit()
+    lake.refresh()
+    assert lake.load_table(name).scan().count() == 6 == len(rest.load_table(name).scan().to_arrow())
