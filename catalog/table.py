@@ -6,6 +6,11 @@ returns the new lakehouse version), a multi-table or durable transaction
 (writes are applied to, or staged in, the transaction and become visible at
 its commit; they return None), or a read-only past version (writes raise
 :class:`~catalog.errors.ReadOnlyError`).
+
+A table of format ``"iceberg"`` (created over the Iceberg REST API, its
+metadata written by Iceberg clients) has the same reads and ``append``,
+``overwrite`` and ``delete``, made by pyiceberg and committed as a pointer
+swap through the same host (:mod:`catalog.iceberg_tables`).
 """
 
 from __future__ import annotations
@@ -94,6 +99,7 @@ class Table:
         self.short_name = name
         self._def = definition
         self._properties = properties
+        self._iceberg_schema: pa.Schema | None = None  # an iceberg table's, read from its metadata on first use
 
     def __repr__(self) -> str:
         return f"Table({self.name!r}, id={self.id}, format={self.format})"
@@ -128,7 +134,9 @@ class Table:
         metadata location the table was loaded with).
         """
         if self._def.format == iceberg_tables.ICEBERG:
-            return iceberg_tables.arrow_schema(self._iceberg()[0].metadata)
+            if self._iceberg_schema is None:  # the handle is a snapshot: its schema never changes
+                self._iceberg_schema = iceberg_tables.arrow_schema(self._iceberg()[0].metadata)
+            return self._iceberg_schema
         assert self._def.schema is not None  # every native table has one
         return self._def.schema
 
@@ -203,9 +211,14 @@ class Table:
     def append(self, data: object) -> int | None:
         """Add rows in one commit; returns the new lakehouse version (None inside a transaction).
 
+        An iceberg table's rows are written by pyiceberg's writer and committed
+        as a fast append (see :mod:`catalog.iceberg_tables`).
+
         Raises:
             TypeError: ``data`` is not Arrow data.
-            ValueError: the table is not a native parquet table.
+            ValueError: an iceberg table registered from another catalog, or rows that do
+                not fit an iceberg table's schema (pyiceberg's check names the column).
+            UnreadableMetadataError: an iceberg table's metadata file cannot be read.
             SchemaMismatchError: a column is missing, extra, or of another type.
             ReadOnlyError: the table was loaded from a past version (or the host's own
                 error: ``TransactionClosedError`` for an ended transaction).
@@ -341,8 +354,9 @@ class Table:
 
         Raises:
             TypeError: ``data`` is not Arrow data, or ``filter`` not an expression.
-            ValueError: the table is not a native parquet table, a new row does not
-                match ``filter``, or the filter names an unknown column.
+            ValueError: a new row does not match ``filter``, or the filter names an unknown
+                column; for an iceberg table also a filter with no exact Iceberg form, or
+                a table registered from another catalog.
             SchemaMismatchError: ``data`` does not fit the table's schema.
             ReadOnlyError: the table was loaded from a past version.
             RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
@@ -373,8 +387,9 @@ class Table:
 
         Raises:
             TypeError: ``filter`` is not an expression.
-            ValueError: the table is not a native parquet table, ``filter`` is None, or it
-                names an unknown column.
+            ValueError: ``filter`` is None, or it names an unknown column; for an iceberg
+                table (deleted by pyiceberg's copy-on-write delete) also a filter with no
+                exact Iceberg form, or a table registered from another catalog.
             ReadOnlyError: the table was loaded from a past version.
             RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
                 commit (see :mod:`catalog.conflicts`).
@@ -442,8 +457,8 @@ class Table:
 
         Raises:
             TypeError: ``filter`` is not an expression, or ``columns`` not a list of str.
-            ValueError: the table is not a native parquet table, ``columns`` names an
-                unknown column, ``limit`` is negative, or the filter names an unknown column.
+            ValueError: ``columns`` names an unknown column, ``limit`` is negative, or the
+                filter names an unknown column.
         """
         expr = self._filter(filter)
         if columns is not None:
