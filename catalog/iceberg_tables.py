@@ -28,6 +28,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import OrderedDict
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Callable, Final, cast
 
@@ -145,6 +146,11 @@ _COMPARE: Final[dict[str, Callable[[str, Any], expressions.BooleanExpression]]] 
 _LITERAL_TYPES: Final = (bool, int, float, str, Decimal, bytes)
 
 
+def _literal(value: Any) -> bool:
+    """Whether pyiceberg takes ``value`` as a literal with the same meaning (a timestamp's zone may differ: not taken)."""
+    return isinstance(value, _LITERAL_TYPES) or (isinstance(value, date) and not isinstance(value, datetime))
+
+
 def iceberg_filter(expr: pc.Expression | None, exact: bool) -> expressions.BooleanExpression | None:
     """``expr`` as an Iceberg row filter (None: no filter).
 
@@ -166,12 +172,12 @@ def _convert(pred: Pred, exact: bool, negated: bool) -> Any:
         return ice.AlwaysTrue() if pred.value else ice.AlwaysFalse()
     if isinstance(pred, Compare):
         value = pred.value.as_py()
-        if not isinstance(value, _LITERAL_TYPES) or value is None:
+        if not _literal(value):
             return None
         return _COMPARE[pred.op](pred.column, value)
     if isinstance(pred, IsIn):
         values = [v for v in pred.values.to_pylist() if v is not None]
-        if not all(isinstance(v, _LITERAL_TYPES) for v in values) or len(values) != len(pred.values):
+        if not all(_literal(v) for v in values) or len(values) != len(pred.values):
             return None
         return ice.In(pred.column, values) if values else ice.AlwaysFalse()
     if isinstance(pred, IsNull):

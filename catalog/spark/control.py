@@ -728,10 +728,11 @@ class ControlPlane:
         with self._session(args) as session:
             table = session.load_table(name)
         try:
-            exact_condition(args.get("filters"), table.schema)
+            condition = exact_condition(args.get("filters"), table.schema)
         except ValueError:
             return False
-        return True
+        # An iceberg table's delete is pyiceberg's: the condition must have an exact Iceberg form too.
+        return table.format != iceberg_tables.ICEBERG or iceberg_tables.iceberg_filter(condition, exact=True) is not None
 
     def op_delete_where(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """``DELETE FROM t WHERE ...``: one catalog commit; files the condition covers go unread.

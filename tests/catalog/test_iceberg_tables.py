@@ -291,3 +291,10 @@ def test_a_durable_transaction_stages_an_append_until_its_commit(
     tx.commit()
     lake.refresh()
     assert lake.load_table(name).scan().count() == 6 == len(rest.load_table(name).scan().to_arrow())
+
+
+def test_date_literals_translate_and_timestamps_do_not() -> None:
+    import datetime as dt
+
+    assert "DateLiteral(19724)" in str(iceberg_filter(pc.field("day") == pc.scalar(dt.date(2024, 1, 2)), exact=True))
+    assert iceberg_filter(pc.field("at") == pc.scalar(dt.datetime(2024, 1, 2)), exact=True) is None
