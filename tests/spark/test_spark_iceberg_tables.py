@@ -196,6 +196,8 @@ def test_delete_from_spark_and_refused_update(spark: SparkSession, ns: str, rest
     assert [r["id"] for r in rest.load_table(f"{short(ns)}.events").scan().to_arrow().to_pylist()].count(2) == 0
     with pytest.raises(PySparkException, match=r"UPDATE .*events: an iceberg table .* not a rewrite of its files"):
         spark.sql(f"UPDATE {name} SET score = 0 WHERE id = 1")
+    with pytest.raises(PySparkException, match=r"MERGE .*events: an iceberg table .* not a rewrite of its files"):
+        spark.sql(f"MERGE INTO {name} t USING (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN DELETE")
     assert rows(spark, f"SELECT score FROM {name} WHERE id = 1") == [(0.5,)]
 
 
