@@ -298,3 +298,23 @@ def test_date_literals_translate_and_timestamps_do_not() -> None:
 
     assert "DateLiteral(19724)" in str(iceberg_filter(pc.field("day") == pc.scalar(dt.date(2024, 1, 2)), exact=True))
     assert iceberg_filter(pc.field("at") == pc.scalar(dt.datetime(2024, 1, 2)), exact=True) is None
+
+
+def test_a_write_computed_from_an_iceberg_table_conflicts_with_a_commit_to_it_since(
+    lake: catalog.Lakehouse, rest: RestCatalog, ns: str
+) -> None:
+    name = events(rest, ns)
+    read_at = lake.refresh()
+    rest.create_table(f"{ns}.copy", schema=EVENTS)
+    unchanged = lake.begin_durable()
+    unchanged.require_unchanged(name, read_at)
+    unchanged.load_table(f"{ns}.copy").append(pa.table({"id": [1], "name": ["a"]}))
+    unchanged.commit()  # nothing committed to the table read since: the write lands
+    changed = lake.begin_durable()
+    changed.require_unchanged(name, lake.refresh())
+    changed.load_table(f"{ns}.copy").append(pa.table({"id": [2], "name": ["b"]}))
+    rest.load_table(name).append(pa.table({"id": [6], "name": ["f"]}, schema=EVENTS))  # moves the pointer
+    with pytest.raises(catalog.errors.RetryableConflictError, match="got a commit since it was read"):
+        changed.commit()
+    lake.refresh()
+    assert lake.load_table(f"{ns}.copy").scan(columns=["id"]).to_arrow().column("id").to_pylist() == [1]
