@@ -114,6 +114,8 @@ def test_select_with_filters_describe_and_ctas(spark: SparkSession, ns: str, res
     assert (described["id"], described["name"], described["score"]) == ("bigint", "string", "double")
     spark.sql(f"CREATE TABLE {ns}.copy AS SELECT * FROM {name} WHERE id < 4")
     assert rows(spark, f"SELECT * FROM {ns}.copy") == [e for e in expected if e[0] < 4]
+    spark.sql(f"INSERT INTO {ns}.copy SELECT * FROM {name} WHERE id >= 4")  # the read is checked at the commit
+    assert rows(spark, f"SELECT * FROM {ns}.copy") == expected
 
 
 def test_renamed_column_reads_by_field_id(spark: SparkSession, ns: str, rest: RestCatalog) -> None:
