@@ -35,10 +35,6 @@ from typing import Any, Callable, Final, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg import expressions
-
-# pyiceberg's expression classes take positional arguments at run time, but
-# their pydantic-derived signatures hide that from mypy: built through Any.
-ice: Any = expressions
 from pyiceberg.catalog.noop import NoopCatalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.io import FileIO, load_file_io
@@ -54,6 +50,10 @@ from catalog.errors import NoSuchTableError, RetryableConflictError, StaleObserv
 from catalog.ops import CommitMetadata
 from catalog.predicates import And, Compare, Const, IsIn, IsNull, Not, NotNull, Or, Pred, StartsWith, from_expression
 from catalog.schema import with_field_id
+
+# pyiceberg's expression classes take positional arguments at run time, but
+# their pydantic-derived signatures hide that from mypy: built through Any.
+ice: Any = expressions
 
 ICEBERG: Final = "iceberg"
 # Set (to "true") on a table adopted with REST registerTable: its metadata
