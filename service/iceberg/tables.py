@@ -39,7 +39,6 @@ from pyiceberg.table.sorting import SortOrder
 from pyiceberg.table.update import AssertCreate, SetLocationUpdate, update_table_metadata
 
 import catalog
-from catalog.iceberg_tables import REGISTERED_PROPERTY
 from catalog.errors import NoSuchTableError, RetryableConflictError, StaleObservationError
 from kvstore.errors import ConflictError
 from service.errors import ApiError
@@ -280,6 +279,8 @@ def register_table(
     warehouse.check_table_location(metadata.location, other_locations(lake, name), "table location")
     warehouse.check_write_paths(metadata.properties, metadata.location)
     # Marked: the metadata belongs to another catalog, so Spark and the Python API only read it.
+    from catalog.iceberg_tables import REGISTERED_PROPERTY
+
     registered = {REGISTERED_PROPERTY: "true"}
     if body.get("overwrite") and lake.table_exists(name):
         current = load_current(lake, warehouse, name)
