@@ -4,7 +4,8 @@ The server serves a lakehouse in a temporary directory without a token; the
 test puts its address in place of the page's ``http://127.0.0.1:8181`` and
 its directory in place of ``/data/lake``. Each python block runs in its own
 process; they build on each other (pyiceberg creates ``shop.orders``, the
-others read and add to it), as the page says. The block that uses Apache
+others read and add to it; the last reads the plugin's native table as
+Iceberg), as the page says. The block that uses Apache
 Iceberg's Spark runtime runs on the cached Spark 4.1 (jvm_iceberg.py) with
 the cached runtime jar in ``spark.jars`` in place of the page's
 ``spark.jars.packages`` (which would download it at start).
@@ -44,7 +45,7 @@ def iceberg_runtime_run(block: str) -> tuple[str, dict[str, str]]:
 
 def test_the_examples_run_in_order_against_a_server(tmp_path: Path) -> None:
     blocks = re.findall(r"^```python\n(.*?)^```", PAGE.read_text(), flags=re.DOTALL | re.MULTILINE)
-    assert len(blocks) == 5, "pyiceberg, DuckDB, Polars, Spark + Iceberg, Spark + lakekv plugin"
+    assert len(blocks) == 6, "pyiceberg, DuckDB, Polars, Spark + Iceberg, Spark + lakekv plugin, native tables"
     assert all(PAGE_URL in block for block in blocks)
     lake = tmp_path / "lake"
     server = ServerProcess(str(lake), tmp_path / "server.log").start()
