@@ -7,7 +7,7 @@ import hmac
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -36,6 +36,10 @@ class EtcdContext:
     executor: ThreadPoolExecutor
     cluster_id: int
     member_id: int
+    # Coroutines the server awaits when it stops (services' background tasks end there).
+    on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    # Where clients reach this server (``http://host:port``), filled in once the port is bound.
+    client_urls: list[str] = field(default_factory=list)
 
     async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on a worker thread (store calls block on storage)."""

@@ -65,6 +65,9 @@ class LeaseHook(Protocol):
     def on_delete(self, txn: Any, key: bytes, old_lease: int) -> None:
         """``key`` (attached to ``old_lease``, 0: none) is being deleted."""
 
+    def is_alive(self, lease: int) -> bool:
+        """Whether a key attached to ``lease`` is visible now (reads at the head skip it otherwise)."""
+
 
 def encode(value: bytes, create_revision: int, version: int, lease: int) -> bytes:
     return _HEADER.pack(create_revision, version, lease) + value
@@ -93,23 +96,31 @@ class _Reader(Protocol):
     def items(self, lo: bytes, hi: bytes) -> Iterator[kv_pb2.KeyValue]: ...
 
 
+# Whether a lease is alive (LeaseHook.is_alive); None: show every key (reads of history).
+Live = Callable[[int], bool] | None
+
+
 class _SnapshotReader:
-    def __init__(self, snapshot: Any) -> None:
+    def __init__(self, snapshot: Any, live: Live = None) -> None:
         self._snapshot = snapshot
+        self._live = live
 
     def items(self, lo: bytes, hi: bytes) -> Iterator[kv_pb2.KeyValue]:
         if hi <= lo:
             return
         for key, raw, revision in self._snapshot.scan_with_revision(lo, hi):
-            yield decode(key, raw, revision)
+            kv = decode(key, raw, revision)
+            if not kv.lease or self._live is None or self._live(kv.lease):
+                yield kv
 
 
 class _TxnReader:
     """Reads inside a writing transaction: its own writes (``own``, PENDING revisions) over its view."""
 
-    def __init__(self, txn: Any, own: dict[bytes, kv_pb2.KeyValue | None]) -> None:
+    def __init__(self, txn: Any, own: dict[bytes, kv_pb2.KeyValue | None], live: Live = None) -> None:
         self._txn = txn
         self._own = own
+        self._live = live
 
     def items(self, lo: bytes, hi: bytes) -> Iterator[kv_pb2.KeyValue]:
         if hi <= lo:
@@ -120,7 +131,9 @@ class _TxnReader:
                 yield mine
             else:
                 _, revision = self._txn.get_with_revision(key)
-                yield decode(key, raw, revision)
+                kv = decode(key, raw, revision)
+                if not kv.lease or self._live is None or self._live(kv.lease):
+                    yield kv
 
 
 def _is_write(ops: Any) -> bool:
@@ -228,11 +241,17 @@ def _compare_kv(compare: pb.Compare, kv: kv_pb2.KeyValue) -> bool:
     raise ValueError(f"unknown compare result {result}")
 
 
+def _ordinal(revision: int) -> int:
+    """A revision for ordering and bounds: one still PENDING in this txn is newer than every committed one
+    (else a lock waiter's own new key would sort first by create revision and take the lock)."""
+    return (1 << 63) - 1 if revision == PENDING else revision
+
+
 _SORT_KEYS: Final[dict[int, Callable[[kv_pb2.KeyValue], Any]]] = {
     pb.RangeRequest.KEY: lambda kv: kv.key,
     pb.RangeRequest.VERSION: lambda kv: kv.version,
-    pb.RangeRequest.CREATE: lambda kv: kv.create_revision,
-    pb.RangeRequest.MOD: lambda kv: kv.mod_revision,
+    pb.RangeRequest.CREATE: lambda kv: _ordinal(kv.create_revision),
+    pb.RangeRequest.MOD: lambda kv: _ordinal(kv.mod_revision),
     pb.RangeRequest.VALUE: lambda kv: kv.value,
 }
 
@@ -244,13 +263,13 @@ def _range(reader: _Reader, request: pb.RangeRequest, revision: int) -> pb.Range
     if request.count_only:
         return pb.RangeResponse(header=pb.ResponseHeader(revision=revision), count=count)
     if request.max_mod_revision:
-        kvs = [kv for kv in kvs if kv.mod_revision <= request.max_mod_revision]
+        kvs = [kv for kv in kvs if _ordinal(kv.mod_revision) <= request.max_mod_revision]
     if request.min_mod_revision:
-        kvs = [kv for kv in kvs if kv.mod_revision >= request.min_mod_revision]
+        kvs = [kv for kv in kvs if _ordinal(kv.mod_revision) >= request.min_mod_revision]
     if request.max_create_revision:
-        kvs = [kv for kv in kvs if kv.create_revision <= request.max_create_revision]
+        kvs = [kv for kv in kvs if _ordinal(kv.create_revision) <= request.max_create_revision]
     if request.min_create_revision:
-        kvs = [kv for kv in kvs if kv.create_revision >= request.min_create_revision]
+        kvs = [kv for kv in kvs if _ordinal(kv.create_revision) >= request.min_create_revision]
     order = request.sort_order
     if request.sort_target != pb.RangeRequest.KEY and order == pb.RangeRequest.NONE:
         order = pb.RangeRequest.ASCEND
@@ -283,7 +302,7 @@ class _WriteRun:
         self.keyspace = keyspace
         self.txn = txn
         self.own: dict[bytes, kv_pb2.KeyValue | None] = {}
-        self.reader = _TxnReader(txn, self.own)
+        self.reader = _TxnReader(txn, self.own, keyspace.live())
         self.begin = txn.start_seq
 
     @property
@@ -389,6 +408,10 @@ class Keyspace:
         self.store = store
         self.leases: LeaseHook | None = None
 
+    def live(self) -> Live:
+        """What decides whether a key with a lease is visible at the head: the lease hook, if any."""
+        return self.leases.is_alive if self.leases is not None else None
+
     # -- reads ----------------------------------------------------------------
 
     def range(self, request: pb.RangeRequest) -> pb.RangeResponse:
@@ -401,7 +424,7 @@ class Keyspace:
         with self.store.snapshot(fresh=None if not request.serializable else False) as snapshot:
             if request.revision > 0:
                 return self.range_at(request, request.revision, header=snapshot.seq)
-            return _range(_SnapshotReader(snapshot), request, snapshot.seq)
+            return _range(_SnapshotReader(snapshot, self.live()), request, snapshot.seq)
 
     def range_at(self, request: pb.RangeRequest, revision: int, header: int) -> pb.RangeResponse:
         """Range as of ``revision`` (the response header says ``header``, etcd's current revision)."""
@@ -467,7 +490,7 @@ class _ReadOnlyTxn:
     def __init__(self, keyspace: Keyspace, snapshot: Any) -> None:
         self.keyspace = keyspace
         self.snapshot = snapshot
-        self.reader = _SnapshotReader(snapshot)
+        self.reader = _SnapshotReader(snapshot, keyspace.live())
 
     def txn_request(self, request: pb.TxnRequest) -> pb.TxnResponse:
         succeeded = all(_compare(self.reader, compare) for compare in request.compare)

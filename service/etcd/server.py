@@ -51,7 +51,7 @@ import grpc.aio
 
 from kvstore.store import Store
 from service.config import ServerConfig
-from service.etcd import auth, errors, kv, watch
+from service.etcd import auth, election, errors, kv, lease, lock, maintenance, watch
 from service.etcd.context import EtcdContext
 from service.etcd.keyspace import Keyspace
 
@@ -100,6 +100,10 @@ SERVICES: list[Callable[[EtcdContext, grpc.aio.Server], None]] = [
     kv.add_to_server,
     watch.add_to_server,
     auth.add_to_server,
+    lease.add_to_server,  # before lock and election, which use its leases
+    lock.add_to_server,
+    election.add_to_server,
+    maintenance.add_to_server,
 ]
 
 
@@ -113,6 +117,8 @@ class EtcdServer:
 
     async def stop(self, grace_s: float) -> None:
         await self.server.stop(grace_s)
+        for stop in self.context.on_stop:
+            await stop()
         self.context.executor.shutdown(wait=False)
 
 
@@ -158,6 +164,7 @@ async def start(config: ServerConfig, store: Store) -> EtcdServer:
     bound = server.add_insecure_port(address)
     if bound == 0:
         raise RuntimeError(f"could not bind the etcd API to {config.etcd_listen}")
+    context.client_urls.append(f"http://{address.rpartition(':')[0]}:{bound}")
     await server.start()
     _log.info("etcd v3 API on %s:%d", host, bound)
     return EtcdServer(server, context, bound)
