@@ -45,6 +45,8 @@ from service.etcd.api.mvccpb import kv_pb2
 KEYS: Final = RESERVED + b"etcd/k/"
 _KEYS_END: Final = KEYS[:-1] + bytes([KEYS[-1] + 1])  # just past every key under KEYS
 _HEADER: Final = struct.Struct(">qqq")
+# A marker committed once in a fresh store (see Keyspace.start_at_etcds_first_revision).
+GENESIS: Final = RESERVED + b"etcd/genesis"
 # etcd's --max-txn-ops default.
 MAX_TXN_OPS: Final = 128
 M = TypeVar("M", bound=Message)
@@ -407,6 +409,25 @@ class Keyspace:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.leases: LeaseHook | None = None
+
+    def start_at_etcds_first_revision(self) -> None:
+        """Bring a fresh store (revision 0) to revision 1, where an empty etcd starts.
+
+        clientv3's concurrency recipes wait for keys created before their own
+        (``waitDeletes(pfx, rev - 1)``) and read a bound of 0 as "no bound":
+        a campaign whose key got revision 1 would wait for its own key forever
+        (``etcdctl elect`` on a fresh store). So the first etcd write must be
+        at revision 2, as on etcd: one commit of a reserved marker, by the
+        first server on the store (others find it and write nothing).
+        """
+        if self.latest() > 0:
+            return
+
+        def mark(txn: Any) -> None:
+            if txn.get(GENESIS) is None:
+                txn.put(GENESIS, b"")
+
+        self.store.run(mark)
 
     def live(self) -> Live:
         """What decides whether a key with a lease is visible at the head: the lease hook, if any."""

@@ -158,6 +158,7 @@ async def start(config: ServerConfig, store: Store) -> EtcdServer:
         # The cluster is the store (every server on it shares the id); a member is one server process.
         cluster_id=_id64(store.url.encode()), member_id=_id64(store.writer_id.encode()),
     )
+    await context.blocking(context.keyspace.start_at_etcds_first_revision)
     for add in SERVICES:
         add(context, server)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
