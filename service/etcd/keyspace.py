@@ -57,6 +57,9 @@ PENDING: Final = -1
 class LeaseHook(Protocol):
     """What the Lease service does when keys are written (called inside the writing transaction)."""
 
+    def check(self, txn: Any, lease: int) -> None:
+        """Raise errors.LEASE_NOT_FOUND unless ``lease`` (not 0) is alive."""
+
     def on_put(self, txn: Any, key: bytes, old_lease: int, new_lease: int) -> int | None:
         """Attach ``key`` to ``new_lease`` (0: none); return the row's expiry (ms since the epoch) or None.
 
@@ -149,25 +152,43 @@ def _is_write(ops: Any) -> bool:
 
 
 def check_txn(request: pb.TxnRequest) -> None:
-    """etcd's checks of a txn before anything runs: op count and the same key written twice.
+    """etcd's checks of a txn before anything runs (v3rpc ``checkTxnRequest`` then ``checkIntervals``):
+    op counts, empty keys, flags, in every branch, then the same key written twice.
 
     Raises:
-        errors.EtcdError: TOO_MANY_OPS, DUPLICATE_KEY, EMPTY_KEY.
+        errors.EtcdError: TOO_MANY_OPS, EMPTY_KEY, VALUE_PROVIDED, LEASE_PROVIDED, KEY_NOT_FOUND, DUPLICATE_KEY.
     """
-    _check_ops_count(request)
+    _check_txn_request(request, MAX_TXN_OPS)
     _intervals(request.success)
     _intervals(request.failure)
 
 
-def _check_ops_count(request: pb.TxnRequest) -> None:
-    if len(request.compare) > MAX_TXN_OPS or len(request.success) > MAX_TXN_OPS or len(request.failure) > MAX_TXN_OPS:
+def check_put(request: pb.PutRequest) -> None:
+    if not request.key:
+        raise errors.EMPTY_KEY
+    if request.ignore_value and request.value:
+        raise errors.VALUE_PROVIDED
+    if request.ignore_lease and request.lease:
+        raise errors.LEASE_PROVIDED
+
+
+def _check_txn_request(request: pb.TxnRequest, max_ops: int) -> None:
+    ops = max(len(request.compare), len(request.success), len(request.failure))
+    if ops > max_ops:
         raise errors.TOO_MANY_OPS
+    if any(not compare.key for compare in request.compare):
+        raise errors.EMPTY_KEY
     for op in (*request.success, *request.failure):
         kind = op.WhichOneof("request")
-        if kind == "request_txn":
-            _check_ops_count(op.request_txn)
-        elif kind is not None and not getattr(op, kind).key:
-            raise errors.EMPTY_KEY
+        if kind == "request_range" or kind == "request_delete_range":
+            if not getattr(op, kind).key:
+                raise errors.EMPTY_KEY
+        elif kind == "request_put":
+            check_put(op.request_put)
+        elif kind == "request_txn":
+            _check_txn_request(op.request_txn, max_ops - ops)
+        else:
+            raise errors.KEY_NOT_FOUND  # etcd's answer to an empty op
 
 
 def _intervals(ops: Any) -> tuple[set[bytes], list[tuple[bytes, bytes]]]:
@@ -249,6 +270,26 @@ def _ordinal(revision: int) -> int:
     return (1 << 63) - 1 if revision == PENDING else revision
 
 
+def compare_path(reader: _Reader, request: pb.TxnRequest) -> list[bool]:
+    """The outcome of every compare on the branches a txn takes, in execution order, all read before
+    any op runs (etcd's ``compareToPath``: a nested txn's compares do not see the outer txn's writes)."""
+    succeeded = all(_compare(reader, compare) for compare in request.compare)
+    path = [succeeded]
+    for op in request.success if succeeded else request.failure:
+        if op.WhichOneof("request") == "request_txn":
+            path.extend(compare_path(reader, op.request_txn))
+    return path
+
+
+def ops_on_path(request: pb.TxnRequest, path: Iterator[bool]) -> Iterator[Any]:
+    """The non-txn ops a txn runs along ``path`` (as etcd's ``checkRequests`` visits them)."""
+    for op in request.success if next(path) else request.failure:
+        if op.WhichOneof("request") == "request_txn":
+            yield from ops_on_path(op.request_txn, path)
+        else:
+            yield op
+
+
 _SORT_KEYS: Final[dict[int, Callable[[kv_pb2.KeyValue], Any]]] = {
     pb.RangeRequest.KEY: lambda kv: kv.key,
     pb.RangeRequest.VERSION: lambda kv: kv.version,
@@ -318,29 +359,44 @@ class _WriteRun:
     def range(self, request: pb.RangeRequest) -> pb.RangeResponse:
         _check_range_request(request)
         if request.revision > 0:
-            return self.keyspace.range_at(request, request.revision, header=self.read_revision())
+            return self.keyspace.range_at(request, request.revision, header=self.read_revision(), current=self.begin)
         return _range(self.reader, request, self.read_revision())
 
-    def put(self, request: pb.PutRequest) -> pb.PutResponse:
-        if not request.key:
-            raise errors.EMPTY_KEY
-        if request.ignore_value and request.value:
-            raise errors.VALUE_PROVIDED
-        if request.ignore_lease and request.lease:
-            raise errors.LEASE_PROVIDED
+    def _check_requests(self, request: pb.TxnRequest, path: list[bool]) -> None:
+        """etcd's checks of the ops a txn will run, on the view before any of them: puts' leases and
+        ignore_* flags first, then ranges' revisions (apply.go ``checkRequests``)."""
+        ops = list(ops_on_path(request, iter(path)))
+        for op in ops:
+            if op.WhichOneof("request") == "request_put":
+                self._check_put(op.request_put)
+        for op in ops:
+            if op.WhichOneof("request") == "request_range" and op.request_range.revision > 0:
+                self.keyspace.check_revision(op.request_range.revision, self.begin)
+
+    def _check_put(self, request: pb.PutRequest) -> kv_pb2.KeyValue | None:
+        """The key's record before the put, after etcd's checks of the put (its lease, then ignore_*)."""
+        if request.lease:
+            hook = self.keyspace.leases
+            if hook is None:
+                raise errors.LEASE_NOT_FOUND
+            hook.check(self.txn, request.lease)
         store_key = KEYS + request.key
         found = list(self.reader.items(store_key, store_key + b"\x00"))
         prev = found[0] if found else None
         if (request.ignore_value or request.ignore_lease) and prev is None:
             raise errors.KEY_NOT_FOUND
+        return prev
+
+    def put(self, request: pb.PutRequest) -> pb.PutResponse:
+        check_put(request)
+        store_key = KEYS + request.key
+        prev = self._check_put(request)
         value = prev.value if request.ignore_value and prev is not None else request.value
         lease = prev.lease if request.ignore_lease and prev is not None else request.lease
         hook = self.keyspace.leases
         expire_at_ms = None
         if hook is not None:
             expire_at_ms = hook.on_put(self.txn, request.key, prev.lease if prev is not None else 0, lease)
-        elif lease:
-            raise errors.LEASE_NOT_FOUND
         version = prev.version + 1 if prev is not None else 1
         create = prev.create_revision if prev is not None else 0
         self.txn.put(store_key, encode(value, create, version, lease), expire_at_ms=expire_at_ms)
@@ -371,9 +427,15 @@ class _WriteRun:
             response.prev_kvs.extend(found)
         return response
 
-    def txn_request(self, request: pb.TxnRequest) -> pb.TxnResponse:
-        succeeded = all(_compare(self.reader, compare) for compare in request.compare)
-        response = pb.TxnResponse(succeeded=succeeded)
+    def txn_request(self, request: pb.TxnRequest, path: Iterator[bool] | None = None) -> pb.TxnResponse:
+        """Run ``request``; a nested txn (given the outer ``path``) has an empty header, as etcd's."""
+        top = path is None
+        if path is None:
+            taken = compare_path(self.reader, request)
+            self._check_requests(request, taken)
+            path = iter(taken)
+        succeeded = next(path)
+        response = pb.TxnResponse(header=pb.ResponseHeader(), succeeded=succeeded)
         for op in request.success if succeeded else request.failure:
             kind = op.WhichOneof("request")
             if kind == "request_range":
@@ -383,10 +445,11 @@ class _WriteRun:
             elif kind == "request_delete_range":
                 response.responses.add().response_delete_range.CopyFrom(self.delete_range(op.request_delete_range))
             elif kind == "request_txn":
-                response.responses.add().response_txn.CopyFrom(self.txn_request(op.request_txn))
+                response.responses.add().response_txn.CopyFrom(self.txn_request(op.request_txn, path))
             else:
                 raise ValueError("a txn op must be a range, put, delete_range or txn request")
-        response.header.revision = self.read_revision()
+        if top:
+            response.header.revision = self.read_revision()
         return response
 
 
@@ -447,10 +510,19 @@ class Keyspace:
                 return self.range_at(request, request.revision, header=snapshot.seq)
             return _range(_SnapshotReader(snapshot, self.live()), request, snapshot.seq)
 
-    def range_at(self, request: pb.RangeRequest, revision: int, header: int) -> pb.RangeResponse:
-        """Range as of ``revision`` (the response header says ``header``, etcd's current revision)."""
-        if revision > self.store.seq and revision > self.latest():
+    def check_revision(self, revision: int, current: int) -> None:
+        """Refuse a read at ``revision`` when the reader's view is at ``current``: FUTURE_REV, COMPACTED."""
+        if revision > current:
             raise errors.FUTURE_REV
+        if revision < self.store.compacted_revision():
+            raise errors.COMPACTED
+
+    def range_at(
+        self, request: pb.RangeRequest, revision: int, header: int, current: int | None = None
+    ) -> pb.RangeResponse:
+        """Range as of ``revision`` (the response header says ``header``; the reader's view is at
+        ``current``, default ``header``)."""
+        self.check_revision(revision, header if current is None else current)
         try:
             snapshot = self.store.at(revision=revision)
         except SnapshotTooOldError:
@@ -513,9 +585,18 @@ class _ReadOnlyTxn:
         self.snapshot = snapshot
         self.reader = _SnapshotReader(snapshot, keyspace.live())
 
-    def txn_request(self, request: pb.TxnRequest) -> pb.TxnResponse:
-        succeeded = all(_compare(self.reader, compare) for compare in request.compare)
-        response = pb.TxnResponse(header=pb.ResponseHeader(revision=self.snapshot.seq), succeeded=succeeded)
+    def txn_request(self, request: pb.TxnRequest, path: Iterator[bool] | None = None) -> pb.TxnResponse:
+        top = path is None
+        if path is None:
+            taken = compare_path(self.reader, request)
+            for op in ops_on_path(request, iter(taken)):
+                if op.request_range.revision > 0:
+                    self.keyspace.check_revision(op.request_range.revision, self.snapshot.seq)
+            path = iter(taken)
+        succeeded = next(path)
+        response = pb.TxnResponse(header=pb.ResponseHeader(), succeeded=succeeded)
+        if top:
+            response.header.revision = self.snapshot.seq
         for op in request.success if succeeded else request.failure:
             kind = op.WhichOneof("request")
             if kind == "request_range":
@@ -526,7 +607,7 @@ class _ReadOnlyTxn:
                     result = _range(self.reader, op.request_range, self.snapshot.seq)
                 response.responses.add().response_range.CopyFrom(result)
             elif kind == "request_txn":
-                response.responses.add().response_txn.CopyFrom(self.txn_request(op.request_txn))
+                response.responses.add().response_txn.CopyFrom(self.txn_request(op.request_txn, path))
             else:
                 raise ValueError("a txn op must be a range, put, delete_range or txn request")
         return response

@@ -86,6 +86,15 @@ class Leases:
 
     # -- the keyspace's hook (inside its writing transaction) ------------------
 
+    def check(self, txn: Any, lease_id: int) -> None:
+        """Refuse a lease that is not alive (a txn checks every put's lease before running any op).
+
+        Raises:
+            errors.EtcdError: LEASE_NOT_FOUND.
+        """
+        if lease_id and not self.table.is_alive(lease_id):
+            raise errors.LEASE_NOT_FOUND
+
     def on_put(self, txn: Any, key: bytes, old_lease: int, new_lease: int) -> None:
         """Attach ``key`` to ``new_lease``: the row carries no expiry (see the module docstring).
 
