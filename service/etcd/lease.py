@@ -92,8 +92,16 @@ class Leases:
         Raises:
             errors.EtcdError: LEASE_NOT_FOUND.
         """
-        if lease_id and not self.table.is_alive(lease_id):
-            raise errors.LEASE_NOT_FOUND
+        self._check_fresh(lease_id)
+
+    def _check_fresh(self, lease_id: int) -> None:
+        # A write reads the record, never a cached deadline: a lease revoked on another server must
+        # not get new keys (its cached deadline may still be ahead).
+        if lease_id:
+            try:
+                self.table.live(lease_id)
+            except LeaseNotFoundError:
+                raise errors.LEASE_NOT_FOUND from None
 
     def on_put(self, txn: Any, key: bytes, old_lease: int, new_lease: int) -> None:
         """Attach ``key`` to ``new_lease``: the row carries no expiry (see the module docstring).
@@ -101,8 +109,7 @@ class Leases:
         Raises:
             errors.EtcdError: LEASE_NOT_FOUND when ``new_lease`` is not alive.
         """
-        if new_lease and not self.table.is_alive(new_lease):
-            raise errors.LEASE_NOT_FOUND
+        self._check_fresh(new_lease)
         if old_lease == new_lease:
             return None
         if new_lease:
@@ -199,6 +206,7 @@ class Leases:
 
     def sweep(self) -> list[int]:
         """Revoke every lease whose deadline has passed; the ids revoked."""
+        self.table.forget_tombstones()
         revoked = []
         for lease_id in self.table.expired():
             try:

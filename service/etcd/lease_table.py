@@ -9,10 +9,16 @@ written with a plain PUT. It is not a commit: granting or keeping a lease
 alive changes no revision and sends no watch event, as in etcd. Every server
 on the store reads the same object, so all agree on whether a lease lives.
 
-Why caching a deadline is safe: a deadline only moves forward (a keepalive
-sets ``now + ttl``; revoking deletes the keys in a commit first). So a cached
-deadline still in the future proves the lease alive; only when it has passed
-is the object read again before the lease is called expired.
+Why caching a deadline is safe: the deadline of a lease id only moves
+forward. A keepalive sets ``now + ttl``, later than before. Revoking deletes
+the keys in a commit, then replaces the record with a tombstone
+(``etcd-leases-revoked/<id>``) that keeps the old deadline until it passes,
+and a client that grants the same id again before then gets a deadline no
+earlier than the old one. So a deadline some server cached, still in the
+future, proves the lease alive (or its keys deleted already); only when it
+has passed is the object read again before the lease is called expired.
+Writes never trust the cache: a put with a lease reads the record
+(:meth:`LeaseTable.live`), so no key is attached to a revoked lease.
 
 Why a late keepalive gives up: a keepalive checks the lease is alive, then
 writes the new deadline. If the write finishes after the old deadline, a
@@ -37,6 +43,7 @@ from typing import Callable, Final
 from kvstore.objstore.base import ObjectStore
 
 LEASE_DIR: Final = "etcd-leases/"
+REVOKED_DIR: Final = "etcd-leases-revoked/"
 # etcd's bounds: a TTL below the minimum (1.5 election timeouts, 2 s with etcd's defaults) is raised to
 # it; one above MaxLeaseTTL is refused.
 MIN_TTL_S: Final = 2
@@ -71,13 +78,13 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _path(lease_id: int) -> str:
+def _path(lease_id: int, directory: str = LEASE_DIR) -> str:
     # Unsigned hex: etcd ids are int64 and may be negative when a client picks them.
-    return f"{LEASE_DIR}{lease_id & _ID_MASK:016x}"
+    return f"{directory}{lease_id & _ID_MASK:016x}"
 
 
-def _id_of(path: str) -> int | None:
-    name = path[len(LEASE_DIR):]
+def _id_of(path: str, directory: str = LEASE_DIR) -> int | None:
+    name = path[len(directory):]
     if len(name) != 16:
         return None
     try:
@@ -192,6 +199,8 @@ class LeaseTable:
     def grant(self, ttl: int, lease_id: int = 0) -> LeaseRecord:
         """A new lease of ``ttl`` seconds (etcd's bounds), with ``lease_id`` or, for 0, a fresh random id.
 
+        An id revoked before its deadline keeps that deadline as a floor (see the module docstring).
+
         A record left by an expired lease with that id must be removed first (:meth:`remove`), after its keys.
 
         Raises:
@@ -208,7 +217,7 @@ class LeaseTable:
             chosen = lease_id or secrets.randbits(63)
             if chosen == 0:
                 continue
-            record = LeaseRecord(chosen, ttl, self._clock() + ttl * 1000)
+            record = LeaseRecord(chosen, ttl, max(self._clock() + ttl * 1000, self._revoked_deadline(chosen)))
             if self._objects.put_if_absent(_path(chosen), record.encode()):
                 self._remember(record)
                 return record
@@ -231,10 +240,37 @@ class LeaseTable:
         return record
 
     def remove(self, lease_id: int) -> None:
-        """Forget the lease (after its keys were deleted). A no-op if it has no record."""
+        """Forget the lease (after its keys were deleted). A no-op if it has no record.
+
+        A lease removed before its deadline leaves a tombstone with that deadline (see the module docstring).
+        """
+        record = self.get(lease_id)
+        if record is not None and record.expire_ms > self._clock():
+            self._objects.put(_path(lease_id, REVOKED_DIR), record.encode())
         self._objects.delete(_path(lease_id))  # deleting a missing object is not an error (ObjectStore)
         with self._lock:
             self._deadlines.pop(lease_id, None)
+
+    def _revoked_deadline(self, lease_id: int) -> int:
+        """The deadline a revoked ``lease_id`` had, if it has not passed (else 0)."""
+        try:
+            return LeaseRecord.decode(self._objects.get(_path(lease_id, REVOKED_DIR))).expire_ms
+        except FileNotFoundError:
+            return 0
+
+    def forget_tombstones(self) -> int:
+        """Delete the tombstones whose deadline has passed (no cache can trust it any more); how many."""
+        now = self._clock()
+        forgotten = 0
+        for meta in self._objects.list(REVOKED_DIR):
+            try:
+                record = LeaseRecord.decode(self._objects.get(meta.path))
+            except FileNotFoundError:
+                continue  # another server forgot it first
+            if record.expire_ms <= now:
+                self._objects.delete(meta.path)
+                forgotten += 1
+        return forgotten
 
     def _remember(self, record: LeaseRecord) -> None:
         with self._lock:
