@@ -30,8 +30,8 @@ def lakekv(tmp_path: Path) -> Iterator[LakekvEtcd]:
 
 
 def lease_of(lock_key: str) -> str:
-    """The lease id (hex) in an etcd lock key ``<name>/<lease hex>``."""
-    return lock_key.rsplit("/", 1)[1]
+    """The lease id in an etcd lock key ``<name>/<lease hex>``, as etcdctl prints it (16 hex digits)."""
+    return f"{int(lock_key.rsplit('/', 1)[1], 16):016x}"
 
 
 def test_etcdctl_lock_survives_its_holder_killed_only_after_the_lease_expires(lakekv: LakekvEtcd) -> None:
