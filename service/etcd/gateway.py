@@ -29,6 +29,8 @@ Errors of unary calls: the gRPC status as grpc-gateway maps it (NOT_FOUND →
 404, INVALID_ARGUMENT/OUT_OF_RANGE/FAILED_PRECONDITION → 400, ...) with the
 body ``{"error": message, "code": grpc code, "message": message}``.
 
+``GET /version`` answers etcd's ``{"etcdserver", "etcdcluster"}``.
+
 Authentication is the HTTP server's (``Authorization: Bearer <token>``); the
 gateway then presents the serve token to the gRPC API itself.
 """
@@ -46,6 +48,8 @@ from typing import TYPE_CHECKING, Any, Final
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from service.etcd.version import ETCD_API_VERSION, ETCD_CLUSTER_VERSION
 
 if TYPE_CHECKING:
     import grpc.aio
@@ -338,4 +342,15 @@ async def handle(request: Request) -> Response:
     return await gateway.stream(method, body)
 
 
-ROUTES: Final = [Route(path, handle, methods=["POST"]) for path in METHODS]
+async def version(request: Request) -> Response:
+    """etcd's ``GET /version`` (clients such as etcd3gw read it to choose the API path)."""
+    if _gateway(request) is None:
+        return _error_response(
+            _UNIMPLEMENTED, "etcd's API is not served here: start lakekv serve with --etcd-listen"
+        )
+    return JSONResponse({"etcdserver": ETCD_API_VERSION, "etcdcluster": ETCD_CLUSTER_VERSION})
+
+
+ROUTES: Final = [Route(path, handle, methods=["POST"]) for path in METHODS] + [
+    Route("/version", version, methods=["GET"])
+]

@@ -28,11 +28,10 @@ from service.etcd.api.etcdserverpb import rpc_pb2 as pb
 from service.etcd.api.etcdserverpb import rpc_pb2_grpc
 from service.etcd.context import EtcdContext, unary
 from service.etcd.members import HEARTBEAT_S, MemberRegistry
+from service.etcd.version import ETCD_API_VERSION
 
 _log = logging.getLogger("lakekv.etcd.members")
 
-# The etcd release whose API (protos, messages, behaviour) lakekv serves; clients gate features on it.
-ETCD_API_VERSION: Final = "3.5.1"
 NO_ALARMS: Final = errors.EtcdError(
     grpc.StatusCode.UNIMPLEMENTED, "etcdserver: lakekv keeps no alarms (only listing them is supported)"
 )

@@ -149,6 +149,11 @@ def test_lock_and_election_paths(http: Http) -> None:
     assert none.status_code == 500 and none.json()["message"] == "election: no leader"
 
 
+def test_version_is_etcds(http: Http) -> None:
+    answer = http.session.get(http.base_url + "/version", timeout=60)
+    assert answer.status_code == 200 and answer.json() == {"etcdserver": "3.5.1", "etcdcluster": "3.5.0"}
+
+
 def test_status_and_members_paths(lakekv: LakekvEtcd, http: Http) -> None:
     status = call(http, "/v3/maintenance/status", {})
     assert status["version"] == "3.5.1" and status["leader"] == status["header"]["member_id"]
