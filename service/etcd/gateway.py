@@ -139,10 +139,6 @@ METHODS: Final[dict[str, Method]] = {
 }
 
 
-class GatewayError(Exception):
-    """A request the gateway refuses before calling gRPC (bad JSON): INVALID_ARGUMENT."""
-
-
 def to_json(message: Message) -> dict[str, Any]:
     """grpc-gateway v1's JSON for ``message`` (proto field names, int64 as strings, bytes base64)."""
     from google.protobuf import json_format
@@ -151,15 +147,15 @@ def to_json(message: Message) -> dict[str, Any]:
 
 
 def from_json(data: object, cls: type[Message]) -> Message:
-    """``data`` (a decoded JSON object) as a ``cls`` message; GatewayError naming what is wrong."""
+    """``data`` (a decoded JSON object) as a ``cls`` message; ValueError naming what is wrong."""
     if not isinstance(data, dict):
-        raise GatewayError(f"a {cls.DESCRIPTOR.name} must be a JSON object, not {type(data).__name__}")
+        raise ValueError(f"a {cls.DESCRIPTOR.name} must be a JSON object, not {type(data).__name__}")
     from google.protobuf import json_format
 
     try:
         return json_format.ParseDict(data, cls())
     except json_format.ParseError as exc:
-        raise GatewayError(f"bad {cls.DESCRIPTOR.name}: {exc}") from None
+        raise ValueError(f"bad {cls.DESCRIPTOR.name}: {exc}") from None
 
 
 def split_json_objects(text: str) -> tuple[list[object], str]:
@@ -223,7 +219,7 @@ class Gateway:
     async def unary(self, method: Method, body: bytes) -> Response:
         try:
             request = from_json(_decode_one(body), method.request)
-        except GatewayError as exc:
+        except ValueError as exc:
             return _error_response(_INVALID_ARGUMENT, str(exc))
         import grpc.aio
 
@@ -240,7 +236,7 @@ class Gateway:
             else:
                 requests = [from_json(value, method.request) for value in _decode_many(body)]
                 call = self._callable(method)(_send(requests, method.hold_open), metadata=self._metadata)
-        except GatewayError as exc:
+        except ValueError as exc:
             return _error_response(_INVALID_ARGUMENT, str(exc))
         return StreamingResponse(_lines(call), media_type="application/json")
 
@@ -251,9 +247,9 @@ def _decode_one(body: bytes) -> object:
     try:
         return json.loads(body)
     except ValueError:
-        raise GatewayError("the request body is not valid JSON") from None
+        raise ValueError("the request body is not valid JSON") from None
     except RecursionError:
-        raise GatewayError("the request body is nested too deeply") from None
+        raise ValueError("the request body is nested too deeply") from None
 
 
 async def _read_body(request: Request) -> bytes:
@@ -261,7 +257,7 @@ async def _read_body(request: Request) -> bytes:
     async for chunk in request.stream():
         body += chunk
         if len(body) > MAX_BODY_BYTES:
-            raise GatewayError(f"the request body is larger than {MAX_BODY_BYTES} bytes")
+            raise ValueError(f"the request body is larger than {MAX_BODY_BYTES} bytes")
     return body
 
 
@@ -270,11 +266,11 @@ def _decode_many(body: bytes) -> list[object]:
     try:
         values, rest = split_json_objects(body.decode("utf-8"))
     except UnicodeDecodeError:
-        raise GatewayError("the request body is not UTF-8") from None
+        raise ValueError("the request body is not UTF-8") from None
     except RecursionError:
-        raise GatewayError("the request body is nested too deeply") from None
+        raise ValueError("the request body is nested too deeply") from None
     if rest.strip():
-        raise GatewayError("the request body is not a sequence of JSON objects")
+        raise ValueError("the request body is not a sequence of JSON objects")
     return values or [{}]
 
 
@@ -335,7 +331,7 @@ async def handle(request: Request) -> Response:
     method = METHODS[request.url.path]
     try:
         body = await _read_body(request)
-    except GatewayError as exc:
+    except ValueError as exc:
         return _error_response(_INVALID_ARGUMENT, str(exc))
     if method.kind == "unary":
         return await gateway.unary(method, body)

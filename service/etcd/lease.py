@@ -37,15 +37,7 @@ from service.etcd.api.etcdserverpb import rpc_pb2 as pb
 from service.etcd.api.etcdserverpb import rpc_pb2_grpc
 from service.etcd.context import EtcdContext, abort_with, unary
 from service.etcd.keyspace import KEYS, Keyspace, decode
-from service.etcd.lease_table import (
-    LeaseError,
-    LeaseExistsError,
-    LeaseLateError,
-    LeaseNotFoundError,
-    LeaseRecord,
-    LeaseTable,
-    LeaseTTLTooLargeError,
-)
+from service.etcd.lease_table import LeaseRecord, LeaseTable
 
 _log = logging.getLogger("lakekv.etcd.lease")
 
@@ -53,21 +45,6 @@ ATTACHED: Final = RESERVED + b"etcd/lease/"
 _ID: Final = struct.Struct(">Q")
 # How long an expired lease's keys may linger (invisible) before a sweep deletes them.
 SWEEP_INTERVAL_S: Final = 0.5
-
-_STATUS: Final = {
-    LeaseNotFoundError: errors.LEASE_NOT_FOUND,
-    LeaseExistsError: errors.EtcdError(grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: lease already exists"),
-    LeaseTTLTooLargeError: errors.EtcdError(grpc.StatusCode.OUT_OF_RANGE, "etcdserver: too large lease TTL"),
-}
-
-
-def etcd_error(exc: LeaseError) -> errors.EtcdError:
-    """etcd's status for a lease error."""
-    for cls, error in _STATUS.items():
-        if isinstance(exc, cls):
-            return error
-    raise AssertionError(f"no etcd status for {type(exc).__name__}")
-
 
 def _attachment_prefix(lease_id: int) -> bytes:
     return ATTACHED + _ID.pack(lease_id & ((1 << 64) - 1))
@@ -98,10 +75,7 @@ class Leases:
         # A write reads the record, never a cached deadline: a lease revoked on another server must
         # not get new keys (its cached deadline may still be ahead).
         if lease_id:
-            try:
-                self.table.live(lease_id)
-            except LeaseNotFoundError:
-                raise errors.LEASE_NOT_FOUND from None
+            self.table.live(lease_id)  # raises errors.EtcdLeaseNotFoundError
 
     def on_put(self, txn: Any, key: bytes, old_lease: int, new_lease: int) -> None:
         """Attach ``key`` to ``new_lease``: the row carries no expiry (see the module docstring).
@@ -140,10 +114,10 @@ class Leases:
         """etcd's LeaseRenew: the granted TTL, or 0 when the lease is gone (etcd answers so, not an error)."""
         try:
             return self.table.keepalive(lease_id).ttl
-        except LeaseLateError:
+        except errors.EtcdLeaseLateError:
             self.revoke(lease_id)  # others may have seen it expire: it must stay dead
             return 0
-        except LeaseNotFoundError:
+        except errors.EtcdLeaseNotFoundError:
             return 0
 
     def attached_keys(self, lease_id: int) -> list[bytes]:
@@ -173,10 +147,10 @@ class Leases:
         """Delete the lease's keys in one commit (no commit if it has none), then the lease; the revision after.
 
         Raises:
-            LeaseNotFoundError: there is no such lease (never granted, or already revoked or swept).
+            errors.EtcdLeaseNotFoundError: there is no such lease (never granted, or already revoked or swept).
         """
         if self.table.get(lease_id) is None:
-            raise LeaseNotFoundError()
+            raise errors.EtcdLeaseNotFoundError()
 
         def delete_keys(txn: Any) -> int:
             attached = self._attached_in(txn, lease_id)
@@ -211,7 +185,7 @@ class Leases:
         for lease_id in self.table.expired():
             try:
                 self.revoke(lease_id)
-            except LeaseNotFoundError:
+            except errors.EtcdLeaseNotFoundError:
                 continue  # another server swept it first
             revoked.append(lease_id)
         return revoked
@@ -227,20 +201,14 @@ class LeaseServicer(rpc_pb2_grpc.LeaseServicer):
 
     @unary
     async def LeaseGrant(self, request: pb.LeaseGrantRequest, context: grpc.aio.ServicerContext) -> pb.LeaseGrantResponse:
-        try:
-            record = await self._context.blocking(self._leases.grant, request.TTL, request.ID)
-        except LeaseError as exc:
-            raise etcd_error(exc) from None
+        record = await self._context.blocking(self._leases.grant, request.TTL, request.ID)
         return pb.LeaseGrantResponse(header=self._header(), ID=record.id, TTL=record.ttl)
 
     @unary
     async def LeaseRevoke(
         self, request: pb.LeaseRevokeRequest, context: grpc.aio.ServicerContext
     ) -> pb.LeaseRevokeResponse:
-        try:
-            revision = await self._context.blocking(self._leases.revoke, request.ID)
-        except LeaseError as exc:
-            raise etcd_error(exc) from None
+        revision = await self._context.blocking(self._leases.revoke, request.ID)
         return pb.LeaseRevokeResponse(header=self._header(revision))
 
     async def LeaseKeepAlive(

@@ -24,7 +24,7 @@ Why a late keepalive gives up: a keepalive checks the lease is alive, then
 writes the new deadline. If the write finishes after the old deadline, a
 reader on another server may already have judged the lease expired (and
 handed its lock to a waiter), so :meth:`LeaseTable.keepalive` reports the
-lease gone (:class:`LeaseLateError`) and the caller revokes it: a lease
+lease gone (:class:`~service.etcd.errors.EtcdLeaseLateError`) and the caller revokes it: a lease
 never comes back to life after anyone saw it dead.
 
 Deadlines are read on each server's wall clock, as for every TTL in lakekv:
@@ -41,6 +41,12 @@ from dataclasses import dataclass
 from typing import Callable, Final
 
 from kvstore.objstore.base import ObjectStore
+from service.etcd.errors import (
+    EtcdLeaseExistsError,
+    EtcdLeaseLateError,
+    EtcdLeaseNotFoundError,
+    EtcdLeaseTTLTooLargeError,
+)
 
 LEASE_DIR: Final = "etcd-leases/"
 REVOKED_DIR: Final = "etcd-leases-revoked/"
@@ -49,29 +55,6 @@ REVOKED_DIR: Final = "etcd-leases-revoked/"
 MIN_TTL_S: Final = 2
 MAX_TTL_S: Final = 9_000_000_000
 _ID_MASK: Final = (1 << 64) - 1
-
-
-class LeaseError(Exception):
-    """A lease request etcd refuses; ``str()`` is etcd's own message."""
-
-
-class LeaseNotFoundError(LeaseError):
-    def __init__(self) -> None:
-        super().__init__("etcdserver: requested lease not found")
-
-
-class LeaseExistsError(LeaseError):
-    def __init__(self) -> None:
-        super().__init__("etcdserver: lease already exists")
-
-
-class LeaseTTLTooLargeError(LeaseError):
-    def __init__(self) -> None:
-        super().__init__("etcdserver: too large lease TTL")
-
-
-class LeaseLateError(LeaseNotFoundError):
-    """A keepalive whose write landed after the old deadline: others may have seen the lease expire."""
 
 
 def _now_ms() -> int:
@@ -155,11 +138,11 @@ class LeaseTable:
         """The record of a lease that is alive now.
 
         Raises:
-            LeaseNotFoundError: it was never granted, was revoked, or its deadline has passed.
+            EtcdLeaseNotFoundError: it was never granted, was revoked, or its deadline has passed.
         """
         record = self.get(lease_id)
         if record is None or record.expire_ms <= self._clock():
-            raise LeaseNotFoundError()
+            raise EtcdLeaseNotFoundError()
         return record
 
     def is_alive(self, lease_id: int) -> bool:
@@ -204,14 +187,14 @@ class LeaseTable:
         A record left by an expired lease with that id must be removed first (:meth:`remove`), after its keys.
 
         Raises:
-            LeaseTTLTooLargeError: ``ttl`` is above etcd's MaxLeaseTTL.
-            LeaseExistsError: ``lease_id`` already has a record.
+            EtcdLeaseTTLTooLargeError: ``ttl`` is above etcd's MaxLeaseTTL.
+            EtcdLeaseExistsError: ``lease_id`` already has a record.
         """
         if isinstance(ttl, bool) or not isinstance(ttl, int):
             raise TypeError(f"a lease TTL must be an int of seconds, not {type(ttl).__name__}")
         check_lease_id(lease_id)
         if ttl > MAX_TTL_S:
-            raise LeaseTTLTooLargeError()
+            raise EtcdLeaseTTLTooLargeError()
         ttl = max(ttl, MIN_TTL_S)
         while True:
             chosen = lease_id or secrets.randbits(63)
@@ -222,20 +205,20 @@ class LeaseTable:
                 self._remember(record)
                 return record
             if lease_id:
-                raise LeaseExistsError()
+                raise EtcdLeaseExistsError()
 
     def keepalive(self, lease_id: int) -> LeaseRecord:
         """Move the lease's deadline to now + its TTL; the keys stay as they are.
 
         Raises:
-            LeaseNotFoundError: the lease is gone or its deadline has passed.
-            LeaseLateError: the new deadline was written after the old one passed: revoke the lease.
+            EtcdLeaseNotFoundError: the lease is gone or its deadline has passed.
+            EtcdLeaseLateError: the new deadline was written after the old one passed: revoke the lease.
         """
         old = self.live(lease_id)
         record = LeaseRecord(lease_id, old.ttl, self._clock() + old.ttl * 1000)
         self._objects.put(_path(lease_id), record.encode())
         if self._clock() >= old.expire_ms:
-            raise LeaseLateError()
+            raise EtcdLeaseLateError()
         self._remember(record)
         return record
 

@@ -13,15 +13,13 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from kvstore.errors import InjectedFaultError
 from kvstore.objstore.faulty import FaultyStore
 from kvstore.objstore.memory import MemoryStore
-from service.etcd.lease_table import (
-    LEASE_DIR,
-    MIN_TTL_S,
-    LeaseExistsError,
-    LeaseLateError,
-    LeaseNotFoundError,
-    LeaseTable,
-    LeaseTTLTooLargeError,
+from service.etcd.errors import (
+    EtcdLeaseExistsError,
+    EtcdLeaseLateError,
+    EtcdLeaseNotFoundError,
+    EtcdLeaseTTLTooLargeError,
 )
+from service.etcd.lease_table import LEASE_DIR, MIN_TTL_S, LeaseTable
 
 
 class Clock:
@@ -71,7 +69,7 @@ class LeaseTableModel(RuleBasedStateMachine):
     @rule(server=st.integers(0, 1), ttl=st.integers(-5, 100), lease_id=st.integers(0, 5))
     def grant(self, server: int, ttl: int, lease_id: int) -> None:
         if lease_id in self.model:
-            with pytest.raises(LeaseExistsError):
+            with pytest.raises(EtcdLeaseExistsError):
                 self.servers[server].grant(ttl, lease_id)
             return
         record = self.servers[server].grant(ttl, lease_id)
@@ -91,13 +89,13 @@ class LeaseTableModel(RuleBasedStateMachine):
         self.objects.delay_ms = delay_ms
         try:
             if start >= lease.expire_ms:
-                with pytest.raises(LeaseNotFoundError) as refused:
+                with pytest.raises(EtcdLeaseNotFoundError) as refused:
                     self.servers[server].keepalive(lease_id)
-                assert not isinstance(refused.value, LeaseLateError)  # refused before writing
+                assert not isinstance(refused.value, EtcdLeaseLateError)  # refused before writing
                 return
             if start + delay_ms >= lease.expire_ms:
                 # The write landed after the old deadline: the deadline moved, but the caller must revoke.
-                with pytest.raises(LeaseLateError):
+                with pytest.raises(EtcdLeaseLateError):
                     self.servers[server].keepalive(lease_id)
             else:
                 assert self.servers[server].keepalive(lease_id).expire_ms == start + lease.ttl * 1000
@@ -136,7 +134,7 @@ class LeaseTableModel(RuleBasedStateMachine):
                 if lease.expire_ms > now:
                     assert table.live(lease_id).expire_ms == lease.expire_ms
                 else:
-                    with pytest.raises(LeaseNotFoundError):
+                    with pytest.raises(EtcdLeaseNotFoundError):
                         table.live(lease_id)
             assert not table.is_alive(99)
 
@@ -147,7 +145,7 @@ test_lease_table_model = LeaseTableModel.TestCase
 
 def test_ttl_bounds_and_ids() -> None:
     table = LeaseTable(MemoryStore(), Clock())
-    with pytest.raises(LeaseTTLTooLargeError, match="etcdserver: too large lease TTL"):
+    with pytest.raises(EtcdLeaseTTLTooLargeError, match="etcdserver: too large lease TTL"):
         table.grant(9_000_000_001)
     with pytest.raises(TypeError):
         table.grant("10")  # type: ignore[arg-type]
