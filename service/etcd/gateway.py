@@ -143,7 +143,8 @@ def to_json(message: Message) -> dict[str, Any]:
     """grpc-gateway v1's JSON for ``message`` (proto field names, int64 as strings, bytes base64)."""
     from google.protobuf import json_format
 
-    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+    as_json: dict[str, Any] = json_format.MessageToDict(message, preserving_proto_field_name=True)
+    return as_json
 
 
 def from_json(data: object, cls: type[Message]) -> Message:

@@ -56,7 +56,11 @@ class Changes:
         self._store = context.store
         self._wake = asyncio.Event()
         loop = asyncio.get_running_loop()
-        self._unsubscribe = self._store.subscribe(lambda version: loop.call_soon_threadsafe(self._wake.set))
+
+        def on_version(version: int) -> None:
+            loop.call_soon_threadsafe(self._wake.set)
+
+        self._unsubscribe = self._store.subscribe(on_version)
 
     def __enter__(self) -> Changes:
         return self
