@@ -20,7 +20,7 @@ JAVAC       ?= javac
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: run test install bench clean etcd-proto
+.PHONY: run test install bench clean etcd-proto etcd-benchmark
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -69,6 +69,19 @@ etcd-proto: $(STAMP)
 	$(PY) -m pip install --quiet --no-deps --target $(ETCD_CACHE)/pkgs "grpcio-tools==$$($(PY) -c 'import grpc; print(grpc.__version__.rsplit(".", 1)[0])').*"
 	cd $(ETCD_CACHE) && GOPATH=$(CURDIR)/$(ETCD_CACHE)/go GOFLAGS=-modcacherw go mod download go.etcd.io/etcd/api/v3@$(ETCD_API) go.etcd.io/etcd/server/v3@$(ETCD_API)
 	PYTHONPATH=$(ETCD_CACHE)/pkgs:. $(PY) -m service.etcd.api.generate $(ETCD_CACHE)/go/pkg/mod/go.etcd.io/etcd/api/v3@$(ETCD_API) $(ETCD_CACHE)/go/pkg/mod/go.etcd.io/etcd/server/v3@$(ETCD_API)
+
+# etcd's own load generator (tools/benchmark of go.etcd.io/etcd/v3), for
+# benchmarks/etcd_grpc_bench.py. Its go.mod points the etcd modules at
+# sibling directories the module zip does not carry: dropping those replaces
+# builds it against the same versions from the Go module proxy.
+ETCD_BENCH := .cache/etcd-benchmark
+etcd-benchmark: $(ETCD_BENCH)/benchmark
+$(ETCD_BENCH)/benchmark:
+	mkdir -p $(ETCD_BENCH)
+	cd $(ETCD_BENCH) && GOPATH=$(CURDIR)/$(ETCD_BENCH)/go GOFLAGS=-modcacherw go mod download go.etcd.io/etcd/v3@$(ETCD_API)
+	rm -rf $(ETCD_BENCH)/src && cp -r $(ETCD_BENCH)/go/pkg/mod/go.etcd.io/etcd/v3@$(ETCD_API) $(ETCD_BENCH)/src && chmod -R u+w $(ETCD_BENCH)/src
+	cd $(ETCD_BENCH)/src && for m in api/v3 client/pkg/v3 client/v2 client/v3 etcdctl/v3 etcdutl/v3 pkg/v3 raft/v3 server/v3 tests/v3; do go mod edit -dropreplace=go.etcd.io/etcd/$$m; done
+	cd $(ETCD_BENCH)/src && GOPATH=$(CURDIR)/$(ETCD_BENCH)/go GOFLAGS="-modcacherw -mod=mod" go build -o $(CURDIR)/$(ETCD_BENCH)/benchmark ./tools/benchmark
 
 clean:
 	rm -rf $(VENV) build *.egg-info cython_ext/*.c cython_ext/*.so $(JAR) $(TEST_JAR)

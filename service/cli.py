@@ -38,6 +38,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="also serve etcd's v3 gRPC API there (etcdctl, clientv3...); same bind and token rules as --host",
     )
     parser.add_argument(
+        "--etcd-progress-interval", type=float, metavar="SECONDS", default=ServerConfig.etcd_progress_interval_s,
+        help="how often an idle etcd watch with progress_notify hears the current revision (default 600)",
+    )
+    parser.add_argument(
         "--retention", type=float, metavar="SECONDS",
         help="how long history stays readable (reads and watches at old revisions, time travel); "
         "default 24 h. etcd's Compact can only raise the floor sooner",
@@ -59,7 +63,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     config = ServerConfig(
         url=args.url, host=args.host, port=args.port, token=args.token or os.environ.get(TOKEN_ENV) or None,
         max_body_bytes=args.max_body_bytes, warehouse=args.warehouse, tls_cert=args.tls_cert, tls_key=args.tls_key,
-        etcd_listen=args.etcd_listen, store_options=store_options,
+        etcd_listen=args.etcd_listen, etcd_progress_interval_s=args.etcd_progress_interval, store_options=store_options,
     )
     check_bind(config)
     return config

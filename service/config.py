@@ -54,6 +54,9 @@ class ServerConfig:
     tls_key: str | None = None
     # HOST:PORT of etcd's v3 gRPC API (service.etcd.server); None: not served.
     etcd_listen: str | None = None
+    # How often a watch with progress_notify that got no events hears the current revision
+    # (etcd's --experimental-watch-progress-notify-interval, 10 minutes by default).
+    etcd_progress_interval_s: float = 600.0
     # Extra kvstore.open options (tests use poll_interval_s etc.).
     store_options: tuple[tuple[str, Any], ...] = ()
 
@@ -64,6 +67,8 @@ class ServerConfig:
             raise ValueError(f"token must be at least {MIN_TOKEN_CHARS} characters")
         if self.max_body_bytes < 1:
             raise ValueError(f"max_body_bytes must be positive, got {self.max_body_bytes}")
+        if not self.etcd_progress_interval_s > 0:
+            raise ValueError(f"etcd_progress_interval_s must be positive, got {self.etcd_progress_interval_s!r}")
         if self.etcd_listen is not None:
             host, sep, port = self.etcd_listen.rpartition(":")
             if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:

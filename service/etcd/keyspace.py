@@ -23,8 +23,10 @@ commit: responses are built with :data:`PENDING` there and patched
 afterwards (:func:`_settle`).
 
 Leases belong to :class:`LeaseHook` (the Lease service sets
-``Keyspace.leases``); without one, a put with a lease is refused as
-etcd refuses an unknown lease.
+``Keyspace.leases``): it checks and attaches a put's lease, hears of
+deletes, and says which leases are live, so reads skip the keys of an
+ended lease (lease-aware reads: a keepalive need not rewrite keys). Without
+a hook, a put with a lease is refused as etcd refuses an unknown lease.
 """
 
 from __future__ import annotations
@@ -42,7 +44,12 @@ from service.etcd import errors
 from service.etcd.api.etcdserverpb import rpc_pb2 as pb
 from service.etcd.api.mvccpb import kv_pb2
 
-KEYS: Final = RESERVED + b"etcd/k/"
+NAMESPACE: Final = RESERVED + b"etcd/"
+KEYS: Final = NAMESPACE + b"k/"
+# Written with a commit that changes several keys: their order in the request, which the
+# engine's rows (sorted by key) do not keep and etcd's watch events follow (its sub-revisions).
+ORDER_KEY: Final = NAMESPACE + b"order"
+_LENGTH: Final = struct.Struct(">I")
 _KEYS_END: Final = KEYS[:-1] + bytes([KEYS[-1] + 1])  # just past every key under KEYS
 _HEADER: Final = struct.Struct(">qqq")
 # A marker committed once in a fresh store (see Keyspace.start_at_etcds_first_revision).
@@ -70,8 +77,9 @@ class LeaseHook(Protocol):
     def on_delete(self, txn: Any, key: bytes, old_lease: int) -> None:
         """``key`` (attached to ``old_lease``, 0: none) is being deleted."""
 
-    def is_alive(self, lease: int) -> bool:
-        """Whether a key attached to ``lease`` is visible now (reads at the head skip it otherwise)."""
+    def live(self, lease: int) -> bool:
+        """False once ``lease`` has ended: reads then skip its keys (before any revoke deletes them).
+        Called for every leased key a read meets: keep it cheap (no storage request)."""
 
 
 def encode(value: bytes, create_revision: int, version: int, lease: int) -> bytes:
@@ -85,6 +93,20 @@ def decode(store_key: bytes, raw: bytes, revision: int) -> kv_pb2.KeyValue:
         key=store_key[len(KEYS):], value=raw[_HEADER.size:], create_revision=create or revision,
         mod_revision=revision, version=version, lease=lease,
     )
+
+
+def encode_order(keys: list[bytes]) -> bytes:
+    return b"".join(_LENGTH.pack(len(key)) + key for key in keys)
+
+
+def decode_order(raw: bytes) -> list[bytes]:
+    """The store keys a commit changed, in the order its request changed them."""
+    keys, at = [], 0
+    while at < len(raw):
+        (size,) = _LENGTH.unpack_from(raw, at)
+        keys.append(raw[at + _LENGTH.size: at + _LENGTH.size + size])
+        at += _LENGTH.size + size
+    return keys
 
 
 def key_bounds(key: bytes, range_end: bytes) -> tuple[bytes, bytes]:
@@ -101,33 +123,37 @@ class _Reader(Protocol):
     def items(self, lo: bytes, hi: bytes) -> Iterator[kv_pb2.KeyValue]: ...
 
 
-# Whether a lease is alive (LeaseHook.is_alive); None: show every key (reads of history).
-Live = Callable[[int], bool] | None
+def _lease_filter(hook: LeaseHook | None, kvs: Iterator[kv_pb2.KeyValue]) -> Iterator[kv_pb2.KeyValue]:
+    """``kvs`` without those whose lease the hook says has ended (lease-aware reads)."""
+    if hook is None:
+        return kvs
+    return (kv for kv in kvs if not kv.lease or hook.live(kv.lease))
 
 
 class _SnapshotReader:
-    def __init__(self, snapshot: Any, live: Live = None) -> None:
+    def __init__(self, snapshot: Any, leases: LeaseHook | None) -> None:
         self._snapshot = snapshot
-        self._live = live
+        self._leases = leases
 
     def items(self, lo: bytes, hi: bytes) -> Iterator[kv_pb2.KeyValue]:
         if hi <= lo:
-            return
-        for key, raw, revision in self._snapshot.scan_with_revision(lo, hi):
-            kv = decode(key, raw, revision)
-            if not kv.lease or self._live is None or self._live(kv.lease):
-                yield kv
+            return iter(())
+        rows = self._snapshot.scan_with_revision(lo, hi)
+        return _lease_filter(self._leases, (decode(key, raw, revision) for key, raw, revision in rows))
 
 
 class _TxnReader:
     """Reads inside a writing transaction: its own writes (``own``, PENDING revisions) over its view."""
 
-    def __init__(self, txn: Any, own: dict[bytes, kv_pb2.KeyValue | None], live: Live = None) -> None:
+    def __init__(self, txn: Any, own: dict[bytes, kv_pb2.KeyValue | None], leases: LeaseHook | None) -> None:
         self._txn = txn
         self._own = own
-        self._live = live
+        self._leases = leases
 
     def items(self, lo: bytes, hi: bytes) -> Iterator[kv_pb2.KeyValue]:
+        return _lease_filter(self._leases, self._items(lo, hi))
+
+    def _items(self, lo: bytes, hi: bytes) -> Iterator[kv_pb2.KeyValue]:
         if hi <= lo:
             return
         for key, raw in list(self._txn.scan(lo, hi)):
@@ -136,9 +162,7 @@ class _TxnReader:
                 yield mine
             else:
                 _, revision = self._txn.get_with_revision(key)
-                kv = decode(key, raw, revision)
-                if not kv.lease or self._live is None or self._live(kv.lease):
-                    yield kv
+                yield decode(key, raw, revision)
 
 
 def _is_write(ops: Any) -> bool:
@@ -264,12 +288,6 @@ def _compare_kv(compare: pb.Compare, kv: kv_pb2.KeyValue) -> bool:
     raise ValueError(f"unknown compare result {result}")
 
 
-def _ordinal(revision: int) -> int:
-    """A revision for ordering and bounds: one still PENDING in this txn is newer than every committed one
-    (else a lock waiter's own new key would sort first by create revision and take the lock)."""
-    return (1 << 63) - 1 if revision == PENDING else revision
-
-
 def compare_path(reader: _Reader, request: pb.TxnRequest) -> list[bool]:
     """The outcome of every compare on the branches a txn takes, in execution order, all read before
     any op runs (etcd's ``compareToPath``: a nested txn's compares do not see the outer txn's writes)."""
@@ -288,6 +306,12 @@ def ops_on_path(request: pb.TxnRequest, path: Iterator[bool]) -> Iterator[Any]:
             yield from ops_on_path(op.request_txn, path)
         else:
             yield op
+
+
+def _ordinal(revision: int) -> int:
+    """A revision for ordering and bounds: one still PENDING in this txn is newer than every committed one
+    (else a lock waiter's own new key would sort first by create revision and take the lock)."""
+    return (1 << 63) - 1 if revision == PENDING else revision
 
 
 _SORT_KEYS: Final[dict[int, Callable[[kv_pb2.KeyValue], Any]]] = {
@@ -344,8 +368,8 @@ class _WriteRun:
     def __init__(self, keyspace: Keyspace, txn: Any) -> None:
         self.keyspace = keyspace
         self.txn = txn
-        self.own: dict[bytes, kv_pb2.KeyValue | None] = {}
-        self.reader = _TxnReader(txn, self.own, keyspace.live())
+        self.own: dict[bytes, kv_pb2.KeyValue | None] = {}  # insertion order: the order of the writes
+        self.reader = _TxnReader(txn, self.own, keyspace.leases)
         self.begin = txn.start_seq
 
     @property
@@ -473,29 +497,6 @@ class Keyspace:
         self.store = store
         self.leases: LeaseHook | None = None
 
-    def start_at_etcds_first_revision(self) -> None:
-        """Bring a fresh store (revision 0) to revision 1, where an empty etcd starts.
-
-        clientv3's concurrency recipes wait for keys created before their own
-        (``waitDeletes(pfx, rev - 1)``) and read a bound of 0 as "no bound":
-        a campaign whose key got revision 1 would wait for its own key forever
-        (``etcdctl elect`` on a fresh store). So the first etcd write must be
-        at revision 2, as on etcd: one commit of a reserved marker, by the
-        first server on the store (others find it and write nothing).
-        """
-        if self.latest() > 0:
-            return
-
-        def mark(txn: Any) -> None:
-            if txn.get(GENESIS) is None:
-                txn.put(GENESIS, b"")
-
-        self.store.run(mark)
-
-    def live(self) -> Live:
-        """What decides whether a key with a lease is visible at the head: the lease hook, if any."""
-        return self.leases.is_alive if self.leases is not None else None
-
     # -- reads ----------------------------------------------------------------
 
     def range(self, request: pb.RangeRequest) -> pb.RangeResponse:
@@ -508,7 +509,7 @@ class Keyspace:
         with self.store.snapshot(fresh=None if not request.serializable else False) as snapshot:
             if request.revision > 0:
                 return self.range_at(request, request.revision, header=snapshot.seq)
-            return _range(_SnapshotReader(snapshot, self.live()), request, snapshot.seq)
+            return _range(_SnapshotReader(snapshot, self.leases), request, snapshot.seq)
 
     def check_revision(self, revision: int, current: int) -> None:
         """Refuse a read at ``revision`` when the reader's view is at ``current``: FUTURE_REV, COMPACTED."""
@@ -528,7 +529,7 @@ class Keyspace:
         except SnapshotTooOldError:
             raise errors.COMPACTED from None
         with snapshot:
-            return _range(_SnapshotReader(snapshot), request, header)
+            return _range(_SnapshotReader(snapshot, self.leases), request, header)
 
     # -- writes ---------------------------------------------------------------
 
@@ -536,6 +537,8 @@ class Keyspace:
         def attempt(txn: Any) -> M:
             run = _WriteRun(self, txn)
             response = apply(run)
+            if len(run.own) > 1:
+                txn.put(ORDER_KEY, encode_order(list(run.own)))
             revision = txn.commit() if run.changed else run.begin
             _settle(response, revision)
             return response
@@ -571,6 +574,25 @@ class Keyspace:
             raise errors.COMPACTED from None
         return pb.CompactionResponse(header=pb.ResponseHeader(revision=current))
 
+    def start_at_etcds_first_revision(self) -> None:
+        """Bring a fresh store (revision 0) to revision 1, where an empty etcd starts.
+
+        clientv3's concurrency recipes wait for keys created before their own
+        (``waitDeletes(pfx, rev - 1)``) and read a bound of 0 as "no bound":
+        a campaign whose key got revision 1 would wait for its own key forever
+        (``etcdctl elect`` on a fresh store). So the first etcd write must be
+        at revision 2, as on etcd: one commit of a reserved marker, by the
+        first server on the store (others find it and write nothing).
+        """
+        if self.latest() > 0:
+            return
+
+        def mark(txn: Any) -> None:
+            if txn.get(GENESIS) is None:
+                txn.put(GENESIS, b"")
+
+        self.store.run(mark)
+
     def latest(self) -> int:
         """The newest revision of the store (catching up with other writers first)."""
         self.store.refresh()
@@ -583,7 +605,7 @@ class _ReadOnlyTxn:
     def __init__(self, keyspace: Keyspace, snapshot: Any) -> None:
         self.keyspace = keyspace
         self.snapshot = snapshot
-        self.reader = _SnapshotReader(snapshot, keyspace.live())
+        self.reader = _SnapshotReader(snapshot, keyspace.leases)
 
     def txn_request(self, request: pb.TxnRequest, path: Iterator[bool] | None = None) -> pb.TxnResponse:
         top = path is None

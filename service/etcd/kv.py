@@ -20,7 +20,12 @@ class KVServicer(rpc_pb2_grpc.KVServicer):
 
     @unary
     async def Range(self, request: pb.RangeRequest, context: grpc.aio.ServicerContext) -> pb.RangeResponse:
-        response = await self._context.blocking(self._keyspace.range, request)
+        if not request.range_end and not request.revision and self._context.store.reads_without_waiting():
+            # One key, its data in memory or local files and the view known current: no
+            # storage request and no lock, so answered on the loop without a thread hop.
+            response = self._keyspace.range(request)
+        else:
+            response = await self._context.blocking(self._keyspace.range, request)
         self._fill(response)
         return response
 

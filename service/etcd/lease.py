@@ -4,7 +4,7 @@ A lease is a record beside the store (:mod:`service.etcd.lease_table`): a
 keepalive moves its deadline and touches no key, so it consumes no revision
 and watchers see nothing, as in etcd. A key put with a lease carries the
 lease id in its etcd record (:mod:`service.etcd.keyspace`) and is visible
-only while the lease lives: reads ask :meth:`Leases.is_alive`, which costs
+only while the lease lives: reads ask :meth:`Leases.live`, which costs
 no I/O while the lease's known deadline is ahead. Expiry then becomes a
 real delete: each server sweeps the leases whose deadline has passed
 (:meth:`Leases.sweep`, every :data:`SWEEP_INTERVAL_S` at most) and revokes
@@ -96,8 +96,8 @@ class Leases:
         if old_lease:
             txn.delete(_attachment_prefix(old_lease) + key)
 
-    def is_alive(self, lease_id: int) -> bool:
-        """Whether a key attached to ``lease_id`` is visible now."""
+    def live(self, lease_id: int) -> bool:
+        """Whether a key attached to ``lease_id`` is visible now (no I/O while its known deadline is ahead)."""
         return self.table.is_alive(lease_id)
 
     # -- the Lease service ------------------------------------------------------

@@ -14,8 +14,8 @@ compaction floor (or below retention) is then answered with
 ``compact_revision`` and ``canceled``; ``prev_kv`` is the key's record at
 ``mod_revision - 1`` (none for a create event); ``filters`` drop puts or
 deletes; ``progress_notify`` sends an empty response with the current
-revision every :data:`PROGRESS_INTERVAL_S` to a watcher that got no events
-meanwhile, and a ``progress_request`` gets one (``watch_id`` -1) at once;
+revision every ``--etcd-progress-interval`` (etcd's 10 minutes by default)
+to a watcher that got no events meanwhile, and a ``progress_request`` gets one (``watch_id`` -1) at once;
 ``fragment`` splits a response larger than :data:`MAX_RESPONSE_BYTES`.
 
 A key put with a TTL that expires (a lease's key, :mod:`service.etcd.keyspace`)
@@ -38,13 +38,11 @@ from kvstore.watch import PUT_EVENT, Watch, WatchEvent
 from service.etcd.api.etcdserverpb import rpc_pb2 as pb
 from service.etcd.api.etcdserverpb import rpc_pb2_grpc
 from service.etcd.api.mvccpb import kv_pb2
-from service.etcd.keyspace import KEYS, decode, key_bounds
+from service.etcd.keyspace import KEYS, NAMESPACE, ORDER_KEY, decode, decode_order, key_bounds
 from service.etcd.context import EtcdContext, status_of
 
 _log = logging.getLogger("lakekv.etcd.watch")
 
-# etcd's progressReportInterval.
-PROGRESS_INTERVAL_S: Final = 600.0
 # etcd's default --max-request-bytes plus its gRPC overhead allowance: the fragment size.
 MAX_RESPONSE_BYTES: Final = 1536 * 1024
 # How often a caught-up watcher probes storage for other servers' commits.
@@ -152,7 +150,7 @@ class _Stream:
 
     async def _tick(self) -> None:
         while True:
-            await asyncio.sleep(PROGRESS_INTERVAL_S)
+            await asyncio.sleep(self._context.config.etcd_progress_interval_s)
             for watcher in list(self._watchers.values()):
                 if watcher.progress_notify and not watcher.sent_since_tick:
                     self._out.put_nowait(pb.WatchResponse(header=self._header(), watch_id=watcher.id))
@@ -169,7 +167,7 @@ class _Stream:
         try:
             try:
                 watcher.watch = await self._context.blocking(
-                    lambda: store.watch(KEYS, poll_interval_s=POLL_INTERVAL_S, start_revision=watcher.start)
+                    lambda: store.watch(NAMESPACE, poll_interval_s=POLL_INTERVAL_S, start_revision=watcher.start)
                 )
                 while True:
                     wake.clear()
@@ -208,7 +206,7 @@ class _Stream:
 
     async def _send(self, watcher: _Watcher, changes: list[WatchEvent]) -> None:
         events: list[kv_pb2.Event] = []
-        for change in changes:
+        for change in _in_request_order(changes):
             if not watcher.lo <= change.key < watcher.hi:
                 continue
             if change.kind == PUT_EVENT:
@@ -252,6 +250,27 @@ class _Stream:
             return None
 
         return await self._context.blocking(read)
+
+
+def _in_request_order(changes: list[WatchEvent]) -> list[WatchEvent]:
+    """``changes`` (ordered by revision, then key) with each commit's keys in the order its request
+    wrote them, as its ORDER_KEY row says (etcd's sub-revision order); that row itself dropped."""
+    ordered: list[WatchEvent] = []
+    start = 0
+    while start < len(changes):
+        end = start
+        while end < len(changes) and changes[end].seq == changes[start].seq:
+            end += 1
+        commit = changes[start:end]
+        order = [c for c in commit if c.key == ORDER_KEY and c.value is not None]
+        commit = [c for c in commit if c.key.startswith(KEYS)]
+        if order:
+            assert order[0].value is not None
+            rank = {key: n for n, key in enumerate(decode_order(order[0].value))}
+            commit.sort(key=lambda change: rank.get(change.key, len(rank)))
+        ordered.extend(commit)
+        start = end
+    return ordered
 
 
 def _fragments(response: pb.WatchResponse) -> list[pb.WatchResponse]:

@@ -19,4 +19,4 @@ def test_python_examples_run() -> None:
     for block in blocks:
         result = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr[-3000:]
-    assert len(blocks) == 4  # revisions, the config watch, leases and the leader election
+    assert len(blocks) == 5  # revisions, reads and watches at a revision, the config watch, leases, the leader election

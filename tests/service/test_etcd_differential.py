@@ -10,6 +10,7 @@ a lakekv store at 0: the steps between revisions are what must agree).
 from __future__ import annotations
 
 import itertools
+import queue
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,28 @@ class Side:
     def __init__(self, endpoint: str) -> None:
         self.channel = grpc.insecure_channel(endpoint)
         self.kv = rpc_pb2_grpc.KVStub(self.channel)
+        self.watch = rpc_pb2_grpc.WatchStub(self.channel)
         self.base = 0
+
+    def revision(self) -> int:
+        """The current revision, relative to the example's start."""
+        return int(self.kv.Range(pb.RangeRequest(key=b"\x00", count_only=True)).header.revision) - self.base
+
+    def events(self, prefix: bytes, last: int) -> list[Message]:
+        """Every event under ``prefix`` since the example began, with prev_kv, up to relative revision ``last``."""
+        requests: queue.Queue[pb.WatchRequest | None] = queue.Queue()
+        requests.put(pb.WatchRequest(create_request=pb.WatchCreateRequest(
+            key=prefix, range_end=prefix[:-1] + b"0", start_revision=self.base + 1, prev_kv=True)))
+        responses = self.watch.Watch(iter(requests.get, None), timeout=60)
+        try:
+            assert next(responses).created
+            events: list[Message] = []
+            while not events or events[-1].kv.mod_revision < last:
+                events.extend(normalise(event, self.base) for event in next(responses).events)
+            return events
+        finally:
+            requests.put(None)
+            responses.cancel()
 
     def begin(self) -> None:
         self.base = self.kv.Range(pb.RangeRequest(key=b"\x00", range_end=b"\x00", count_only=True)).header.revision
@@ -218,6 +240,10 @@ def test_the_same_operations_give_the_same_responses(sides: tuple[Side, Side], o
         assert got == expected, f"step {step}: {method} {theirs}\netcd:   {expected}\nlakekv: {got}"
     final = pb.RangeRequest(key=prefix, range_end=prefix[:-1] + b"0")
     assert lakekv.call("Range", final) == etcd.call("Range", final)
+    last = etcd.revision()
+    assert lakekv.revision() == last
+    if last > 0:  # something was written: the two watch histories (with prev_kv) are the same
+        assert lakekv.events(prefix, last) == etcd.events(prefix, last)
 
 
 def test_errors_of_compaction_and_revisions_match(sides: tuple[Side, Side]) -> None:

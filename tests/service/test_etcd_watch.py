@@ -163,6 +163,23 @@ def test_filters_cancel_and_progress_requests(stub: Any) -> None:
         stream.close()
 
 
+def test_progress_notify_tells_an_idle_watcher_the_revision(tmp_path: Path) -> None:
+    server = LakekvEtcd(str(tmp_path / "store"), tmp_path / "serve.log",
+                        extra_args=("--etcd-progress-interval", "0.2")).start()
+    channel = grpc.insecure_channel(server.endpoint)
+    stream = Stream(rpc_pb2_grpc.WatchStub(channel))
+    try:
+        revision = rpc_pb2_grpc.KVStub(channel).Put(pb.PutRequest(key=b"elsewhere", value=b"x")).header.revision
+        stream.send(pb.WatchRequest(create_request=pb.WatchCreateRequest(key=b"quiet", progress_notify=True)))
+        assert stream.next().created
+        progress = stream.next()  # no event under "quiet": the next response is a progress notification
+        assert progress.watch_id == 0 and not progress.events and progress.header.revision == revision
+    finally:
+        stream.close()
+        channel.close()
+        server.stop()
+
+
 def test_a_start_below_the_compaction_is_answered_with_compact_revision(stub: Any) -> None:
     watch_stub, kv = stub
     first = kv.Put(pb.PutRequest(key=b"c", value=b"1")).header.revision
