@@ -208,14 +208,15 @@ class LeaseTable:
                 raise EtcdLeaseExistsError()
 
     def keepalive(self, lease_id: int) -> LeaseRecord:
-        """Move the lease's deadline to now + its TTL; the keys stay as they are.
+        """Move the lease's deadline to now + its TTL (never earlier); the keys stay as they are.
 
         Raises:
             EtcdLeaseNotFoundError: the lease is gone or its deadline has passed.
             EtcdLeaseLateError: the new deadline was written after the old one passed: revoke the lease.
         """
         old = self.live(lease_id)
-        record = LeaseRecord(lease_id, old.ttl, self._clock() + old.ttl * 1000)
+        # Never earlier than before: other servers may have cached the old deadline (a re-granted id's floor).
+        record = LeaseRecord(lease_id, old.ttl, max(self._clock() + old.ttl * 1000, old.expire_ms))
         self._objects.put(_path(lease_id), record.encode())
         if self._clock() >= old.expire_ms:
             raise EtcdLeaseLateError()
