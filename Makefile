@@ -20,7 +20,7 @@ JAVAC       ?= javac
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: run test install bench clean etcd-proto etcd-benchmark
+.PHONY: run test install bench clean etcd-proto etcd-benchmark etcd-clientv3-probe
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -82,6 +82,16 @@ $(ETCD_BENCH)/benchmark:
 	rm -rf $(ETCD_BENCH)/src && cp -r $(ETCD_BENCH)/go/pkg/mod/go.etcd.io/etcd/v3@$(ETCD_API) $(ETCD_BENCH)/src && chmod -R u+w $(ETCD_BENCH)/src
 	cd $(ETCD_BENCH)/src && for m in api/v3 client/pkg/v3 client/v2 client/v3 etcdctl/v3 etcdutl/v3 pkg/v3 raft/v3 server/v3 tests/v3; do go mod edit -dropreplace=go.etcd.io/etcd/$$m; done
 	cd $(ETCD_BENCH)/src && GOPATH=$(CURDIR)/$(ETCD_BENCH)/go GOFLAGS="-modcacherw -mod=mod" go build -o $(CURDIR)/$(ETCD_BENCH)/benchmark ./tools/benchmark
+
+# clientv3's concurrency Mutex and Election (go.etcd.io/etcd/client/v3, from
+# the Go module proxy) against lakekv: a tiny Go program, tests/service/
+# clientv3_probe, built into the cache; tests/service/test_etcd_clientv3.py
+# runs it (and runs this target first).
+CLIENTV3 := .cache/etcd-clientv3
+etcd-clientv3-probe: $(CLIENTV3)/clientv3_probe
+$(CLIENTV3)/clientv3_probe: tests/service/clientv3_probe/main.go tests/service/clientv3_probe/go.mod tests/service/clientv3_probe/go.sum
+	mkdir -p $(CLIENTV3)
+	cd tests/service/clientv3_probe && GOPATH=$(CURDIR)/$(CLIENTV3)/go GOFLAGS=-modcacherw go build -o $(CURDIR)/$@ .
 
 clean:
 	rm -rf $(VENV) build *.egg-info cython_ext/*.c cython_ext/*.so $(JAR) $(TEST_JAR)
