@@ -170,3 +170,20 @@ def test_without_the_etcd_api_the_gateway_says_so(tmp_path: Path) -> None:
         assert answer.status_code == 501 and "--etcd-listen" in answer.json()["message"]
     finally:
         server.stop()
+
+
+def test_with_a_token_the_gateway_takes_the_bearer_and_presents_it_to_grpc(tmp_path: Path) -> None:
+    token = "gateway-token-0123456789abcdef"
+    server = LakekvEtcd(str(tmp_path / "store"), tmp_path / "serve.log", token=token).start()
+    try:
+        url = server.server.url + "/v3/kv/put"
+        body = {"key": b64("secured"), "value": b64("v")}
+        assert requests.post(url, json=body, timeout=60).status_code == 401
+        assert requests.post(url, json=body, headers={"Authorization": "Bearer wrong-token-0123456789"},
+                             timeout=60).status_code == 403
+        accepted = requests.post(url, json=body, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        assert accepted.status_code == 200, accepted.text
+        got = etcdctl_json(server.endpoint, "get", "secured", user=f"root:{token}")
+        assert base64.b64decode(got["kvs"][0]["value"]) == b"v"
+    finally:
+        server.stop()
