@@ -20,7 +20,7 @@ JAVAC       ?= javac
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: run test install bench clean etcd-proto etcd-benchmark etcd-clientv3-probe
+.PHONY: run test install bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,43 @@ $(STAMP): $(PY) $(BUILD_INPUTS)
 	$(PY) -m pip install --quiet -e ".[test,bench,server,spark]"
 	$(PY) -c "import cython_ext._checksum, cython_ext._bloom, cython_ext._merge, cython_ext._pointget, cython_ext._lru, cython_ext._scan, cython_ext._memtable, cython_ext._rootrows, cython_ext._newfile, cython_ext._rowbatch, cython_ext._writebatch"  # fail here if an extension did not compile
 	touch $(STAMP)
+
+# etcd's v3 API classes in service/etcd/api are generated from etcd's own
+# .proto files and committed; this regenerates them (ETCD_API=v3.x.y to move
+# on). The Go modules come through `go mod download`, grpcio-tools is
+# installed into the cache dir, not the venv (only this step needs it).
+.PHONY: etcd-proto etcd-benchmark
+ETCD_API    ?= v3.5.1
+ETCD_CACHE  := .cache/etcd-proto
+etcd-proto: $(STAMP)
+	mkdir -p $(ETCD_CACHE)
+	$(PY) -m pip install --quiet --no-deps --target $(ETCD_CACHE)/pkgs "grpcio-tools==$$($(PY) -c 'import grpc; print(grpc.__version__.rsplit(".", 1)[0])').*"
+	cd $(ETCD_CACHE) && GOPATH=$(CURDIR)/$(ETCD_CACHE)/go GOFLAGS=-modcacherw go mod download go.etcd.io/etcd/api/v3@$(ETCD_API) go.etcd.io/etcd/server/v3@$(ETCD_API)
+	PYTHONPATH=$(ETCD_CACHE)/pkgs:. $(PY) -m service.etcd.api.generate $(ETCD_CACHE)/go/pkg/mod/go.etcd.io/etcd/api/v3@$(ETCD_API) $(ETCD_CACHE)/go/pkg/mod/go.etcd.io/etcd/server/v3@$(ETCD_API)
+
+# etcd's own load generator (tools/benchmark of go.etcd.io/etcd/v3), for
+# benchmarks/etcd_grpc_bench.py. Its go.mod points the etcd modules at
+# sibling directories the module zip does not carry: dropping those replaces
+# builds it against the same versions from the Go module proxy.
+ETCD_BENCH := .cache/etcd-benchmark
+etcd-benchmark: $(ETCD_BENCH)/benchmark
+$(ETCD_BENCH)/benchmark:
+	mkdir -p $(ETCD_BENCH)
+	cd $(ETCD_BENCH) && GOPATH=$(CURDIR)/$(ETCD_BENCH)/go GOFLAGS=-modcacherw go mod download go.etcd.io/etcd/v3@$(ETCD_API)
+	rm -rf $(ETCD_BENCH)/src && cp -r $(ETCD_BENCH)/go/pkg/mod/go.etcd.io/etcd/v3@$(ETCD_API) $(ETCD_BENCH)/src && chmod -R u+w $(ETCD_BENCH)/src
+	cd $(ETCD_BENCH)/src && for m in api/v3 client/pkg/v3 client/v2 client/v3 etcdctl/v3 etcdutl/v3 pkg/v3 raft/v3 server/v3 tests/v3; do go mod edit -dropreplace=go.etcd.io/etcd/$$m; done
+	cd $(ETCD_BENCH)/src && GOPATH=$(CURDIR)/$(ETCD_BENCH)/go GOFLAGS="-modcacherw -mod=mod" go build -o $(CURDIR)/$(ETCD_BENCH)/benchmark ./tools/benchmark
+
+# clientv3's concurrency Mutex and Election (go.etcd.io/etcd/client/v3, from
+# the Go module proxy) against lakekv: a tiny Go program, tests/service/
+# clientv3_probe, built into the cache; tests/service/test_etcd_clientv3.py
+# runs it (and runs this target first).
+.PHONY: etcd-clientv3-probe
+CLIENTV3 := .cache/etcd-clientv3
+etcd-clientv3-probe: $(CLIENTV3)/clientv3_probe
+$(CLIENTV3)/clientv3_probe: tests/service/clientv3_probe/main.go tests/service/clientv3_probe/go.mod tests/service/clientv3_probe/go.sum
+	mkdir -p $(CLIENTV3)
+	cd tests/service/clientv3_probe && GOPATH=$(CURDIR)/$(CLIENTV3)/go GOFLAGS=-modcacherw go build -o $(CURDIR)/$@ .
 
 $(JAR) $(TEST_JAR): $(STAMP) $(JVM_SOURCES) $(JVM_TESTS)
 	@command -v $(JAVAC) >/dev/null 2>&1 || { echo "javac not found: the Spark catalog plugin needs a JDK 17 (Debian: apt install openjdk-17-jdk-headless)" >&2; exit 1; }
@@ -57,41 +94,6 @@ test: install
 # writes benchmarks/results/bench.{json,md,png}.
 bench: install
 	$(PY) benchmarks/bench.py
-
-# etcd's v3 API classes in service/etcd/api are generated from etcd's own
-# .proto files and committed; this regenerates them (ETCD_API=v3.x.y to move
-# on). The Go modules come through `go mod download`, grpcio-tools is
-# installed into the cache dir, not the venv (only this step needs it).
-ETCD_API    ?= v3.5.1
-ETCD_CACHE  := .cache/etcd-proto
-etcd-proto: $(STAMP)
-	mkdir -p $(ETCD_CACHE)
-	$(PY) -m pip install --quiet --no-deps --target $(ETCD_CACHE)/pkgs "grpcio-tools==$$($(PY) -c 'import grpc; print(grpc.__version__.rsplit(".", 1)[0])').*"
-	cd $(ETCD_CACHE) && GOPATH=$(CURDIR)/$(ETCD_CACHE)/go GOFLAGS=-modcacherw go mod download go.etcd.io/etcd/api/v3@$(ETCD_API) go.etcd.io/etcd/server/v3@$(ETCD_API)
-	PYTHONPATH=$(ETCD_CACHE)/pkgs:. $(PY) -m service.etcd.api.generate $(ETCD_CACHE)/go/pkg/mod/go.etcd.io/etcd/api/v3@$(ETCD_API) $(ETCD_CACHE)/go/pkg/mod/go.etcd.io/etcd/server/v3@$(ETCD_API)
-
-# etcd's own load generator (tools/benchmark of go.etcd.io/etcd/v3), for
-# benchmarks/etcd_grpc_bench.py. Its go.mod points the etcd modules at
-# sibling directories the module zip does not carry: dropping those replaces
-# builds it against the same versions from the Go module proxy.
-ETCD_BENCH := .cache/etcd-benchmark
-etcd-benchmark: $(ETCD_BENCH)/benchmark
-$(ETCD_BENCH)/benchmark:
-	mkdir -p $(ETCD_BENCH)
-	cd $(ETCD_BENCH) && GOPATH=$(CURDIR)/$(ETCD_BENCH)/go GOFLAGS=-modcacherw go mod download go.etcd.io/etcd/v3@$(ETCD_API)
-	rm -rf $(ETCD_BENCH)/src && cp -r $(ETCD_BENCH)/go/pkg/mod/go.etcd.io/etcd/v3@$(ETCD_API) $(ETCD_BENCH)/src && chmod -R u+w $(ETCD_BENCH)/src
-	cd $(ETCD_BENCH)/src && for m in api/v3 client/pkg/v3 client/v2 client/v3 etcdctl/v3 etcdutl/v3 pkg/v3 raft/v3 server/v3 tests/v3; do go mod edit -dropreplace=go.etcd.io/etcd/$$m; done
-	cd $(ETCD_BENCH)/src && GOPATH=$(CURDIR)/$(ETCD_BENCH)/go GOFLAGS="-modcacherw -mod=mod" go build -o $(CURDIR)/$(ETCD_BENCH)/benchmark ./tools/benchmark
-
-# clientv3's concurrency Mutex and Election (go.etcd.io/etcd/client/v3, from
-# the Go module proxy) against lakekv: a tiny Go program, tests/service/
-# clientv3_probe, built into the cache; tests/service/test_etcd_clientv3.py
-# runs it (and runs this target first).
-CLIENTV3 := .cache/etcd-clientv3
-etcd-clientv3-probe: $(CLIENTV3)/clientv3_probe
-$(CLIENTV3)/clientv3_probe: tests/service/clientv3_probe/main.go tests/service/clientv3_probe/go.mod tests/service/clientv3_probe/go.sum
-	mkdir -p $(CLIENTV3)
-	cd tests/service/clientv3_probe && GOPATH=$(CURDIR)/$(CLIENTV3)/go GOFLAGS=-modcacherw go build -o $(CURDIR)/$@ .
 
 clean:
 	rm -rf $(VENV) build *.egg-info cython_ext/*.c cython_ext/*.so $(JAR) $(TEST_JAR)

@@ -36,8 +36,12 @@ class EtcdContext:
     executor: ThreadPoolExecutor
     cluster_id: int
     member_id: int
-    # Coroutines the server awaits when it stops (services' background tasks end there).
-    on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    # Called (on the loop) when the server stops, before in-flight calls are awaited: a
+    # streaming service ends its open streams here, so that long-lived streams (watches,
+    # keepalives) do not hold a graceful stop for its whole grace period.
+    on_stop: list[Callable[[], None]] = field(default_factory=list)
+    # Coroutines the server awaits once it has stopped serving (services' background tasks end there).
+    after_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     # Where clients reach this server (``http://host:port``), filled in once the port is bound.
     client_urls: list[str] = field(default_factory=list)
 

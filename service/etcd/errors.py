@@ -38,6 +38,7 @@ USER_EMPTY = _error(grpc.StatusCode.INVALID_ARGUMENT, "etcdserver: user name is 
 AUTH_FAILED = _error(grpc.StatusCode.INVALID_ARGUMENT, "etcdserver: authentication failed, invalid user ID or password")
 AUTH_NOT_ENABLED = _error(grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: authentication is not enabled")
 INVALID_AUTH_TOKEN = _error(grpc.StatusCode.UNAUTHENTICATED, "etcdserver: invalid auth token")
+STOPPED = _error(grpc.StatusCode.UNAVAILABLE, "etcdserver: server stopped")
 TIMEOUT = _error(grpc.StatusCode.UNAVAILABLE, "etcdserver: request timed out")
 
 

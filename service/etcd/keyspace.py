@@ -153,6 +153,16 @@ class _TxnReader:
     def items(self, lo: bytes, hi: bytes) -> Iterator[kv_pb2.KeyValue]:
         return _lease_filter(self._leases, self._items(lo, hi))
 
+    def one(self, store_key: bytes) -> kv_pb2.KeyValue | None:
+        """The record of one key (a point read: no range joins the read set)."""
+        if store_key in self._own:
+            return self._own[store_key]
+        raw, revision = self._txn.get_with_revision(store_key)
+        if raw is None:
+            return None
+        kv = decode(store_key, raw, revision)
+        return next(_lease_filter(self._leases, iter((kv,))), None)
+
     def _items(self, lo: bytes, hi: bytes) -> Iterator[kv_pb2.KeyValue]:
         if hi <= lo:
             return
@@ -404,9 +414,7 @@ class _WriteRun:
             if hook is None:
                 raise errors.LEASE_NOT_FOUND
             hook.check(self.txn, request.lease)
-        store_key = KEYS + request.key
-        found = list(self.reader.items(store_key, store_key + b"\x00"))
-        prev = found[0] if found else None
+        prev = self.reader.one(KEYS + request.key)
         if (request.ignore_value or request.ignore_lease) and prev is None:
             raise errors.KEY_NOT_FOUND
         return prev

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
-import grpc.aio
+from typing import Final
 
+import grpc.aio
+from google.protobuf.message import Message
+
+from service.etcd import errors
 from service.etcd.api.etcdserverpb import rpc_pb2 as pb
 from service.etcd.api.etcdserverpb import rpc_pb2_grpc
 from service.etcd.context import EtcdContext, unary
+
+
+# etcd's --max-request-bytes default: a larger write is refused with "request is too large".
+MAX_REQUEST_BYTES: Final = 1536 * 1024
+
+
+def _check_size(request: Message) -> None:
+    if request.ByteSize() > MAX_REQUEST_BYTES:
+        raise errors.REQUEST_TOO_LARGE
 
 
 class KVServicer(rpc_pb2_grpc.KVServicer):
@@ -31,6 +44,7 @@ class KVServicer(rpc_pb2_grpc.KVServicer):
 
     @unary
     async def Put(self, request: pb.PutRequest, context: grpc.aio.ServicerContext) -> pb.PutResponse:
+        _check_size(request)
         response = await self._context.blocking(self._keyspace.put, request)
         self._fill(response)
         return response
@@ -45,6 +59,7 @@ class KVServicer(rpc_pb2_grpc.KVServicer):
 
     @unary
     async def Txn(self, request: pb.TxnRequest, context: grpc.aio.ServicerContext) -> pb.TxnResponse:
+        _check_size(request)
         response = await self._context.blocking(self._keyspace.txn, request)
         self._fill(response)
         return response

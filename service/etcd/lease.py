@@ -258,4 +258,4 @@ def add_to_server(context: EtcdContext, server: grpc.aio.Server) -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    context.on_stop.append(stop)
+    context.after_stop.append(stop)

@@ -102,4 +102,4 @@ def add_to_server(context: EtcdContext, server: grpc.aio.Server) -> None:
             await task
         await context.blocking(registry.leave)
 
-    context.on_stop.append(stop)
+    context.after_stop.append(stop)

@@ -5,6 +5,13 @@ store handle, so HTTP and gRPC writes share one group commit. Each service
 is a module with ``add_to_server(context, server)``; :data:`SERVICES` lists
 them.
 
+Codegen: the message classes and stubs (:mod:`service.etcd.api`) are
+generated from etcd's own ``.proto`` files (go.etcd.io/etcd/api/v3 and
+server/v3, v3.5.1) by ``make etcd-proto`` and committed with the stripped
+``.proto`` sources: installing lakekv then needs grpcio and protobuf only,
+not grpcio-tools and Go; regenerating is one make target, and the
+committed output is reviewed like code (``service/etcd/api/generate.py``).
+
 Contract for service modules (Lease, Lock, Election, Maintenance, Cluster
 add themselves here):
 
@@ -19,16 +26,19 @@ add themselves here):
   ``abort_with``): an ``EtcdError`` becomes etcd's
   status code and message; ``ValueError``/``TypeError`` become
   INVALID_ARGUMENT; a ``StoreError`` becomes UNAVAILABLE with its message;
+* a streaming service registers in ``context.on_stop`` a callback that
+  ends its open streams (a graceful stop then waits for unary calls only);
 * run blocking store calls with ``await context.blocking(fn, *args)`` (the
   server's worker threads); never block the loop;
-* headers: ``context.header(revision)`` (cluster id, member id, revision,
-  raft term 0...). The store-wide revision is the commit seq
+* headers: ``context.header(revision)`` (cluster id: the store's; member
+  id: this process's; raft term 1). The store-wide revision is the commit seq
   (``store.seq``); :mod:`service.etcd.keyspace` holds etcd's key model
   (create/mod revision, version, lease per key) and its lease hook
   (:class:`~service.etcd.keyspace.LeaseHook`, ``context.keyspace.leases``).
 
-Authentication follows the HTTP rules (:mod:`service.security`): without a
-serve token every call is open (the bind is loopback, :func:`check_bind`);
+With ``--tls-cert``/``--tls-key`` the etcd port speaks TLS with the same
+certificate. Authentication follows the HTTP rules (:mod:`service.security`):
+without a serve token every call is open (the bind is loopback, :func:`check_bind`);
 with one, every call but ``Auth/Authenticate`` must carry the metadata
 ``token: <serve token>``. ``Authenticate`` accepts any user name with the
 serve token as password and hands the token back, which is how
@@ -59,8 +69,8 @@ _log = logging.getLogger("lakekv.etcd")
 
 # Only Authenticate may be called without a token (it is how a client gets one).
 OPEN_METHODS: Final = frozenset({"/etcdserverpb.Auth/Authenticate"})
-# etcd's default gRPC message limit is 1.5 MiB for requests; clients send up to 2 GiB responses.
-MAX_RECEIVE_BYTES: Final = 16 * 1024 * 1024
+# etcd's gRPC receive limit: its --max-request-bytes (1.5 MiB) plus 512 KiB of gRPC overhead.
+MAX_RECEIVE_BYTES: Final = 1536 * 1024 + 512 * 1024
 
 
 class TokenAuth(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc.aio is untyped
@@ -116,8 +126,10 @@ class EtcdServer:
         self.port = port
 
     async def stop(self, grace_s: float) -> None:
+        for end_streams in self.context.on_stop:
+            end_streams()
         await self.server.stop(grace_s)
-        for stop in self.context.on_stop:
+        for stop in self.context.after_stop:
             await stop()
         self.context.executor.shutdown(wait=False)
 
@@ -162,7 +174,14 @@ async def start(config: ServerConfig, store: Store) -> EtcdServer:
     for add in SERVICES:
         add(context, server)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    bound = server.add_insecure_port(address)
+    if config.tls_cert is not None and config.tls_key is not None:
+        # The HTTP server's certificate serves the etcd port too: a token never travels in clear text
+        # where the HTTP API's would not (etcdctl --cacert, clientv3 TLS config).
+        with open(config.tls_key, "rb") as key_file, open(config.tls_cert, "rb") as cert_file:
+            credentials = grpc.ssl_server_credentials([(key_file.read(), cert_file.read())])
+        bound = server.add_secure_port(address, credentials)
+    else:
+        bound = server.add_insecure_port(address)
     if bound == 0:
         raise RuntimeError(f"could not bind the etcd API to {config.etcd_listen}")
     context.client_urls.append(f"http://{address.rpartition(':')[0]}:{bound}")

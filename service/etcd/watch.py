@@ -18,9 +18,11 @@ revision every ``--etcd-progress-interval`` (etcd's 10 minutes by default)
 to a watcher that got no events meanwhile, and a ``progress_request`` gets one (``watch_id`` -1) at once;
 ``fragment`` splits a response larger than :data:`MAX_RESPONSE_BYTES`.
 
-A key put with a TTL that expires (a lease's key, :mod:`service.etcd.keyspace`)
-is reported as a DELETE whose ``mod_revision`` is the expired put's: the
-expiry itself is not a commit and has no revision of its own.
+A key whose row expires (a lease hook may give rows its lease's expiry) is
+not reported when it expires: an expiry is not a commit and has no revision,
+and an event with an old revision would break the order clients rely on.
+As in etcd, a lease's end reaches watchers as the DELETE events of the
+commit that revokes it (the Lease service's).
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from typing import Final
 import grpc.aio
 
 from kvstore.errors import SnapshotTooOldError, StoreError
-from kvstore.watch import PUT_EVENT, Watch, WatchEvent
+from kvstore.watch import EXPIRE_EVENT, PUT_EVENT, Watch, WatchEvent
+from service.etcd import errors
 from service.etcd.api.etcdserverpb import rpc_pb2 as pb
 from service.etcd.api.etcdserverpb import rpc_pb2_grpc
 from service.etcd.api.mvccpb import kv_pb2
@@ -76,6 +79,10 @@ class _Stream:
         self._out: asyncio.Queue[pb.WatchResponse | BaseException | None] = asyncio.Queue()
         self._watchers: dict[int, _Watcher] = {}
         self._next_id = 0
+
+    def end(self) -> None:
+        """End the stream with etcd's "server stopped" (UNAVAILABLE: clients reconnect and resume)."""
+        self._out.put_nowait(errors.STOPPED)
 
     def _header(self, revision: int | None = None) -> pb.ResponseHeader:
         return self._context.header(self._context.store.seq if revision is None else revision)
@@ -263,7 +270,7 @@ def _in_request_order(changes: list[WatchEvent]) -> list[WatchEvent]:
             end += 1
         commit = changes[start:end]
         order = [c for c in commit if c.key == ORDER_KEY and c.value is not None]
-        commit = [c for c in commit if c.key.startswith(KEYS)]
+        commit = [c for c in commit if c.key.startswith(KEYS) and c.kind != EXPIRE_EVENT]
         if order:
             assert order[0].value is not None
             rank = {key: n for n, key in enumerate(decode_order(order[0].value))}
@@ -292,18 +299,28 @@ def _fragments(response: pb.WatchResponse) -> list[pb.WatchResponse]:
 class WatchServicer(rpc_pb2_grpc.WatchServicer):
     def __init__(self, context: EtcdContext) -> None:
         self._context = context
+        self._streams: set[_Stream] = set()
+        context.on_stop.append(self._end_streams)
+
+    def _end_streams(self) -> None:
+        """The server is stopping: end every watch stream now (clients reconnect and resume)."""
+        for stream in self._streams:
+            stream.end()
 
     async def Watch(
         self, request_iterator: AsyncIterator[pb.WatchRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.WatchResponse]:
         stream = _Stream(self._context)
+        self._streams.add(stream)
         try:
             async for response in stream.serve(request_iterator):
                 yield response
-        except (ValueError, TypeError, StoreError) as exc:
+        except (errors.EtcdError, ValueError, TypeError, StoreError) as exc:
             status = status_of(exc)
             assert status is not None
             await context.abort(*status)
+        finally:
+            self._streams.discard(stream)
 
 
 def add_to_server(context: EtcdContext, server: grpc.aio.Server) -> None:

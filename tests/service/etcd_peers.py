@@ -59,11 +59,12 @@ class LakekvEtcd:
     """``lakekv serve URL --etcd-listen 127.0.0.1:<free port>``."""
 
     def __init__(self, store_url: str, log_path: Path, token: str | None = None,
-                 http_port: int | None = None, etcd_port: int | None = None, extra_args: tuple[str, ...] = ()) -> None:
+                 http_port: int | None = None, etcd_port: int | None = None, extra_args: tuple[str, ...] = (),
+                 tls: bool = False) -> None:
         self.etcd_port = etcd_port or free_port()
         self.server = ServerProcess(
             store_url, log_path, token=token, port=http_port,
-            extra_args=("--etcd-listen", f"127.0.0.1:{self.etcd_port}", "--quiet", *extra_args),
+            extra_args=("--etcd-listen", f"127.0.0.1:{self.etcd_port}", "--quiet", *extra_args), tls=tls,
         )
 
     @property
@@ -78,7 +79,7 @@ class LakekvEtcd:
         """A new server process on the same ports and store."""
         self.server = ServerProcess(
             self.server.store_url, self.server.log_path, token=self.server.token, port=self.server.port,
-            extra_args=self.server.extra_args,
+            extra_args=self.server.extra_args, tls=self.server.tls,
         )
         return self.start()
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import queue
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -151,7 +150,8 @@ def range_op(draw: Any) -> Build:
                                    pb.RangeRequest.MOD, pb.RangeRequest.VALUE]))
     keys_only, count_only = draw(st.booleans()), draw(st.sampled_from([False, False, True]))
     revision = draw(st.sampled_from([None, None, None]) | rel_revision())
-    min_mod = draw(st.sampled_from([None, None]) | rel_revision())
+    min_mod, max_mod, min_create, max_create = (draw(st.sampled_from([None, None]) | rel_revision()) for _ in range(4))
+    serializable = draw(st.booleans())
 
     def build(prefix: bytes, base: int) -> pb.RangeRequest:
         return pb.RangeRequest(
@@ -159,6 +159,10 @@ def range_op(draw: Any) -> Build:
             sort_target=target, keys_only=keys_only, count_only=count_only,
             revision=base + revision if revision is not None else 0,
             min_mod_revision=base + min_mod if min_mod is not None else 0,
+            max_mod_revision=base + max_mod if max_mod is not None else 0,
+            min_create_revision=base + min_create if min_create is not None else 0,
+            max_create_revision=base + max_create if max_create is not None else 0,
+            serializable=serializable,
         )
 
     return build

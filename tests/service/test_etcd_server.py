@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from service.config import ServerConfig, check_bind
+from tests.service.etcd_peers import LakekvEtcd, etcdctl
 
 
 def test_a_non_loopback_etcd_bind_needs_a_token() -> None:
@@ -40,3 +41,32 @@ def test_serve_refuses_a_bad_retention(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120,
     )
     assert result.returncode != 0 and "--retention" in result.stderr
+
+
+def test_the_etcd_port_speaks_tls_with_the_serve_certificate(tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=120,
+    )
+    server = LakekvEtcd(str(tmp_path / "store"), tmp_path / "serve.log", tls=True,
+                        extra_args=("--tls-cert", str(cert), "--tls-key", str(key))).start()
+    try:
+        etcdctl(server.endpoint, "--cacert", str(cert), "put", "k", "over tls")
+        assert etcdctl(server.endpoint, "--cacert", str(cert), "get", "k", "--print-value-only").stdout == "over tls\n"
+        plain = etcdctl(server.endpoint, "get", "k", check=False, timeout=120)
+        assert plain.returncode != 0  # no clear text on a TLS server
+    finally:
+        server.stop()
+
+
+def test_a_put_larger_than_etcd_s_request_limit_is_refused(tmp_path: Path) -> None:
+    server = LakekvEtcd(str(tmp_path / "store"), tmp_path / "serve.log").start()
+    try:
+        big = tmp_path / "big"
+        big.write_bytes(b"x" * (1536 * 1024 + 1))
+        refused = etcdctl(server.endpoint, "put", "big", stdin=big.read_text(), check=False)
+        assert refused.returncode != 0 and "request is too large" in refused.stderr
+    finally:
+        server.stop()

@@ -180,6 +180,22 @@ def test_progress_notify_tells_an_idle_watcher_the_revision(tmp_path: Path) -> N
         server.stop()
 
 
+def test_a_graceful_stop_ends_watch_streams_with_server_stopped(lakekv: LakekvEtcd) -> None:
+    channel = grpc.insecure_channel(lakekv.endpoint)
+    stream = Stream(rpc_pb2_grpc.WatchStub(channel))
+    try:
+        stream.send(pb.WatchRequest(create_request=pb.WatchCreateRequest(key=b"k")))
+        assert stream.next().created
+        assert lakekv.server.stop() == 0  # SIGTERM: the open watch must not hold the stop for its grace period
+        with pytest.raises(grpc.RpcError) as ended:
+            stream.next()
+        assert ended.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert ended.value.details() == "etcdserver: server stopped"  # clients retry it, on another server
+    finally:
+        stream.close()
+        channel.close()
+
+
 def test_a_start_below_the_compaction_is_answered_with_compact_revision(stub: Any) -> None:
     watch_stub, kv = stub
     first = kv.Put(pb.PutRequest(key=b"c", value=b"1")).header.revision
@@ -197,9 +213,10 @@ def test_a_start_below_the_compaction_is_answered_with_compact_revision(stub: An
 
 def test_fragment_splits_a_large_response(stub: Any) -> None:
     watch_stub, kv = stub
-    value = b"v" * (512 * 1024)
-    ops = [pb.RequestOp(request_put=pb.PutRequest(key=b"big/%d" % i, value=value)) for i in range(5)]
-    revision = kv.Txn(pb.TxnRequest(success=ops)).header.revision
+    value = b"v" * (400 * 1024)  # each put under etcd's 1.5 MiB request limit; a replay of all five is over it
+    revision = kv.Put(pb.PutRequest(key=b"big/0", value=value)).header.revision
+    for i in range(1, 5):
+        kv.Put(pb.PutRequest(key=b"big/%d" % i, value=value))
     stream = Stream(watch_stub)
     try:
         stream.send(pb.WatchRequest(create_request=pb.WatchCreateRequest(
@@ -212,3 +229,59 @@ def test_fragment_splits_a_large_response(stub: Any) -> None:
         assert [e.kv.key for part in parts for e in part.events] == [b"big/%d" % i for i in range(5)]
     finally:
         stream.close()
+
+
+class ExpiringLeases:
+    """A lease hook giving lease 5's keys a row expiry (as a Lease service may), here long past: the row
+    is expired from its commit on."""
+
+    def check(self, txn: Any, lease: int) -> None:
+        if lease != 5:
+            from service.etcd import errors
+
+            raise errors.LEASE_NOT_FOUND
+
+    def on_put(self, txn: Any, key: bytes, old_lease: int, new_lease: int) -> int | None:
+        return 1 if new_lease == 5 else None  # 1 ms after the epoch
+
+    def on_delete(self, txn: Any, key: bytes, old_lease: int) -> None:
+        return None
+
+    def live(self, lease: int) -> bool:
+        return True
+
+
+def test_a_row_expiry_is_no_watch_event(tmp_path: Path) -> None:
+    """Only commits make events: an expiring row would otherwise be reported with an old revision."""
+    import asyncio
+
+    import kvstore
+    from service.config import ServerConfig
+    from service.etcd import server as etcd_server
+    from service.testing import free_port
+
+    port = free_port()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    with kvstore.open(str(tmp_path / "store")) as db:
+        config = ServerConfig(url=str(tmp_path / "store"), etcd_listen=f"127.0.0.1:{port}")
+        running = asyncio.run_coroutine_threadsafe(etcd_server.start(config, db), loop).result(60)
+        running.context.keyspace.leases = ExpiringLeases()
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        stream = Stream(rpc_pb2_grpc.WatchStub(channel))
+        try:
+            kv = rpc_pb2_grpc.KVStub(channel)
+            stream.send(pb.WatchRequest(create_request=pb.WatchCreateRequest(key=b"w/", range_end=b"w0")))
+            assert stream.next().created
+            leased = kv.Put(pb.PutRequest(key=b"w/leased", value=b"x", lease=5)).header.revision
+            assert [e.kv.mod_revision for e in stream.next().events] == [leased]
+            assert kv.Range(pb.RangeRequest(key=b"w/leased")).count == 0  # expired
+            later = kv.Put(pb.PutRequest(key=b"w/later", value=b"y")).header.revision
+            assert [(e.kv.key, e.kv.mod_revision) for e in stream.next().events] == [(b"w/later", later)]
+        finally:
+            stream.close()
+            channel.close()
+            asyncio.run_coroutine_threadsafe(running.stop(5), loop).result(60)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
