@@ -32,7 +32,7 @@ from service.etcd.api.v3electionpb import v3election_pb2_grpc
 from service.etcd.context import EtcdContext, abort_with, unary
 from service.etcd.lease import Leases
 from service.etcd.lock import created_is, owner_key, session_lease
-from service.etcd.waiting import Changes, first_created, wait_deletes
+from service.etcd.waiting import Changes, OpenStreams, first_created, wait_deletes
 
 NO_LEADER: Final = errors.EtcdError(grpc.StatusCode.UNKNOWN, "election: no leader")
 NOT_LEADER: Final = errors.EtcdError(grpc.StatusCode.UNKNOWN, "election: not leader")
@@ -117,8 +117,9 @@ class Elections:
 
 
 class ElectionServicer(v3election_pb2_grpc.ElectionServicer):
-    def __init__(self, elections: Elections) -> None:
+    def __init__(self, context: EtcdContext, elections: Elections) -> None:
         self._elections = elections
+        self._streams = OpenStreams(context)
 
     @unary
     async def Campaign(self, request: epb.CampaignRequest, context: grpc.aio.ServicerContext) -> epb.CampaignResponse:
@@ -138,7 +139,7 @@ class ElectionServicer(v3election_pb2_grpc.ElectionServicer):
         self, request: epb.LeaderRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[epb.LeaderResponse]:
         try:
-            async for response in self._elections.observe(request.name):
+            async for response in self._streams.until_stopped(self._elections.observe(request.name)):
                 yield response
         except (errors.EtcdError, ValueError, TypeError, StoreError) as exc:
             await abort_with(context, exc)
@@ -153,5 +154,5 @@ class ElectionServicer(v3election_pb2_grpc.ElectionServicer):
 def add_to_server(context: EtcdContext, server: grpc.aio.Server) -> None:
     leases = context.keyspace.leases
     assert isinstance(leases, Leases), "the Lease service registers before Election"
-    servicer = ElectionServicer(Elections(context, leases))
+    servicer = ElectionServicer(context, Elections(context, leases))
     v3election_pb2_grpc.add_ElectionServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]

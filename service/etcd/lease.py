@@ -38,6 +38,7 @@ from service.etcd.api.etcdserverpb import rpc_pb2_grpc
 from service.etcd.context import EtcdContext, abort_with, unary
 from service.etcd.keyspace import KEYS, Keyspace, decode
 from service.etcd.lease_table import LeaseRecord, LeaseTable
+from service.etcd.waiting import OpenStreams
 
 _log = logging.getLogger("lakekv.etcd.lease")
 
@@ -195,6 +196,7 @@ class LeaseServicer(rpc_pb2_grpc.LeaseServicer):
     def __init__(self, context: EtcdContext, leases: Leases) -> None:
         self._context = context
         self._leases = leases
+        self._streams = OpenStreams(context)
 
     def _header(self, revision: int | None = None) -> pb.ResponseHeader:
         return self._context.header(self._context.store.seq if revision is None else revision)
@@ -215,7 +217,7 @@ class LeaseServicer(rpc_pb2_grpc.LeaseServicer):
         self, request_iterator: AsyncIterator[pb.LeaseKeepAliveRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.LeaseKeepAliveResponse]:
         try:
-            async for request in request_iterator:
+            async for request in self._streams.until_stopped(request_iterator):
                 ttl = await self._context.blocking(self._leases.keepalive, request.ID)
                 yield pb.LeaseKeepAliveResponse(header=self._header(), ID=request.ID, TTL=ttl)
         except (errors.EtcdError, ValueError, TypeError, StoreError) as exc:

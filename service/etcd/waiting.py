@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Final
+from collections.abc import AsyncIterator
+from typing import Final, TypeVar
 
 from service.etcd.api.etcdserverpb import rpc_pb2 as pb
 from service.etcd.context import EtcdContext
 
 RECHECK_S: Final = 1.0
+T = TypeVar("T")
 
 
 def prefix_end(prefix: bytes) -> bytes:
@@ -90,3 +92,41 @@ async def wait_deletes(context: EtcdContext, prefix: bytes, max_create_revision:
             if not response.kvs:
                 return
             await changes.wait()
+
+
+class OpenStreams:
+    """The open streams of one service (keepalives, observes), ended together when the server stops.
+
+    Registered in ``EtcdContext.on_stop``: a graceful stop then waits only for
+    unary calls, not for streams that would stay open for the whole grace period.
+    """
+
+    def __init__(self, context: EtcdContext) -> None:
+        self._stops: set[asyncio.Event] = set()
+        context.on_stop.append(self.end_all)
+
+    def end_all(self) -> None:
+        for stop in self._stops:
+            stop.set()
+
+    async def until_stopped(self, items: AsyncIterator[T]) -> AsyncIterator[T]:
+        """``items`` until they end or the server stops."""
+        stop = asyncio.Event()
+        self._stops.add(stop)
+        stopping = asyncio.ensure_future(stop.wait())
+        iterator = items.__aiter__()
+        try:
+            while True:
+                following = asyncio.ensure_future(iterator.__anext__())
+                done, _ = await asyncio.wait({following, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                if following not in done:
+                    following.cancel()
+                    return
+                try:
+                    item = following.result()
+                except StopAsyncIteration:
+                    return
+                yield item
+        finally:
+            stopping.cancel()
+            self._stops.discard(stop)
