@@ -67,6 +67,17 @@ $(ETCD_BENCH)/benchmark:
 	cd $(ETCD_BENCH)/src && for m in api/v3 client/pkg/v3 client/v2 client/v3 etcdctl/v3 etcdutl/v3 pkg/v3 raft/v3 server/v3 tests/v3; do go mod edit -dropreplace=go.etcd.io/etcd/$$m; done
 	cd $(ETCD_BENCH)/src && GOPATH=$(CURDIR)/$(ETCD_BENCH)/go GOFLAGS="-modcacherw -mod=mod" go build -o $(CURDIR)/$(ETCD_BENCH)/benchmark ./tools/benchmark
 
+# clientv3's concurrency Mutex and Election (go.etcd.io/etcd/client/v3, from
+# the Go module proxy) against lakekv: a tiny Go program, tests/service/
+# clientv3_probe, built into the cache; tests/service/test_etcd_clientv3.py
+# runs it (and runs this target first).
+.PHONY: etcd-clientv3-probe
+CLIENTV3 := .cache/etcd-clientv3
+etcd-clientv3-probe: $(CLIENTV3)/clientv3_probe
+$(CLIENTV3)/clientv3_probe: tests/service/clientv3_probe/main.go tests/service/clientv3_probe/go.mod tests/service/clientv3_probe/go.sum
+	mkdir -p $(CLIENTV3)
+	cd tests/service/clientv3_probe && GOPATH=$(CURDIR)/$(CLIENTV3)/go GOFLAGS=-modcacherw go build -o $(CURDIR)/$@ .
+
 $(JAR) $(TEST_JAR): $(STAMP) $(JVM_SOURCES) $(JVM_TESTS)
 	@command -v $(JAVAC) >/dev/null 2>&1 || { echo "javac not found: the Spark catalog plugin needs a JDK 17 (Debian: apt install openjdk-17-jdk-headless)" >&2; exit 1; }
 	rm -rf $(JVM_DIR)/build && mkdir -p $(JVM_DIR)/build/classes $(JVM_DIR)/build/test-classes

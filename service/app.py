@@ -36,6 +36,7 @@ from starlette.routing import Route
 import catalog
 from kvstore.errors import StoreError
 from service import durable_api, kv_api, kv_leases, kv_txn, kv_watch, spark_control
+from service.etcd import gateway as etcd_gateway
 from service.iceberg import routes as iceberg_routes
 from service.iceberg.warehouse import Warehouse
 from service.config import ServerConfig
@@ -133,6 +134,7 @@ def create_app(config: ServerConfig) -> Starlette:
         *durable_api.ROUTES,
         *spark_control.ROUTES,
         *iceberg_routes.ROUTES,
+        *etcd_gateway.ROUTES,
     ]
     middleware = [
         Middleware(MetricsAndAccessLog, metrics=metrics),

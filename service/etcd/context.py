@@ -40,6 +40,10 @@ class EtcdContext:
     # streaming service ends its open streams here, so that long-lived streams (watches,
     # keepalives) do not hold a graceful stop for its whole grace period.
     on_stop: list[Callable[[], None]] = field(default_factory=list)
+    # Coroutines the server awaits once it has stopped serving (services' background tasks end there).
+    after_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    # Where clients reach this server (``http://host:port``), filled in once the port is bound.
+    client_urls: list[str] = field(default_factory=list)
 
     async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on a worker thread (store calls block on storage)."""

@@ -40,3 +40,24 @@ AUTH_NOT_ENABLED = _error(grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: auth
 INVALID_AUTH_TOKEN = _error(grpc.StatusCode.UNAUTHENTICATED, "etcdserver: invalid auth token")
 STOPPED = _error(grpc.StatusCode.UNAVAILABLE, "etcdserver: server stopped")
 TIMEOUT = _error(grpc.StatusCode.UNAVAILABLE, "etcdserver: request timed out")
+
+
+class EtcdLeaseNotFoundError(EtcdError):
+    """The lease was never granted, was revoked, or its deadline has passed (:mod:`service.etcd.lease_table`)."""
+
+    def __init__(self) -> None:
+        super().__init__(LEASE_NOT_FOUND.code, LEASE_NOT_FOUND.message)
+
+
+class EtcdLeaseLateError(EtcdLeaseNotFoundError):
+    """A keepalive whose write landed after the old deadline: others may have seen the lease expire."""
+
+
+class EtcdLeaseExistsError(EtcdError):
+    def __init__(self) -> None:
+        super().__init__(grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: lease already exists")
+
+
+class EtcdLeaseTTLTooLargeError(EtcdError):
+    def __init__(self) -> None:
+        super().__init__(grpc.StatusCode.OUT_OF_RANGE, "etcdserver: too large lease TTL")

@@ -52,6 +52,8 @@ ORDER_KEY: Final = NAMESPACE + b"order"
 _LENGTH: Final = struct.Struct(">I")
 _KEYS_END: Final = KEYS[:-1] + bytes([KEYS[-1] + 1])  # just past every key under KEYS
 _HEADER: Final = struct.Struct(">qqq")
+# A marker committed once in a fresh store (see Keyspace.start_at_etcds_first_revision).
+GENESIS: Final = RESERVED + b"etcd/genesis"
 # etcd's --max-txn-ops default.
 MAX_TXN_OPS: Final = 128
 M = TypeVar("M", bound=Message)
@@ -316,11 +318,17 @@ def ops_on_path(request: pb.TxnRequest, path: Iterator[bool]) -> Iterator[Any]:
             yield op
 
 
+def _ordinal(revision: int) -> int:
+    """A revision for ordering and bounds: one still PENDING in this txn is newer than every committed one
+    (else a lock waiter's own new key would sort first by create revision and take the lock)."""
+    return (1 << 63) - 1 if revision == PENDING else revision
+
+
 _SORT_KEYS: Final[dict[int, Callable[[kv_pb2.KeyValue], Any]]] = {
     pb.RangeRequest.KEY: lambda kv: kv.key,
     pb.RangeRequest.VERSION: lambda kv: kv.version,
-    pb.RangeRequest.CREATE: lambda kv: kv.create_revision,
-    pb.RangeRequest.MOD: lambda kv: kv.mod_revision,
+    pb.RangeRequest.CREATE: lambda kv: _ordinal(kv.create_revision),
+    pb.RangeRequest.MOD: lambda kv: _ordinal(kv.mod_revision),
     pb.RangeRequest.VALUE: lambda kv: kv.value,
 }
 
@@ -332,13 +340,13 @@ def _range(reader: _Reader, request: pb.RangeRequest, revision: int) -> pb.Range
     if request.count_only:
         return pb.RangeResponse(header=pb.ResponseHeader(revision=revision), count=count)
     if request.max_mod_revision:
-        kvs = [kv for kv in kvs if kv.mod_revision <= request.max_mod_revision]
+        kvs = [kv for kv in kvs if _ordinal(kv.mod_revision) <= request.max_mod_revision]
     if request.min_mod_revision:
-        kvs = [kv for kv in kvs if kv.mod_revision >= request.min_mod_revision]
+        kvs = [kv for kv in kvs if _ordinal(kv.mod_revision) >= request.min_mod_revision]
     if request.max_create_revision:
-        kvs = [kv for kv in kvs if kv.create_revision <= request.max_create_revision]
+        kvs = [kv for kv in kvs if _ordinal(kv.create_revision) <= request.max_create_revision]
     if request.min_create_revision:
-        kvs = [kv for kv in kvs if kv.create_revision >= request.min_create_revision]
+        kvs = [kv for kv in kvs if _ordinal(kv.create_revision) >= request.min_create_revision]
     order = request.sort_order
     if request.sort_target != pb.RangeRequest.KEY and order == pb.RangeRequest.NONE:
         order = pb.RangeRequest.ASCEND
@@ -573,6 +581,25 @@ class Keyspace:
         except SnapshotTooOldError:
             raise errors.COMPACTED from None
         return pb.CompactionResponse(header=pb.ResponseHeader(revision=current))
+
+    def start_at_etcds_first_revision(self) -> None:
+        """Bring a fresh store (revision 0) to revision 1, where an empty etcd starts.
+
+        clientv3's concurrency recipes wait for keys created before their own
+        (``waitDeletes(pfx, rev - 1)``) and read a bound of 0 as "no bound":
+        a campaign whose key got revision 1 would wait for its own key forever
+        (``etcdctl elect`` on a fresh store). So the first etcd write must be
+        at revision 2, as on etcd: one commit of a reserved marker, by the
+        first server on the store (others find it and write nothing).
+        """
+        if self.latest() > 0:
+            return
+
+        def mark(txn: Any) -> None:
+            if txn.get(GENESIS) is None:
+                txn.put(GENESIS, b"")
+
+        self.store.run(mark)
 
     def latest(self) -> int:
         """The newest revision of the store (catching up with other writers first)."""

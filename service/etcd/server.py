@@ -61,7 +61,7 @@ import grpc.aio
 
 from kvstore.store import Store
 from service.config import ServerConfig
-from service.etcd import auth, errors, kv, watch
+from service.etcd import auth, election, errors, kv, lease, lock, maintenance, watch
 from service.etcd.context import EtcdContext
 from service.etcd.keyspace import Keyspace
 
@@ -110,6 +110,10 @@ SERVICES: list[Callable[[EtcdContext, grpc.aio.Server], None]] = [
     kv.add_to_server,
     watch.add_to_server,
     auth.add_to_server,
+    lease.add_to_server,  # before lock and election, which use its leases
+    lock.add_to_server,
+    election.add_to_server,
+    maintenance.add_to_server,
 ]
 
 
@@ -125,6 +129,8 @@ class EtcdServer:
         for end_streams in self.context.on_stop:
             end_streams()
         await self.server.stop(grace_s)
+        for stop in self.context.after_stop:
+            await stop()
         self.context.executor.shutdown(wait=False)
 
 
@@ -164,6 +170,7 @@ async def start(config: ServerConfig, store: Store) -> EtcdServer:
         # The cluster is the store (every server on it shares the id); a member is one server process.
         cluster_id=_id64(store.url.encode()), member_id=_id64(store.writer_id.encode()),
     )
+    await context.blocking(context.keyspace.start_at_etcds_first_revision)
     for add in SERVICES:
         add(context, server)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -177,6 +184,7 @@ async def start(config: ServerConfig, store: Store) -> EtcdServer:
         bound = server.add_insecure_port(address)
     if bound == 0:
         raise RuntimeError(f"could not bind the etcd API to {config.etcd_listen}")
+    context.client_urls.append(f"http://{address.rpartition(':')[0]}:{bound}")
     await server.start()
     _log.info("etcd v3 API on %s:%d", host, bound)
     return EtcdServer(server, context, bound)
