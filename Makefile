@@ -70,13 +70,16 @@ $(ETCD_BENCH)/benchmark:
 # clientv3's concurrency Mutex and Election (go.etcd.io/etcd/client/v3, from
 # the Go module proxy) against lakekv: a tiny Go program, tests/service/
 # clientv3_probe, built into the cache; tests/service/test_etcd_clientv3.py
-# runs it (and runs this target first).
+# runs it; `make test` builds it first. Go's module cache is kept in
+# ~/.cache/lakekv/go, so a fresh clone builds without downloading again.
 .PHONY: etcd-clientv3-probe
 CLIENTV3 := .cache/etcd-clientv3
+GO_CACHE ?= $(HOME)/.cache/lakekv/go
 etcd-clientv3-probe: $(CLIENTV3)/clientv3_probe
 $(CLIENTV3)/clientv3_probe: tests/service/clientv3_probe/main.go tests/service/clientv3_probe/go.mod tests/service/clientv3_probe/go.sum
-	mkdir -p $(CLIENTV3)
-	cd tests/service/clientv3_probe && GOPATH=$(CURDIR)/$(CLIENTV3)/go GOFLAGS=-modcacherw go build -o $(CURDIR)/$@ .
+	@command -v go >/dev/null 2>&1 || { echo "go not found: the clientv3 test client is built with Go (Debian: apt install golang)" >&2; exit 1; }
+	mkdir -p $(CLIENTV3) $(GO_CACHE)
+	cd tests/service/clientv3_probe && GOPATH=$(GO_CACHE) GOFLAGS=-modcacherw go build -o $(CURDIR)/$@ .
 
 $(JAR) $(TEST_JAR): $(STAMP) $(JVM_SOURCES) $(JVM_TESTS)
 	@command -v $(JAVAC) >/dev/null 2>&1 || { echo "javac not found: the Spark catalog plugin needs a JDK 17 (Debian: apt install openjdk-17-jdk-headless)" >&2; exit 1; }
@@ -151,7 +154,7 @@ $(JVM_ICEBERG_ENGINE): | $(PY)
 jvm-iceberg-engine: $(JVM_ICEBERG_ENGINE)
 
 # The engine tests need it (a prerequisite added here, beside test's own rule).
-test: $(JVM_ICEBERG_ENGINE)
+test: $(JVM_ICEBERG_ENGINE) $(CLIENTV3)/clientv3_probe
 
 clean:
 	rm -rf $(VENV) build *.egg-info cython_ext/*.c cython_ext/*.so $(JAR) $(TEST_JAR) $(RCK_DIR)/build
