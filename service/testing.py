@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import random
 import signal
 import socket
 import ssl
@@ -22,11 +23,39 @@ from pathlib import Path
 _START_TIMEOUT_S = 90.0
 
 
+# Where test servers' ports come from: below the kernel's ephemeral range.
+# A port the kernel hands out for bind(("", 0)) comes from that range, and so
+# does the source port of every outgoing connection (etcdctl, gRPC and HTTP
+# clients): between the probe closing its socket and the server binding, a
+# client's connection could take the port ("address already in use").
+_LOW_PORT = 10000
+
+
+def _ephemeral_start() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default; elsewhere the probe below still checks the port
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1, free a moment ago, outside the kernel's ephemeral range.
+
+    Raises:
+        RuntimeError: no free port in the range below the ephemeral ports.
+    """
+    top = _ephemeral_start()
+    candidates = list(range(_LOW_PORT, top)) if top > _LOW_PORT + 100 else []
+    random.shuffle(candidates)
+    for port in candidates[:200]:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # taken: by a server of another test, or anything else
+            return port
+    raise RuntimeError(f"no free TCP port on 127.0.0.1 in {_LOW_PORT}-{top - 1}")
 
 
 class ServerProcess:
