@@ -99,10 +99,11 @@ from pyiceberg.manifest import (
     write_manifest_list,
 )
 from pyiceberg.conversions import to_bytes
+from pyiceberg.exceptions import ValidationError as IcebergValidationError
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema as IcebergSchema
-from pyiceberg.serializers import FromInputFile, ToOutputFile
-from pyiceberg.table.metadata import TableMetadata, TableMetadataV2
+from pyiceberg.serializers import ToOutputFile
+from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, TableMetadataV2
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.transforms import IdentityTransform
@@ -117,6 +118,7 @@ from catalog.errors import NoSuchTableError
 from catalog.records import TableDef
 from catalog.schema import FIELD_ID, PARQUET_FIELD_ID, field_id
 from kvstore.objstore.base import ObjectStore
+from kvstore.objstore.local import LocalStore
 
 
 
@@ -194,19 +196,40 @@ class _Input(InputFile):
         return io.BytesIO(self._io.objects.get(self._io.path_of(self.location)))
 
 
-class _Sink(io.BytesIO):
-    """Bytes written through pyiceberg, put as one object when closed (a put is atomic)."""
+# Avro's sync marker: the 16 bytes ending the header and every block.
+_SYNC_SIZE: Final = 16
 
-    def __init__(self, objects: ObjectStore, path: str) -> None:
+
+def content_digest(data: bytes) -> str:
+    """The digest a derived ``metadata.json`` records of each Avro file it names (torn-file detection, not security)."""
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+class _Sink(io.BytesIO):
+    """Bytes written through pyiceberg, put as one object when closed (a put is atomic).
+
+    An Avro file's random sync marker is replaced by one derived from its
+    path, so a derived file's bytes are a pure function of what it holds
+    (two processes write the same bytes, and the digests recorded of it stay
+    true whoever wrote it last).
+    """
+
+    def __init__(self, fileio: LakeFileIO, path: str) -> None:
         super().__init__()
-        self._objects = objects
+        self._fileio = fileio
         self._path = path
         self._put = False
 
     def close(self) -> None:
         if not self.closed and not self._put:
             self._put = True
-            self._objects.put(self._path, self.getvalue())
+            data = self.getvalue()
+            if self._path.endswith(".avro") and len(data) >= _SYNC_SIZE:
+                # pyiceberg's writer ends the header and every block with its marker.
+                marker = hashlib.blake2b(self._path.encode(), digest_size=_SYNC_SIZE).digest()
+                data = data.replace(data[-_SYNC_SIZE:], marker)
+            self._fileio.writes.put(self._path, data)
+            self._fileio.digests[self._path] = content_digest(data)
         super().close()
 
 
@@ -230,17 +253,42 @@ class _Output(OutputFile):
     def create(self, overwrite: bool = False) -> OutputStream:
         if not overwrite and self.exists():
             raise FileExistsError(f"{self.location} already exists")
-        self._sink = _Sink(self._io.objects, self._io.path_of(self.location))
+        self._sink = _Sink(self._io, self._io.path_of(self.location))
         return self._sink
 
 
-class LakeFileIO(FileIO):
-    """pyiceberg's FileIO over a lakehouse's object store: locations are absolute URIs under its root."""
+_unsynced_stores: dict[str, LocalStore] = {}
 
-    def __init__(self, objects: ObjectStore) -> None:
+
+def _unsynced(objects: ObjectStore) -> ObjectStore:
+    """``objects`` without fsyncs where it is a local directory (puts stay atomic); any other store as it is."""
+    if type(objects) is not LocalStore or not objects.fsync:
+        return objects
+    with _lock:
+        store = _unsynced_stores.get(str(objects.root))
+        if store is None:
+            store = _unsynced_stores[str(objects.root)] = LocalStore(objects.root, fsync=False, create=False)
+        return store
+
+
+class LakeFileIO(FileIO):
+    """pyiceberg's FileIO over a lakehouse's object store: locations are absolute URIs under its root.
+
+    Args:
+        objects: the lakehouse's object store.
+        durable: False for derived files (a cache): on a local directory they
+            are put without fsync, so a crash of the machine may leave one
+            torn; a derived ``metadata.json`` records the digest of every
+            Avro file it names, and a state read back is checked against
+            them before it is served (:func:`_known_state`).
+    """
+
+    def __init__(self, objects: ObjectStore, durable: bool = True) -> None:
         super().__init__()
         self.objects = objects
+        self.writes = objects if durable else _unsynced(objects)
         self.base = base_uri(objects)
+        self.digests: dict[str, str] = {}  # object path -> content_digest of each file put through it
 
     def uri(self, path: str) -> str:
         """The absolute URI of object ``path``."""
@@ -458,6 +506,7 @@ class _State:
     files: _FileKeys | None  # the live files' keys and entries (None: not scanned yet)
     total_records: int
     types: dict[int, str]  # the column types the manifests' bounds were written for
+    digests: dict[str, str]  # file name -> content_digest of every Avro file its retained snapshots name
     published: bool = True  # whether its metadata.json is written (intermediate states need not be)
 
 
@@ -587,7 +636,7 @@ def derive_table(ctx: LakeContext, table_id: str, version: int) -> Derived:
     store = ctx.store
     retention.check_readable(store, version)
     floor = retention.floor(store)
-    fileio = LakeFileIO(ctx.objects)
+    fileio = LakeFileIO(ctx.objects, durable=False)
     with store.at(version=version) as snap:
         definition = CatalogReader(snap).table_def(table_id)
     if definition is None:
@@ -692,14 +741,32 @@ def _known_state(ctx: LakeContext, fileio: LakeFileIO, definition: TableDef, ver
         # process's states of the table may name lost manifests too.
         _forget_table(key[0], definition.id)
     location = fileio.uri(_metadata_path(definition, version, floor))
+    # Derived files are put without fsync: after a crash of the machine any
+    # of them may be torn. A state read back is served only if its
+    # metadata.json parses and every Avro file it names has the digest it
+    # recorded; otherwise it is derived again (and its files written anew).
+    directory = metadata_dir(definition)
     try:
-        metadata = FromInputFile.table_metadata(fileio.new_input(location))
+        metadata = TableMetadataUtil.parse_raw(fileio.objects.get(fileio.path_of(location)))
         snapshot = metadata.current_snapshot()
         if snapshot is None or snapshot.sequence_number != version:
             return None  # not a file this module wrote: derive it again
-        manifests = [_Manifest(m) for m in read_manifest_list(fileio.new_input(snapshot.manifest_list))]
+        digests = {str(k): str(v) for k, v in json.loads(metadata.properties[_DIGESTS_PROPERTY]).items()}
+        contents = {}
+        for name, digest in digests.items():
+            contents[name] = fileio.objects.get(f"{directory}/{name}")
+            if content_digest(contents[name]) != digest:
+                return None  # torn or replaced: derive it again
+        if any(s.manifest_list.rsplit("/", 1)[-1] not in digests for s in metadata.snapshots):
+            return None
+        listed = contents[snapshot.manifest_list.rsplit("/", 1)[-1]]
+        manifests = [_Manifest(m) for m in read_manifest_list(_Bytes(snapshot.manifest_list, listed))]
+        if any(m.file.manifest_path.rsplit("/", 1)[-1] not in digests for m in manifests):
+            return None
     except FileNotFoundError:
         return None  # lost (derived files are a cache): derive it again
+    except (ValueError, KeyError, AttributeError, IcebergValidationError):
+        return None  # a torn metadata.json (or one without digests): derive it again
     types = json.loads(metadata.properties.get(_TYPES_PROPERTY, "{}"))
     state = _State(
         derived=Derived(location, metadata, definition.id, version, version),
@@ -707,6 +774,7 @@ def _known_state(ctx: LakeContext, fileio: LakeFileIO, definition: TableDef, ver
         files=None,
         total_records=_total_records(snapshot),
         types={int(k): v for k, v in types.items()},
+        digests=digests,
     )
     _remember(key, state)
     return state
@@ -715,6 +783,26 @@ def _known_state(ctx: LakeContext, fileio: LakeFileIO, definition: TableDef, ver
 # The column types the current snapshot's manifest bounds were written for
 # (a derived property: a widened column rewrites every manifest).
 _TYPES_PROPERTY: Final = "lakekv.derived.column-types"
+# JSON {file name: content_digest} of every manifest list and manifest the
+# retained snapshots name (a derived property: how a torn file is caught).
+_DIGESTS_PROPERTY: Final = "lakekv.derived.digests"
+
+
+class _Bytes(InputFile):
+    """Bytes already read, as pyiceberg's input file."""
+
+    def __init__(self, location: str, data: bytes) -> None:
+        super().__init__(location)
+        self._data = data
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def exists(self) -> bool:
+        return True
+
+    def open(self, seekable: bool = True) -> InputStream:
+        return io.BytesIO(self._data)
 
 
 def _derive_change(
@@ -759,54 +847,52 @@ def _derive_change(
     list_path = _manifest_list_path(definition, version)
     list_uri = fileio.uri(list_path)
     manifests: list[_Manifest]
-    if fileio.exists(list_uri):
-        # Another process (or an earlier run) derived this snapshot already: reuse it.
-        manifests = [_Manifest(m) for m in read_manifest_list(fileio.new_input(list_uri))]
-    else:
-        manifests = []
-        group = 1
-        to_rewrite = kept if retype else [m for m in kept if removed and _holds_any(fileio, base_uri_, m, removed)]
-        rewrite_ids = {id(m) for m in to_rewrite}
-        for m in kept:
-            if id(m) not in rewrite_ids:
-                manifests.append(m)
-                continue
-            entries = [
-                e for e in m.file.fetch_manifest_entry(fileio, discard_deleted=True)
-                if fileio.path_of(e.data_file.file_path) not in removed
-            ]
-            if not entries:
-                continue  # every file it held is gone
-            if retype:
-                by_path = {f.path: f for f in files.entries()}
-                make = _EntryMaker(base_uri_, definition.schema, schema, definition.partition_ids)
-                entries = [_retyped(e, base_uri_, by_path, make) for e in entries]
-            path = _manifest_path(definition, version, base_version, group)
-            group += 1
-            with write_manifest(2, spec, schema, fileio.new_output(fileio.uri(path)), sid, _AVRO_CODEC) as writer:
-                for e in entries:
-                    writer.existing(e)
-            manifests.append(
-                _Manifest(writer.to_manifest_file(), frozenset(fileio.path_of(e.data_file.file_path) for e in entries))
-            )
-        if added:
-            path = _manifest_path(definition, version, base_version, 0)
+    # Written even if another process wrote it already: a file no verified
+    # metadata.json vouches for may be torn, and the bytes are the same.
+    manifests = []
+    group = 1
+    to_rewrite = kept if retype else [m for m in kept if removed and _holds_any(fileio, base_uri_, m, removed)]
+    rewrite_ids = {id(m) for m in to_rewrite}
+    for m in kept:
+        if id(m) not in rewrite_ids:
+            manifests.append(m)
+            continue
+        entries = [
+            e for e in m.file.fetch_manifest_entry(fileio, discard_deleted=True)
+            if fileio.path_of(e.data_file.file_path) not in removed
+        ]
+        if not entries:
+            continue  # every file it held is gone
+        if retype:
+            by_path = {f.path: f for f in files.entries()}
             make = _EntryMaker(base_uri_, definition.schema, schema, definition.partition_ids)
-            with write_manifest(2, spec, schema, fileio.new_output(fileio.uri(path)), sid, _AVRO_CODEC) as writer:
-                for f in added:
-                    data_file = make(f)
-                    writer.add(
-                        ManifestEntry.from_args(
-                            status=ManifestEntryStatus.ADDED, snapshot_id=sid, sequence_number=version, data_file=data_file
-                        )
+            entries = [_retyped(e, base_uri_, by_path, make) for e in entries]
+        path = _manifest_path(definition, version, base_version, group)
+        group += 1
+        with write_manifest(2, spec, schema, fileio.new_output(fileio.uri(path)), sid, _AVRO_CODEC) as writer:
+            for e in entries:
+                writer.existing(e)
+        manifests.append(
+            _Manifest(writer.to_manifest_file(), frozenset(fileio.path_of(e.data_file.file_path) for e in entries))
+        )
+    if added:
+        path = _manifest_path(definition, version, base_version, 0)
+        make = _EntryMaker(base_uri_, definition.schema, schema, definition.partition_ids)
+        with write_manifest(2, spec, schema, fileio.new_output(fileio.uri(path)), sid, _AVRO_CODEC) as writer:
+            for f in added:
+                data_file = make(f)
+                writer.add(
+                    ManifestEntry.from_args(
+                        status=ManifestEntryStatus.ADDED, snapshot_id=sid, sequence_number=version, data_file=data_file
                     )
-            manifests.append(_Manifest(writer.to_manifest_file(), frozenset(f.path for f in added)))
-        parent = None if base is None else snapshot_id(table_id, base.derived.snapshot_version)
-        with write_manifest_list(2, fileio.new_output(list_uri), sid, parent, version, _AVRO_CODEC) as list_writer:
-            list_writer.add_manifests([m.file for m in manifests])
-        # What the list writer wrote: the manifests made here get this
-        # snapshot's sequence number (ManifestListWriterV2.prepare_manifest).
-        manifests = [_Manifest(_sequenced(m.file, version), m.paths) for m in manifests]
+                )
+        manifests.append(_Manifest(writer.to_manifest_file(), frozenset(f.path for f in added)))
+    parent = None if base is None else snapshot_id(table_id, base.derived.snapshot_version)
+    with write_manifest_list(2, fileio.new_output(list_uri), sid, parent, version, _AVRO_CODEC) as list_writer:
+        list_writer.add_manifests([m.file for m in manifests])
+    # What the list writer wrote: the manifests made here get this
+    # snapshot's sequence number (ManifestListWriterV2.prepare_manifest).
+    manifests = [_Manifest(_sequenced(m.file, version), m.paths) for m in manifests]
 
     operation = Operation.APPEND
     if removed:
@@ -835,6 +921,10 @@ def _derive_change(
         }
     )
     metadata = _metadata(definition, properties, types, schema, spec, snapshot, base, fileio, floor)
+    digests = _retained_digests(fileio, metadata, base, manifests)
+    metadata = metadata.model_copy(
+        update={"properties": {**metadata.properties, _DIGESTS_PROPERTY: json.dumps(digests, sort_keys=True, separators=(",", ":"))}}
+    )
     # Written when asked for (_at_version): a first derivation goes through
     # every retained change, and only the one asked for needs its file.
     metadata_uri = fileio.uri(_metadata_path(definition, version, floor))
@@ -844,10 +934,32 @@ def _derive_change(
         files=files,
         total_records=total_records,
         types=types,
+        digests=digests,
         published=False,
     )
     _remember((base_uri_, table_id, version, floor), state)
     return state
+
+
+def _retained_digests(fileio: LakeFileIO, metadata: TableMetadata, base: _State | None, manifests: list[_Manifest]) -> dict[str, str]:
+    """The digests of every Avro file ``metadata``'s snapshots name: ``base``'s still named, and those written now."""
+    digests = {} if base is None else dict(base.digests)
+    for path, digest in fileio.digests.items():
+        digests[path.rsplit("/", 1)[-1]] = digest
+    if base is not None:
+        oldest = min(_seq(s) for s in metadata.snapshots)
+        if any(_seq(s) < oldest for s in base.derived.metadata.snapshots):
+            # Snapshots went below the floor. Manifests only flow forward (a
+            # list names its base's manifests or new ones), so the retained
+            # ones are the oldest retained list's and those made since.
+            (first,) = [s for s in metadata.snapshots if _seq(s) == oldest]
+            named = {m.manifest_path.rsplit("/", 1)[-1] for m in read_manifest_list(fileio.new_input(first.manifest_list))}
+            digests = {n: d for n, d in digests.items() if n in named or (_version_of(n) or -1) >= oldest}
+    names = {s.manifest_list.rsplit("/", 1)[-1] for s in metadata.snapshots}
+    names.update(m.file.manifest_path.rsplit("/", 1)[-1] for m in manifests)
+    missing = names - digests.keys()
+    assert not missing, f"derived files without a digest: {sorted(missing)}"
+    return digests
 
 
 def _sequenced(manifest: ManifestFile, version: int) -> ManifestFile:
