@@ -78,6 +78,7 @@ import math
 import threading
 import uuid
 from collections import OrderedDict
+from contextlib import contextmanager
 from copy import copy
 from dataclasses import dataclass
 from typing import Any, Final, Iterator, Protocol
@@ -94,6 +95,7 @@ from pyiceberg.manifest import (
     ManifestEntry,
     ManifestEntryStatus,
     ManifestFile,
+    ManifestWriter,
     read_manifest_list,
     write_manifest,
     write_manifest_list,
@@ -869,7 +871,7 @@ def _derive_change(
             entries = [_retyped(e, base_uri_, by_path, make) for e in entries]
         path = _manifest_path(definition, version, base_version, group)
         group += 1
-        with write_manifest(2, spec, schema, fileio.new_output(fileio.uri(path)), sid, _AVRO_CODEC) as writer:
+        with _manifest_writer(spec, schema, fileio.new_output(fileio.uri(path)), sid) as writer:
             for e in entries:
                 writer.existing(e)
         manifests.append(
@@ -878,7 +880,7 @@ def _derive_change(
     if added:
         path = _manifest_path(definition, version, base_version, 0)
         make = _EntryMaker(base_uri_, definition.schema, schema, definition.partition_ids)
-        with write_manifest(2, spec, schema, fileio.new_output(fileio.uri(path)), sid, _AVRO_CODEC) as writer:
+        with _manifest_writer(spec, schema, fileio.new_output(fileio.uri(path)), sid) as writer:
             for f in added:
                 data_file = make(f)
                 writer.add(
@@ -960,6 +962,40 @@ def _retained_digests(fileio: LakeFileIO, metadata: TableMetadata, base: _State 
     missing = names - digests.keys()
     assert not missing, f"derived files without a digest: {sorted(missing)}"
     return digests
+
+
+class _OneBlock:
+    """pyiceberg's Avro file writer with every block it is given gathered into one, written when it closes.
+
+    pyiceberg's manifest writer writes, and deflates, one Avro block per
+    entry: gathered, a manifest of 10,000 entries costs a fraction of the
+    time (one block of any size is valid Avro).
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._pending: list[Any] = []
+
+    def write_block(self, objects: list[Any]) -> None:
+        self._pending.extend(objects)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._pending and exc[0] is None:
+            self._inner.write_block(self._pending)
+        self._inner.__exit__(*exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@contextmanager
+def _manifest_writer(spec: PartitionSpec, schema: IcebergSchema, output: OutputFile, sid: int) -> Iterator[ManifestWriter]:
+    """pyiceberg's v2 manifest writer, its entries written as one Avro block."""
+    with write_manifest(2, spec, schema, output, sid, _AVRO_CODEC) as writer:
+        # The manifest writer's file writer is private to it; wrapping it is
+        # the one way to batch the blocks without copying its entry bookkeeping.
+        writer._writer = _OneBlock(writer._writer)  # type: ignore[assignment]
+        yield writer
 
 
 def _sequenced(manifest: ManifestFile, version: int) -> ManifestFile:
