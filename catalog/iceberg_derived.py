@@ -42,16 +42,26 @@ What is derived, per table:
   (float bounds are left out, as native footers do: NaN).
 
 File names are a pure function of (table location, version[, base,
-group, floor]) and say what the file holds, and a file that exists is not
-written again, so any process derives identical metadata and skips what
-another already wrote (Avro sync markers are random: manifests written
-twice are equal but for them). Every object is one atomic put, manifests
-before the list naming them, lists before the ``metadata.json``, so a
-crash or a write fault leaves files the next derivation reuses or writes
-again. The derived files are a cache: losing any of them loses nothing
-(a state whose ``metadata.json`` is gone is derived again); GC
-(:func:`collect`) removes those of versions below the data floor and of
-dropped tables.
+group, floor]) and say what the file holds, and so are the bytes (the Avro
+sync marker is derived from the path, not random), so any process derives
+identical metadata and builds on what another already published. Every
+object is one atomic put, manifests before the list naming them, lists
+before the ``metadata.json``, so a crash of the process or a write fault
+leaves files the next derivation reuses or writes again. The derived files
+are a cache: losing any of them loses nothing (a state whose
+``metadata.json`` is gone is derived again); GC (:func:`collect`) removes
+those of versions below the data floor and of dropped tables.
+
+Being a cache, derived files are put **without fsync** on a local store
+(two fsyncs a file were most of a derivation's time), so a crash of the
+machine may leave any of them torn, in any order. None is ever served
+torn: each ``metadata.json`` records, in the property
+``lakekv.derived.digests``, a digest of every manifest list and manifest
+its snapshots name; a state read back from the files (a new process: the
+crash ended every old one) is used only if its ``metadata.json`` parses
+and every file matches its digest, else it is derived again and its files
+are written anew. A derivation writes every list and manifest it makes
+(it never adopts one no verified ``metadata.json`` vouches for).
 
 Not served yet: nested columns (their children carry no field ids in
 native Parquet files) and ``timestamp[ns]`` columns (no Iceberg v2 type)
@@ -81,7 +91,7 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from copy import copy
 from dataclasses import dataclass
-from typing import Any, Final, Iterator, Protocol
+from typing import Any, Callable, Final, Iterator, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -407,32 +417,43 @@ _MICROS: Final = {"s": 1_000_000, "ms": 1_000, "us": 1}
 _TIME_MICROS: Final = {"s": 1_000_000, "ms": 1_000, "us": 1}
 
 
-def _iceberg_value(encoded: Any, t: pa.DataType) -> Any:
-    """An encoded native statistic or partition value (``catalog.datafiles.encode_value``) as Iceberg's
-    Python value of the column's type, or None where it has no exact one."""
-    if encoded is None:
-        return None
+def _none(encoded: Any) -> Any:
+    return None
+
+
+def _same(encoded: Any) -> Any:
+    return encoded
+
+
+def _scaled(scale: int) -> Callable[[Any], Any]:
+    return lambda encoded: None if encoded is None else int(encoded) * scale
+
+
+def _converter(t: pa.DataType) -> Callable[[Any], Any]:
+    """How an encoded native statistic or partition value (``catalog.datafiles.encode_value``) of Arrow type
+    ``t`` becomes Iceberg's Python value of the column's type (None where it has no exact one), resolved once
+    per column: a first derivation converts every bound of every file."""
     if pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
-        return encoded
+        return _same
     if pa.types.is_floating(t):
-        return None  # NaN makes float bounds unsafe; native footers keep none either
+        return _none  # NaN makes float bounds unsafe; native footers keep none either
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         import base64
 
-        return base64.b64decode(encoded)
+        return lambda encoded: None if encoded is None else base64.b64decode(encoded)
     if pa.types.is_date32(t):
-        return int(encoded)
+        return _scaled(1)
     if pa.types.is_date64(t):
-        return int(encoded) // 86_400_000
+        return lambda encoded: None if encoded is None else int(encoded) // 86_400_000
     if pa.types.is_timestamp(t):
         scale = _MICROS.get(t.unit)
-        return None if scale is None else int(encoded) * scale
+        return _none if scale is None else _scaled(scale)
     if pa.types.is_time32(t) or pa.types.is_time64(t):
         scale = _TIME_MICROS.get(t.unit)
-        return None if scale is None else int(encoded) * scale
+        return _none if scale is None else _scaled(scale)
     if pa.types.is_decimal(t):
-        return decimal.Decimal(encoded)
-    return None
+        return lambda encoded: None if encoded is None else decimal.Decimal(encoded)
+    return _none
 
 
 class _EntryMaker:
@@ -440,12 +461,14 @@ class _EntryMaker:
 
     def __init__(self, base: str, schema: pa.Schema, iceberg: IcebergSchema, partition_ids: list[int]) -> None:
         self.base = base
-        # field id (as the entries key it) -> (field id, Arrow type, Iceberg type or None for no bounds)
-        self.columns: dict[str, tuple[int, pa.DataType, PrimitiveType | None]] = {}
+        # field id (as the entries key it) -> (field id, value converter, bound serialiser and Iceberg
+        # type, or None for no bounds); to_bytes's dispatch resolved once per column.
+        self.columns: dict[str, tuple[int, Callable[[Any], Any], tuple[Callable[..., bytes], PrimitiveType] | None]] = {}
         for f in schema:
             fid = field_id(f)
             kind = iceberg.find_field(fid).field_type
-            self.columns[str(fid)] = (fid, f.type, kind if isinstance(kind, PrimitiveType) else None)
+            serialise = (to_bytes.dispatch(type(kind)), kind) if isinstance(kind, PrimitiveType) else None
+            self.columns[str(fid)] = (fid, _converter(f.type), serialise)
         self.partition = [(str(fid), self.columns[str(fid)][1]) for fid in partition_ids]
 
     def __call__(self, entry: DataFile) -> IcebergDataFile:
@@ -458,17 +481,18 @@ class _EntryMaker:
             column = self.columns.get(key)
             if column is None:
                 continue  # a column dropped since the file was written
-            fid, arrow_type, kind = column
+            fid, convert, serialise = column
             value_counts[fid] = entry.rows
             if nulls is not None:
                 null_counts[fid] = int(nulls)
-            if kind is None:
+            if serialise is None:
                 continue  # nested columns keep no statistics
-            lo, hi = _iceberg_value(low, arrow_type), _iceberg_value(high, arrow_type)
+            lo, hi = convert(low), convert(high)
             if lo is not None and hi is not None:
-                lower[fid] = to_bytes(kind, lo)
-                upper[fid] = to_bytes(kind, hi)
-        partition = Record(*[_iceberg_value(entry.partition.get(key), t) for key, t in self.partition])
+                write, kind = serialise
+                lower[fid] = write(kind, lo)
+                upper[fid] = write(kind, hi)
+        partition = Record(*[convert(entry.partition.get(key)) for key, convert in self.partition])
         return IcebergDataFile.from_args(
             content=DataFileContent.DATA,
             file_path=f"{self.base}/{entry.path}",
