@@ -130,7 +130,7 @@ from catalog.errors import NoSuchTableError
 from catalog.records import TableDef
 from catalog.schema import FIELD_ID, PARQUET_FIELD_ID, field_id
 from kvstore.objstore.base import ObjectStore
-from kvstore.objstore.local import LocalStore
+from kvstore.objstore import LocalStore
 
 
 
@@ -773,7 +773,7 @@ def _known_state(ctx: LakeContext, fileio: LakeFileIO, definition: TableDef, ver
     # recorded; otherwise it is derived again (and its files written anew).
     directory = metadata_dir(definition)
     try:
-        metadata = TableMetadataUtil.parse_raw(fileio.objects.get(fileio.path_of(location)))
+        metadata = TableMetadataUtil.parse_raw(fileio.objects.get(fileio.path_of(location)).decode())
         snapshot = metadata.current_snapshot()
         if snapshot is None or snapshot.sequence_number != version:
             return None  # not a file this module wrote: derive it again
