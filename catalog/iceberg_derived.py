@@ -110,6 +110,7 @@ from pyiceberg.manifest import (
     write_manifest,
     write_manifest_list,
 )
+from pyiceberg.avro.encoder import BinaryEncoder
 from pyiceberg.conversions import to_bytes
 from pyiceberg.exceptions import ValidationError as IcebergValidationError
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -566,7 +567,11 @@ def _total_records(snapshot: Snapshot) -> int:
 
 def _file_keys(ctx: LakeContext, table_id: str, version: int) -> _FileKeys:
     with ctx.store.at(version=version) as snap:
-        batches = list(snap.scan_batches(prefix=keys.table_files(table_id)))
+        return _file_keys_in(snap, table_id)
+
+
+def _file_keys_in(snap: Any, table_id: str) -> _FileKeys:
+    batches = list(snap.scan_batches(prefix=keys.table_files(table_id)))
     if not batches:
         return _FileKeys(pa.array([], pa.binary()), pa.chunked_array([], pa.binary()))
     table = pa.Table.from_batches(batches)
@@ -836,15 +841,15 @@ def _derive_change(
 ) -> _State:
     """Derive (write what is missing of) the table's state at ``change``, on top of ``base`` (its previous change)."""
     version = change.version
+    files: _FileKeys
     with ctx.store.at(version=version) as snap:
         reader = CatalogReader(snap)
         definition = reader.table_def(table_id)
         properties = reader.table_properties(table_id)
-    files: _FileKeys
-    if base is not None and base.files is not None and not change.changes_files:
-        files = base.files  # the summaries say no file changed: nothing to scan
-    else:
-        files = _file_keys(ctx, table_id, version)
+        if base is not None and base.files is not None and not change.changes_files:
+            files = base.files  # the summaries say no file changed: nothing to scan
+        else:
+            files = _file_keys_in(snap, table_id)
     assert definition is not None and definition.schema is not None
     schema_id = definition.schema_version
     schema = iceberg_schema(definition.schema, schema_id)
@@ -864,7 +869,12 @@ def _derive_change(
         if files is not base.files:
             if base.files is None:
                 base.files = _file_keys(ctx, table_id, base.derived.snapshot_version)
-            added, gone = files.entries(files.not_in(base.files)), base.files.entries(base.files.not_in(files))
+            new = files.not_in(base.files)
+            added = files.entries(new)
+            # Keys are unique: when as many keys are live as before plus those
+            # added, none went (an append), and the reverse comparison is skipped.
+            if len(files.keys) - len(added) != len(base.files.keys):
+                gone = base.files.entries(base.files.not_in(files))
     removed = {f.path for f in gone}
     added.sort(key=lambda f: f.id)
     total_records = (0 if base is None else base.total_records) + sum(f.rows for f in added) - sum(f.rows for f in gone)
@@ -915,6 +925,9 @@ def _derive_change(
         manifests.append(_Manifest(writer.to_manifest_file(), frozenset(f.path for f in added)))
     parent = None if base is None else snapshot_id(table_id, base.derived.snapshot_version)
     with write_manifest_list(2, fileio.new_output(list_uri), sid, parent, version, _AVRO_CODEC) as list_writer:
+        # The list writer's file writer is private to it; wrapping it is the
+        # one way to reuse each manifest's encoded record across versions.
+        list_writer._writer = _EncodedOnce(list_writer._writer)  # type: ignore[assignment]
         list_writer.add_manifests([m.file for m in manifests])
     # What the list writer wrote: the manifests made here get this
     # snapshot's sequence number (ManifestListWriterV2.prepare_manifest).
@@ -1007,6 +1020,53 @@ class _OneBlock:
         if self._pending and exc[0] is None:
             self._inner.write_block(self._pending)
         self._inner.__exit__(*exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _Raw:
+    """An Avro record writer for records already encoded."""
+
+    def write(self, encoder: BinaryEncoder, data: bytes) -> None:
+        encoder.write(data)
+
+
+_RAW: Final = _Raw()
+# Manifest lists' records by (manifest path, sequence numbers, snapshot id): a
+# derived manifest's name decides its content, so its record is the same in
+# every list that names it, and a list after one append re-encodes none of them.
+_ENCODED_RECORDS: Final = 20_000
+_encoded: OrderedDict[tuple[str, int, int, int | None], bytes] = OrderedDict()
+
+
+class _EncodedOnce:
+    """pyiceberg's manifest list file writer, each manifest's record encoded once per process."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def write_block(self, objects: list[ManifestFile]) -> None:
+        records = []
+        for m in objects:
+            key = (m.manifest_path, m.sequence_number, m.min_sequence_number, m.added_snapshot_id)
+            with _lock:
+                data = _encoded.get(key)
+            if data is None:
+                buffer = io.BytesIO()
+                self._inner.writer.write(BinaryEncoder(buffer), m)
+                data = buffer.getvalue()
+                with _lock:
+                    _encoded[key] = data
+                    while len(_encoded) > _ENCODED_RECORDS:
+                        _encoded.popitem(last=False)
+            records.append(data)
+        writer = self._inner.writer
+        self._inner.writer = _RAW
+        try:
+            self._inner.write_block(records)
+        finally:
+            self._inner.writer = writer
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
