@@ -166,11 +166,16 @@ def _scan_comparison(rows: int) -> None:
         duck_direct = _best(lambda: con.execute(f"SELECT * FROM read_parquet({listed})").fetch_arrow_table())
         static = StaticTable.from_metadata(location)
         py_iceberg = _best(lambda: static.scan().to_arrow())
+        # The derived metadata's share of pyiceberg's scan: planning (reading the list and manifests).
+        py_plan = _best(lambda: list(static.scan().plan_files()))
         py_direct = _best(lambda: pa.concat_tables([pq.read_table(p) for p in paths]))
         print(
             f"full scan of {rows} rows in {len(paths)} files: DuckDB iceberg_scan {duck_iceberg * 1000:.0f} ms vs "
             f"read_parquet {duck_direct * 1000:.0f} ms ({duck_direct / duck_iceberg:.2f}x); pyiceberg "
-            f"{py_iceberg * 1000:.0f} ms vs pyarrow {py_direct * 1000:.0f} ms ({py_direct / py_iceberg:.2f}x)  goal >= 0.9x"
+            f"{py_iceberg * 1000:.0f} ms (of which planning {py_plan * 1000:.1f} ms) vs pyarrow {py_direct * 1000:.0f} ms "
+            f"({py_direct / py_iceberg:.2f}x)  goal >= 0.9x: "
+            f"DuckDB {'MET' if duck_direct / duck_iceberg >= 0.9 else 'NOT MET'}, "
+            f"pyiceberg {'MET' if py_direct / py_iceberg >= 0.9 else 'NOT MET'}"
         )
 
 

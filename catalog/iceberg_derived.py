@@ -42,16 +42,26 @@ What is derived, per table:
   (float bounds are left out, as native footers do: NaN).
 
 File names are a pure function of (table location, version[, base,
-group, floor]) and say what the file holds, and a file that exists is not
-written again, so any process derives identical metadata and skips what
-another already wrote (Avro sync markers are random: manifests written
-twice are equal but for them). Every object is one atomic put, manifests
-before the list naming them, lists before the ``metadata.json``, so a
-crash or a write fault leaves files the next derivation reuses or writes
-again. The derived files are a cache: losing any of them loses nothing
-(a state whose ``metadata.json`` is gone is derived again); GC
-(:func:`collect`) removes those of versions below the data floor and of
-dropped tables.
+group, floor]) and say what the file holds, and so are the bytes (the Avro
+sync marker is derived from the path, not random), so any process derives
+identical metadata and builds on what another already published. Every
+object is one atomic put, manifests before the list naming them, lists
+before the ``metadata.json``, so a crash of the process or a write fault
+leaves files the next derivation reuses or writes again. The derived files
+are a cache: losing any of them loses nothing (a state whose
+``metadata.json`` is gone is derived again); GC (:func:`collect`) removes
+those of versions below the data floor and of dropped tables.
+
+Being a cache, derived files are put **without fsync** on a local store
+(two fsyncs a file were most of a derivation's time), so a crash of the
+machine may leave any of them torn, in any order. None is ever served
+torn: each ``metadata.json`` records, in the property
+``lakekv.derived.digests``, a digest of every manifest list and manifest
+its snapshots name; a state read back from the files (a new process: the
+crash ended every old one) is used only if its ``metadata.json`` parses
+and every file matches its digest, else it is derived again and its files
+are written anew. A derivation writes every list and manifest it makes
+(it never adopts one no verified ``metadata.json`` vouches for).
 
 Not served yet: nested columns (their children carry no field ids in
 native Parquet files) and ``timestamp[ns]`` columns (no Iceberg v2 type)
@@ -78,9 +88,10 @@ import math
 import threading
 import uuid
 from collections import OrderedDict
+from contextlib import contextmanager
 from copy import copy
 from dataclasses import dataclass
-from typing import Any, Final, Iterator, Protocol
+from typing import Any, Callable, Final, Iterator, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -94,15 +105,18 @@ from pyiceberg.manifest import (
     ManifestEntry,
     ManifestEntryStatus,
     ManifestFile,
+    ManifestWriter,
     read_manifest_list,
     write_manifest,
     write_manifest_list,
 )
+from pyiceberg.avro.encoder import BinaryEncoder
 from pyiceberg.conversions import to_bytes
+from pyiceberg.exceptions import ValidationError as IcebergValidationError
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema as IcebergSchema
-from pyiceberg.serializers import FromInputFile, ToOutputFile
-from pyiceberg.table.metadata import TableMetadata, TableMetadataV2
+from pyiceberg.serializers import ToOutputFile
+from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil, TableMetadataV2
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.transforms import IdentityTransform
@@ -117,6 +131,7 @@ from catalog.errors import NoSuchTableError
 from catalog.records import TableDef
 from catalog.schema import FIELD_ID, PARQUET_FIELD_ID, field_id
 from kvstore.objstore.base import ObjectStore
+from kvstore.objstore import LocalStore
 
 
 
@@ -194,19 +209,40 @@ class _Input(InputFile):
         return io.BytesIO(self._io.objects.get(self._io.path_of(self.location)))
 
 
-class _Sink(io.BytesIO):
-    """Bytes written through pyiceberg, put as one object when closed (a put is atomic)."""
+# Avro's sync marker: the 16 bytes ending the header and every block.
+_SYNC_SIZE: Final = 16
 
-    def __init__(self, objects: ObjectStore, path: str) -> None:
+
+def content_digest(data: bytes) -> str:
+    """The digest a derived ``metadata.json`` records of each Avro file it names (torn-file detection, not security)."""
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+class _Sink(io.BytesIO):
+    """Bytes written through pyiceberg, put as one object when closed (a put is atomic).
+
+    An Avro file's random sync marker is replaced by one derived from its
+    path, so a derived file's bytes are a pure function of what it holds
+    (two processes write the same bytes, and the digests recorded of it stay
+    true whoever wrote it last).
+    """
+
+    def __init__(self, fileio: LakeFileIO, path: str) -> None:
         super().__init__()
-        self._objects = objects
+        self._fileio = fileio
         self._path = path
         self._put = False
 
     def close(self) -> None:
         if not self.closed and not self._put:
             self._put = True
-            self._objects.put(self._path, self.getvalue())
+            data = self.getvalue()
+            if self._path.endswith(".avro") and len(data) >= _SYNC_SIZE:
+                # pyiceberg's writer ends the header and every block with its marker.
+                marker = hashlib.blake2b(self._path.encode(), digest_size=_SYNC_SIZE).digest()
+                data = data.replace(data[-_SYNC_SIZE:], marker)
+            self._fileio.writes.put(self._path, data)
+            self._fileio.digests[self._path] = content_digest(data)
         super().close()
 
 
@@ -230,17 +266,42 @@ class _Output(OutputFile):
     def create(self, overwrite: bool = False) -> OutputStream:
         if not overwrite and self.exists():
             raise FileExistsError(f"{self.location} already exists")
-        self._sink = _Sink(self._io.objects, self._io.path_of(self.location))
+        self._sink = _Sink(self._io, self._io.path_of(self.location))
         return self._sink
 
 
-class LakeFileIO(FileIO):
-    """pyiceberg's FileIO over a lakehouse's object store: locations are absolute URIs under its root."""
+_unsynced_stores: dict[str, LocalStore] = {}
 
-    def __init__(self, objects: ObjectStore) -> None:
+
+def _unsynced(objects: ObjectStore) -> ObjectStore:
+    """``objects`` without fsyncs where it is a local directory (puts stay atomic); any other store as it is."""
+    if type(objects) is not LocalStore or not objects.fsync:
+        return objects
+    with _lock:
+        store = _unsynced_stores.get(str(objects.root))
+        if store is None:
+            store = _unsynced_stores[str(objects.root)] = LocalStore(objects.root, fsync=False, create=False)
+        return store
+
+
+class LakeFileIO(FileIO):
+    """pyiceberg's FileIO over a lakehouse's object store: locations are absolute URIs under its root.
+
+    Args:
+        objects: the lakehouse's object store.
+        durable: False for derived files (a cache): on a local directory they
+            are put without fsync, so a crash of the machine may leave one
+            torn; a derived ``metadata.json`` records the digest of every
+            Avro file it names, and a state read back is checked against
+            them before it is served (:func:`_known_state`).
+    """
+
+    def __init__(self, objects: ObjectStore, durable: bool = True) -> None:
         super().__init__()
         self.objects = objects
+        self.writes = objects if durable else _unsynced(objects)
         self.base = base_uri(objects)
+        self.digests: dict[str, str] = {}  # object path -> content_digest of each file put through it
 
     def uri(self, path: str) -> str:
         """The absolute URI of object ``path``."""
@@ -357,32 +418,43 @@ _MICROS: Final = {"s": 1_000_000, "ms": 1_000, "us": 1}
 _TIME_MICROS: Final = {"s": 1_000_000, "ms": 1_000, "us": 1}
 
 
-def _iceberg_value(encoded: Any, t: pa.DataType) -> Any:
-    """An encoded native statistic or partition value (``catalog.datafiles.encode_value``) as Iceberg's
-    Python value of the column's type, or None where it has no exact one."""
-    if encoded is None:
-        return None
+def _none(encoded: Any) -> Any:
+    return None
+
+
+def _same(encoded: Any) -> Any:
+    return encoded
+
+
+def _scaled(scale: int) -> Callable[[Any], Any]:
+    return lambda encoded: None if encoded is None else int(encoded) * scale
+
+
+def _converter(t: pa.DataType) -> Callable[[Any], Any]:
+    """How an encoded native statistic or partition value (``catalog.datafiles.encode_value``) of Arrow type
+    ``t`` becomes Iceberg's Python value of the column's type (None where it has no exact one), resolved once
+    per column: a first derivation converts every bound of every file."""
     if pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
-        return encoded
+        return _same
     if pa.types.is_floating(t):
-        return None  # NaN makes float bounds unsafe; native footers keep none either
+        return _none  # NaN makes float bounds unsafe; native footers keep none either
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         import base64
 
-        return base64.b64decode(encoded)
+        return lambda encoded: None if encoded is None else base64.b64decode(encoded)
     if pa.types.is_date32(t):
-        return int(encoded)
+        return _scaled(1)
     if pa.types.is_date64(t):
-        return int(encoded) // 86_400_000
+        return lambda encoded: None if encoded is None else int(encoded) // 86_400_000
     if pa.types.is_timestamp(t):
         scale = _MICROS.get(t.unit)
-        return None if scale is None else int(encoded) * scale
+        return _none if scale is None else _scaled(scale)
     if pa.types.is_time32(t) or pa.types.is_time64(t):
         scale = _TIME_MICROS.get(t.unit)
-        return None if scale is None else int(encoded) * scale
+        return _none if scale is None else _scaled(scale)
     if pa.types.is_decimal(t):
-        return decimal.Decimal(encoded)
-    return None
+        return lambda encoded: None if encoded is None else decimal.Decimal(encoded)
+    return _none
 
 
 class _EntryMaker:
@@ -390,12 +462,14 @@ class _EntryMaker:
 
     def __init__(self, base: str, schema: pa.Schema, iceberg: IcebergSchema, partition_ids: list[int]) -> None:
         self.base = base
-        # field id (as the entries key it) -> (field id, Arrow type, Iceberg type or None for no bounds)
-        self.columns: dict[str, tuple[int, pa.DataType, PrimitiveType | None]] = {}
+        # field id (as the entries key it) -> (field id, value converter, bound serialiser and Iceberg
+        # type, or None for no bounds); to_bytes's dispatch resolved once per column.
+        self.columns: dict[str, tuple[int, Callable[[Any], Any], tuple[Callable[..., bytes], PrimitiveType] | None]] = {}
         for f in schema:
             fid = field_id(f)
             kind = iceberg.find_field(fid).field_type
-            self.columns[str(fid)] = (fid, f.type, kind if isinstance(kind, PrimitiveType) else None)
+            serialise = (to_bytes.dispatch(type(kind)), kind) if isinstance(kind, PrimitiveType) else None
+            self.columns[str(fid)] = (fid, _converter(f.type), serialise)
         self.partition = [(str(fid), self.columns[str(fid)][1]) for fid in partition_ids]
 
     def __call__(self, entry: DataFile) -> IcebergDataFile:
@@ -408,17 +482,18 @@ class _EntryMaker:
             column = self.columns.get(key)
             if column is None:
                 continue  # a column dropped since the file was written
-            fid, arrow_type, kind = column
+            fid, convert, serialise = column
             value_counts[fid] = entry.rows
             if nulls is not None:
                 null_counts[fid] = int(nulls)
-            if kind is None:
+            if serialise is None:
                 continue  # nested columns keep no statistics
-            lo, hi = _iceberg_value(low, arrow_type), _iceberg_value(high, arrow_type)
+            lo, hi = convert(low), convert(high)
             if lo is not None and hi is not None:
-                lower[fid] = to_bytes(kind, lo)
-                upper[fid] = to_bytes(kind, hi)
-        partition = Record(*[_iceberg_value(entry.partition.get(key), t) for key, t in self.partition])
+                write, kind = serialise
+                lower[fid] = write(kind, lo)
+                upper[fid] = write(kind, hi)
+        partition = Record(*[convert(entry.partition.get(key)) for key, convert in self.partition])
         return IcebergDataFile.from_args(
             content=DataFileContent.DATA,
             file_path=f"{self.base}/{entry.path}",
@@ -458,6 +533,7 @@ class _State:
     files: _FileKeys | None  # the live files' keys and entries (None: not scanned yet)
     total_records: int
     types: dict[int, str]  # the column types the manifests' bounds were written for
+    digests: dict[str, str]  # file name -> content_digest of every Avro file its retained snapshots name
     published: bool = True  # whether its metadata.json is written (intermediate states need not be)
 
 
@@ -491,7 +567,11 @@ def _total_records(snapshot: Snapshot) -> int:
 
 def _file_keys(ctx: LakeContext, table_id: str, version: int) -> _FileKeys:
     with ctx.store.at(version=version) as snap:
-        batches = list(snap.scan_batches(prefix=keys.table_files(table_id)))
+        return _file_keys_in(snap, table_id)
+
+
+def _file_keys_in(snap: Any, table_id: str) -> _FileKeys:
+    batches = list(snap.scan_batches(prefix=keys.table_files(table_id)))
     if not batches:
         return _FileKeys(pa.array([], pa.binary()), pa.chunked_array([], pa.binary()))
     table = pa.Table.from_batches(batches)
@@ -587,7 +667,7 @@ def derive_table(ctx: LakeContext, table_id: str, version: int) -> Derived:
     store = ctx.store
     retention.check_readable(store, version)
     floor = retention.floor(store)
-    fileio = LakeFileIO(ctx.objects)
+    fileio = LakeFileIO(ctx.objects, durable=False)
     with store.at(version=version) as snap:
         definition = CatalogReader(snap).table_def(table_id)
     if definition is None:
@@ -692,14 +772,32 @@ def _known_state(ctx: LakeContext, fileio: LakeFileIO, definition: TableDef, ver
         # process's states of the table may name lost manifests too.
         _forget_table(key[0], definition.id)
     location = fileio.uri(_metadata_path(definition, version, floor))
+    # Derived files are put without fsync: after a crash of the machine any
+    # of them may be torn. A state read back is served only if its
+    # metadata.json parses and every Avro file it names has the digest it
+    # recorded; otherwise it is derived again (and its files written anew).
+    directory = metadata_dir(definition)
     try:
-        metadata = FromInputFile.table_metadata(fileio.new_input(location))
+        metadata = TableMetadataUtil.parse_raw(fileio.objects.get(fileio.path_of(location)).decode())
         snapshot = metadata.current_snapshot()
         if snapshot is None or snapshot.sequence_number != version:
             return None  # not a file this module wrote: derive it again
-        manifests = [_Manifest(m) for m in read_manifest_list(fileio.new_input(snapshot.manifest_list))]
+        digests = {str(k): str(v) for k, v in json.loads(metadata.properties[_DIGESTS_PROPERTY]).items()}
+        contents = {}
+        for name, digest in digests.items():
+            contents[name] = fileio.objects.get(f"{directory}/{name}")
+            if content_digest(contents[name]) != digest:
+                return None  # torn or replaced: derive it again
+        if any(s.manifest_list.rsplit("/", 1)[-1] not in digests for s in metadata.snapshots):
+            return None
+        listed = contents[snapshot.manifest_list.rsplit("/", 1)[-1]]
+        manifests = [_Manifest(m) for m in read_manifest_list(_Bytes(snapshot.manifest_list, listed))]
+        if any(m.file.manifest_path.rsplit("/", 1)[-1] not in digests for m in manifests):
+            return None
     except FileNotFoundError:
         return None  # lost (derived files are a cache): derive it again
+    except (ValueError, KeyError, AttributeError, IcebergValidationError):
+        return None  # a torn metadata.json (or one without digests): derive it again
     types = json.loads(metadata.properties.get(_TYPES_PROPERTY, "{}"))
     state = _State(
         derived=Derived(location, metadata, definition.id, version, version),
@@ -707,6 +805,7 @@ def _known_state(ctx: LakeContext, fileio: LakeFileIO, definition: TableDef, ver
         files=None,
         total_records=_total_records(snapshot),
         types={int(k): v for k, v in types.items()},
+        digests=digests,
     )
     _remember(key, state)
     return state
@@ -715,6 +814,26 @@ def _known_state(ctx: LakeContext, fileio: LakeFileIO, definition: TableDef, ver
 # The column types the current snapshot's manifest bounds were written for
 # (a derived property: a widened column rewrites every manifest).
 _TYPES_PROPERTY: Final = "lakekv.derived.column-types"
+# JSON {file name: content_digest} of every manifest list and manifest the
+# retained snapshots name (a derived property: how a torn file is caught).
+_DIGESTS_PROPERTY: Final = "lakekv.derived.digests"
+
+
+class _Bytes(InputFile):
+    """Bytes already read, as pyiceberg's input file."""
+
+    def __init__(self, location: str, data: bytes) -> None:
+        super().__init__(location)
+        self._data = data
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def exists(self) -> bool:
+        return True
+
+    def open(self, seekable: bool = True) -> InputStream:
+        return io.BytesIO(self._data)
 
 
 def _derive_change(
@@ -722,15 +841,15 @@ def _derive_change(
 ) -> _State:
     """Derive (write what is missing of) the table's state at ``change``, on top of ``base`` (its previous change)."""
     version = change.version
+    files: _FileKeys
     with ctx.store.at(version=version) as snap:
         reader = CatalogReader(snap)
         definition = reader.table_def(table_id)
         properties = reader.table_properties(table_id)
-    files: _FileKeys
-    if base is not None and base.files is not None and not change.changes_files:
-        files = base.files  # the summaries say no file changed: nothing to scan
-    else:
-        files = _file_keys(ctx, table_id, version)
+        if base is not None and base.files is not None and not change.changes_files:
+            files = base.files  # the summaries say no file changed: nothing to scan
+        else:
+            files = _file_keys_in(snap, table_id)
     assert definition is not None and definition.schema is not None
     schema_id = definition.schema_version
     schema = iceberg_schema(definition.schema, schema_id)
@@ -750,7 +869,12 @@ def _derive_change(
         if files is not base.files:
             if base.files is None:
                 base.files = _file_keys(ctx, table_id, base.derived.snapshot_version)
-            added, gone = files.entries(files.not_in(base.files)), base.files.entries(base.files.not_in(files))
+            new = files.not_in(base.files)
+            added = files.entries(new)
+            # Keys are unique: when as many keys are live as before plus those
+            # added, none went (an append), and the reverse comparison is skipped.
+            if len(files.keys) - len(added) != len(base.files.keys):
+                gone = base.files.entries(base.files.not_in(files))
     removed = {f.path for f in gone}
     added.sort(key=lambda f: f.id)
     total_records = (0 if base is None else base.total_records) + sum(f.rows for f in added) - sum(f.rows for f in gone)
@@ -759,54 +883,55 @@ def _derive_change(
     list_path = _manifest_list_path(definition, version)
     list_uri = fileio.uri(list_path)
     manifests: list[_Manifest]
-    if fileio.exists(list_uri):
-        # Another process (or an earlier run) derived this snapshot already: reuse it.
-        manifests = [_Manifest(m) for m in read_manifest_list(fileio.new_input(list_uri))]
-    else:
-        manifests = []
-        group = 1
-        to_rewrite = kept if retype else [m for m in kept if removed and _holds_any(fileio, base_uri_, m, removed)]
-        rewrite_ids = {id(m) for m in to_rewrite}
-        for m in kept:
-            if id(m) not in rewrite_ids:
-                manifests.append(m)
-                continue
-            entries = [
-                e for e in m.file.fetch_manifest_entry(fileio, discard_deleted=True)
-                if fileio.path_of(e.data_file.file_path) not in removed
-            ]
-            if not entries:
-                continue  # every file it held is gone
-            if retype:
-                by_path = {f.path: f for f in files.entries()}
-                make = _EntryMaker(base_uri_, definition.schema, schema, definition.partition_ids)
-                entries = [_retyped(e, base_uri_, by_path, make) for e in entries]
-            path = _manifest_path(definition, version, base_version, group)
-            group += 1
-            with write_manifest(2, spec, schema, fileio.new_output(fileio.uri(path)), sid, _AVRO_CODEC) as writer:
-                for e in entries:
-                    writer.existing(e)
-            manifests.append(
-                _Manifest(writer.to_manifest_file(), frozenset(fileio.path_of(e.data_file.file_path) for e in entries))
-            )
-        if added:
-            path = _manifest_path(definition, version, base_version, 0)
+    # Written even if another process wrote it already: a file no verified
+    # metadata.json vouches for may be torn, and the bytes are the same.
+    manifests = []
+    group = 1
+    to_rewrite = kept if retype else [m for m in kept if removed and _holds_any(fileio, base_uri_, m, removed)]
+    rewrite_ids = {id(m) for m in to_rewrite}
+    for m in kept:
+        if id(m) not in rewrite_ids:
+            manifests.append(m)
+            continue
+        entries = [
+            e for e in m.file.fetch_manifest_entry(fileio, discard_deleted=True)
+            if fileio.path_of(e.data_file.file_path) not in removed
+        ]
+        if not entries:
+            continue  # every file it held is gone
+        if retype:
+            by_path = {f.path: f for f in files.entries()}
             make = _EntryMaker(base_uri_, definition.schema, schema, definition.partition_ids)
-            with write_manifest(2, spec, schema, fileio.new_output(fileio.uri(path)), sid, _AVRO_CODEC) as writer:
-                for f in added:
-                    data_file = make(f)
-                    writer.add(
-                        ManifestEntry.from_args(
-                            status=ManifestEntryStatus.ADDED, snapshot_id=sid, sequence_number=version, data_file=data_file
-                        )
+            entries = [_retyped(e, base_uri_, by_path, make) for e in entries]
+        path = _manifest_path(definition, version, base_version, group)
+        group += 1
+        with _manifest_writer(spec, schema, fileio.new_output(fileio.uri(path)), sid) as writer:
+            for e in entries:
+                writer.existing(e)
+        manifests.append(
+            _Manifest(writer.to_manifest_file(), frozenset(fileio.path_of(e.data_file.file_path) for e in entries))
+        )
+    if added:
+        path = _manifest_path(definition, version, base_version, 0)
+        make = _EntryMaker(base_uri_, definition.schema, schema, definition.partition_ids)
+        with _manifest_writer(spec, schema, fileio.new_output(fileio.uri(path)), sid) as writer:
+            for f in added:
+                data_file = make(f)
+                writer.add(
+                    ManifestEntry.from_args(
+                        status=ManifestEntryStatus.ADDED, snapshot_id=sid, sequence_number=version, data_file=data_file
                     )
-            manifests.append(_Manifest(writer.to_manifest_file(), frozenset(f.path for f in added)))
-        parent = None if base is None else snapshot_id(table_id, base.derived.snapshot_version)
-        with write_manifest_list(2, fileio.new_output(list_uri), sid, parent, version, _AVRO_CODEC) as list_writer:
-            list_writer.add_manifests([m.file for m in manifests])
-        # What the list writer wrote: the manifests made here get this
-        # snapshot's sequence number (ManifestListWriterV2.prepare_manifest).
-        manifests = [_Manifest(_sequenced(m.file, version), m.paths) for m in manifests]
+                )
+        manifests.append(_Manifest(writer.to_manifest_file(), frozenset(f.path for f in added)))
+    parent = None if base is None else snapshot_id(table_id, base.derived.snapshot_version)
+    with write_manifest_list(2, fileio.new_output(list_uri), sid, parent, version, _AVRO_CODEC) as list_writer:
+        # The list writer's file writer is private to it; wrapping it is the
+        # one way to reuse each manifest's encoded record across versions.
+        list_writer._writer = _EncodedOnce(list_writer._writer)  # type: ignore[assignment]
+        list_writer.add_manifests([m.file for m in manifests])
+    # What the list writer wrote: the manifests made here get this
+    # snapshot's sequence number (ManifestListWriterV2.prepare_manifest).
+    manifests = [_Manifest(_sequenced(m.file, version), m.paths) for m in manifests]
 
     operation = Operation.APPEND
     if removed:
@@ -835,6 +960,10 @@ def _derive_change(
         }
     )
     metadata = _metadata(definition, properties, types, schema, spec, snapshot, base, fileio, floor)
+    digests = _retained_digests(fileio, metadata, base, manifests)
+    metadata = metadata.model_copy(
+        update={"properties": {**metadata.properties, _DIGESTS_PROPERTY: json.dumps(digests, sort_keys=True, separators=(",", ":"))}}
+    )
     # Written when asked for (_at_version): a first derivation goes through
     # every retained change, and only the one asked for needs its file.
     metadata_uri = fileio.uri(_metadata_path(definition, version, floor))
@@ -844,10 +973,113 @@ def _derive_change(
         files=files,
         total_records=total_records,
         types=types,
+        digests=digests,
         published=False,
     )
     _remember((base_uri_, table_id, version, floor), state)
     return state
+
+
+def _retained_digests(fileio: LakeFileIO, metadata: TableMetadata, base: _State | None, manifests: list[_Manifest]) -> dict[str, str]:
+    """The digests of every Avro file ``metadata``'s snapshots name: ``base``'s still named, and those written now."""
+    digests = {} if base is None else dict(base.digests)
+    for path, digest in fileio.digests.items():
+        digests[path.rsplit("/", 1)[-1]] = digest
+    if base is not None:
+        oldest = min(_seq(s) for s in metadata.snapshots)
+        if any(_seq(s) < oldest for s in base.derived.metadata.snapshots):
+            # Snapshots went below the floor. Manifests only flow forward (a
+            # list names its base's manifests or new ones), so the retained
+            # ones are the oldest retained list's and those made since.
+            (first,) = [s for s in metadata.snapshots if _seq(s) == oldest]
+            named = {m.manifest_path.rsplit("/", 1)[-1] for m in read_manifest_list(fileio.new_input(first.manifest_list))}
+            digests = {n: d for n, d in digests.items() if n in named or (_version_of(n) or -1) >= oldest}
+    names = {s.manifest_list.rsplit("/", 1)[-1] for s in metadata.snapshots}
+    names.update(m.file.manifest_path.rsplit("/", 1)[-1] for m in manifests)
+    missing = names - digests.keys()
+    assert not missing, f"derived files without a digest: {sorted(missing)}"
+    return digests
+
+
+class _OneBlock:
+    """pyiceberg's Avro file writer with every block it is given gathered into one, written when it closes.
+
+    pyiceberg's manifest writer writes, and deflates, one Avro block per
+    entry: gathered, a manifest of 10,000 entries costs a fraction of the
+    time (one block of any size is valid Avro).
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._pending: list[Any] = []
+
+    def write_block(self, objects: list[Any]) -> None:
+        self._pending.extend(objects)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._pending and exc[0] is None:
+            self._inner.write_block(self._pending)
+        self._inner.__exit__(*exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _Raw:
+    """An Avro record writer for records already encoded."""
+
+    def write(self, encoder: BinaryEncoder, data: bytes) -> None:
+        encoder.write(data)
+
+
+_RAW: Final = _Raw()
+# Manifest lists' records by (manifest path, sequence numbers, snapshot id): a
+# derived manifest's name decides its content, so its record is the same in
+# every list that names it, and a list after one append re-encodes none of them.
+_ENCODED_RECORDS: Final = 20_000
+_encoded: OrderedDict[tuple[str, int, int, int | None], bytes] = OrderedDict()
+
+
+class _EncodedOnce:
+    """pyiceberg's manifest list file writer, each manifest's record encoded once per process."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def write_block(self, objects: list[ManifestFile]) -> None:
+        records = []
+        for m in objects:
+            key = (m.manifest_path, m.sequence_number, m.min_sequence_number, m.added_snapshot_id)
+            with _lock:
+                data = _encoded.get(key)
+            if data is None:
+                buffer = io.BytesIO()
+                self._inner.writer.write(BinaryEncoder(buffer), m)
+                data = buffer.getvalue()
+                with _lock:
+                    _encoded[key] = data
+                    while len(_encoded) > _ENCODED_RECORDS:
+                        _encoded.popitem(last=False)
+            records.append(data)
+        writer = self._inner.writer
+        self._inner.writer = _RAW
+        try:
+            self._inner.write_block(records)
+        finally:
+            self._inner.writer = writer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@contextmanager
+def _manifest_writer(spec: PartitionSpec, schema: IcebergSchema, output: OutputFile, sid: int) -> Iterator[ManifestWriter]:
+    """pyiceberg's v2 manifest writer, its entries written as one Avro block."""
+    with write_manifest(2, spec, schema, output, sid, _AVRO_CODEC) as writer:
+        # The manifest writer's file writer is private to it; wrapping it is
+        # the one way to batch the blocks without copying its entry bookkeeping.
+        writer._writer = _OneBlock(writer._writer)  # type: ignore[assignment]
+        yield writer
 
 
 def _sequenced(manifest: ManifestFile, version: int) -> ManifestFile:
