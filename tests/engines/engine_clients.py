@@ -1,0 +1,193 @@
+"""Clients of one ``lakekv serve`` for the engine matrix: every reader answers the same
+question ("the rows of table ``ns.t``, now or at an older version") as sorted tuples, so
+each answer is compared with one expected model (a helper, no tests).
+
+A point in time is an :class:`AsOf`: the Iceberg snapshot id and timestamp the REST API
+serves for it, and the lakehouse version, the route the lakekv plugin and the Python API
+time-travel by. Iceberg readers go by snapshot id or by timestamp; lakekv readers by
+version or by timestamp.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import duckdb_ext
+import polars as pl
+from jvm_iceberg import JvmIcebergEngine
+from pyiceberg.catalog.rest import RestCatalog
+from pyspark.sql import SparkSession
+
+import catalog
+from service.testing import ServerProcess
+
+Rows = list[tuple[Any, ...]]
+# The lakekv plugin's catalog on the shared Spark session, in uri mode against the server.
+SPARK_CATALOG = "eng"
+
+
+@dataclass(frozen=True)
+class AsOf:
+    """One older state of a table, named every way an engine can name it."""
+
+    snapshot_id: int
+    timestamp_ms: int
+    version: int  # the lakehouse version
+
+    def sql_timestamp(self) -> str:
+        """The snapshot's time as a UTC SQL timestamp literal's text (the sessions run in UTC)."""
+        at = datetime.datetime.fromtimestamp(self.timestamp_ms / 1000, datetime.UTC)
+        return at.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+@dataclass(frozen=True)
+class Engines:
+    """Every client of the session's server."""
+
+    server: ServerProcess
+    spark: SparkSession
+    jvm: JvmIcebergEngine
+
+    def rest(self) -> RestCatalog:
+        return RestCatalog("lakekv", uri=self.server.url, token=self.server.token)
+
+    def lake(self) -> catalog.Lakehouse:
+        return catalog.open(self.server.store_url, poll_interval_s=0, background_maintenance=False)
+
+    @contextmanager
+    def duckdb(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """DuckDB with the offline extension set (the ``duckdb-ext-*`` wheels) and ``lake`` attached."""
+        extension_dir = os.path.join(list(duckdb_ext.__path__)[0], "extensions")
+        con = duckdb.connect(config={"extension_directory": extension_dir, "autoinstall_known_extensions": False})
+        try:
+            for name in ("httpfs", "avro", "parquet", "iceberg"):
+                con.execute(f"LOAD {name}")
+            con.execute("SET TimeZone = 'UTC'")
+            con.execute(f"CREATE SECRET lakekv_token (TYPE iceberg, TOKEN '{self.server.token}')")
+            con.execute(f"ATTACH 'lakekv' AS lake (TYPE iceberg, ENDPOINT '{self.server.url}', SECRET lakekv_token)")
+            yield con
+        finally:
+            con.close()
+
+    def spark_sql(self, sql: str) -> Rows:
+        return [tuple(row) for row in self.spark.sql(sql).collect()]
+
+    def jvm_sql(self, sql: str | list[str]) -> Rows:
+        return self.jvm.run_sql(self.server.url, sql, token=self.server.token)
+
+    def as_of_now(self, name: str) -> AsOf:
+        """The table's current snapshot over REST and the lakehouse's version now."""
+        snapshot = self.rest().load_table(name).current_snapshot()
+        assert snapshot is not None, f"{name} has no snapshot"
+        with self.lake() as lake:
+            version = lake.version
+        return AsOf(snapshot.snapshot_id, snapshot.timestamp_ms, version)
+
+
+def _sorted(rows: Rows) -> Rows:
+    return sorted(rows, key=lambda row: tuple((value is None, value) for value in row))
+
+
+def read_spark(engines: Engines, name: str, at: AsOf | None, by: str) -> Rows:
+    clause = "" if at is None else (
+        f" VERSION AS OF {at.version}" if by == "snapshot" else f" TIMESTAMP AS OF '{at.sql_timestamp()}'")
+    return _sorted(engines.spark_sql(f"SELECT * FROM {SPARK_CATALOG}.{name}{clause}"))
+
+
+def read_python(engines: Engines, name: str, at: AsOf | None, by: str) -> Rows:
+    with engines.lake() as lake:
+        source: Any = lake
+        if at is not None:
+            source = lake.at(version=at.version) if by == "snapshot" else lake.at(timestamp=at.timestamp_ms / 1000)
+        table = source.load_table(name).scan().to_arrow()
+    return _sorted([tuple(row.values()) for row in table.to_pylist()])
+
+
+def read_pyiceberg(engines: Engines, name: str, at: AsOf | None, by: str) -> Rows:
+    table = engines.rest().load_table(name)
+    snapshot_id = None
+    if at is not None:
+        if by == "snapshot":
+            snapshot_id = at.snapshot_id
+        else:
+            found = table.snapshot_as_of_timestamp(at.timestamp_ms)
+            assert found is not None, f"no snapshot of {name} at {at.timestamp_ms}"
+            snapshot_id = found.snapshot_id
+    arrow = table.scan(snapshot_id=snapshot_id).to_arrow()
+    return _sorted([tuple(row.values()) for row in arrow.to_pylist()])
+
+
+def read_duckdb_rest(engines: Engines, name: str, at: AsOf | None, by: str) -> Rows:
+    clause = "" if at is None else (
+        f" AT (VERSION => {at.snapshot_id})" if by == "snapshot" else f" AT (TIMESTAMP => TIMESTAMP '{at.sql_timestamp()}')")
+    with engines.duckdb() as con:
+        return _sorted(con.execute(f"SELECT * FROM lake.{name}{clause}").fetchall())
+
+
+def read_duckdb_scan(engines: Engines, name: str, at: AsOf | None, by: str) -> Rows:
+    """``iceberg_scan`` of the metadata location REST serves: no catalog in the read."""
+    location = engines.rest().load_table(name).metadata_location
+    option = "" if at is None else (
+        f", snapshot_from_id => {at.snapshot_id}" if by == "snapshot"
+        else f", snapshot_from_timestamp => TIMESTAMP '{at.sql_timestamp()}'")
+    with engines.duckdb() as con:
+        return _sorted(con.execute(f"SELECT * FROM iceberg_scan('{location}'{option})").fetchall())
+
+
+@contextmanager
+def _pyiceberg_planner() -> Iterator[None]:
+    # Polars' own planner (the polars_iceberg package) is not installed: plan with pyiceberg.
+    before = os.environ.get("POLARS_ICEBERG_PLANNER")
+    os.environ["POLARS_ICEBERG_PLANNER"] = "pyiceberg"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["POLARS_ICEBERG_PLANNER"]
+        else:
+            os.environ["POLARS_ICEBERG_PLANNER"] = before
+
+
+def read_polars(engines: Engines, name: str, at: AsOf | None, by: str) -> Rows:
+    table = engines.rest().load_table(name)
+    snapshot_id = None
+    if at is not None:
+        if by == "snapshot":
+            snapshot_id = at.snapshot_id
+        else:  # Polars takes a snapshot id only: the timestamp resolved by pyiceberg's table
+            found = table.snapshot_as_of_timestamp(at.timestamp_ms)
+            assert found is not None, f"no snapshot of {name} at {at.timestamp_ms}"
+            snapshot_id = found.snapshot_id
+    with _pyiceberg_planner():
+        frame = pl.scan_iceberg(table, snapshot_id=snapshot_id).collect()
+    return _sorted(frame.rows())
+
+
+def read_jvm(engines: Engines, name: str, at: AsOf | None, by: str) -> Rows:
+    clause = "" if at is None else (
+        f" VERSION AS OF {at.snapshot_id}" if by == "snapshot" else f" TIMESTAMP AS OF '{at.sql_timestamp()}'")
+    return _sorted(engines.jvm_sql(f"SELECT * FROM {name}{clause}"))
+
+
+Reader = Callable[[Engines, str, "AsOf | None", str], Rows]
+READERS: dict[str, Reader] = {
+    "spark": read_spark,
+    "python": read_python,
+    "pyiceberg": read_pyiceberg,
+    "duckdb_rest": read_duckdb_rest,
+    "duckdb_scan": read_duckdb_scan,
+    "polars": read_polars,
+    "jvm_iceberg": read_jvm,
+}
+# Readers that go through lakekv's own table handles (the plugin and the Python API).
+LAKEKV_READERS = frozenset({"spark", "python"})
+
+
+def expected(rows: Rows) -> Rows:
+    return _sorted(rows)
