@@ -1,6 +1,6 @@
 """Clients of one ``lakekv serve`` for the engine matrix: every reader answers the same
 question ("the rows of table ``ns.t``, now or at an older version") as sorted tuples, so
-each answer is compared with one expected model (a helper, no tests).
+each answer is compared with one expected model (a helper, no tests; its ``engines`` fixture is imported by the test modules).
 
 A point in time is an :class:`AsOf`: the Iceberg snapshot id and timestamp the REST API
 serves for it, and the lakehouse version, the route the lakekv plugin and the Python API
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,11 +21,13 @@ from typing import Any
 import duckdb
 import duckdb_ext
 import polars as pl
+import pytest
 from jvm_iceberg import JvmIcebergEngine
 from pyiceberg.catalog.rest import RestCatalog
 from pyspark.sql import SparkSession
 
 import catalog
+from catalog.spark.plugin import catalog_conf
 from service.testing import ServerProcess
 
 Rows = list[tuple[Any, ...]]
@@ -88,6 +91,21 @@ class Engines:
         with self.lake() as lake:
             version = lake.version
         return AsOf(snapshot.snapshot_id, snapshot.timestamp_ms, version)
+
+
+@pytest.fixture(scope="module")
+def engines(spark: SparkSession, lake_server: ServerProcess, jvm_iceberg: JvmIcebergEngine) -> Engines:
+    """Every client; the test module must also import tests/spark's ``spark`` fixture.
+
+    The lakekv plugin's catalog ``eng`` on the shared Spark session is set for the
+    session's server in ``uri`` mode (its catalog requests go to the server, and it reads
+    and writes the Parquet files itself: the server's directory is on this machine).
+    """
+    conf = catalog_conf(SPARK_CATALOG, lake_server.store_url, uri=lake_server.url, token=lake_server.token,
+                        python=sys.executable)
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    return Engines(lake_server, spark, jvm_iceberg)
 
 
 def _sorted(rows: Rows) -> Rows:

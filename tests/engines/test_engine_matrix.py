@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import sys
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,18 +32,17 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 import pytest
-from engine_clients import READERS, SPARK_CATALOG, AsOf, Engines, Rows, expected
-from jvm_iceberg import JvmIcebergEngine
+from engine_clients import READERS, SPARK_CATALOG, AsOf, Engines, Rows, engines, expected  # noqa: F401 - a fixture
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 from pyiceberg.view.metadata import SQLViewRepresentation, ViewVersion
-from pyspark.sql import SparkSession
 
-from catalog.spark.plugin import catalog_conf
 from service.testing import ServerProcess
-from tests.spark.conftest import spark  # noqa: F401 - the shared Spark session (pyspark's getOrCreate: one JVM)
+# The shared Spark session of tests/spark (session-scoped; pyspark's getOrCreate makes it one JVM
+# however many modules name the fixture).
+from tests.spark.conftest import spark  # noqa: F401
 
 pytestmark = pytest.mark.spark
 
@@ -89,15 +87,6 @@ def cells(tables: tuple[str, ...], rest_created: frozenset[str]) -> list[Any]:
                      marks=[NEEDS_ICEBERGKIND] if table in rest_created and reader in ("spark", "python") else [])
         for table, reader in itertools.product(tables, READERS)
     ]
-
-
-@pytest.fixture(scope="module")
-def engines(spark: SparkSession, lake_server: ServerProcess, jvm_iceberg: JvmIcebergEngine) -> Engines:  # noqa: F811
-    conf = catalog_conf(SPARK_CATALOG, lake_server.store_url, uri=lake_server.url, token=lake_server.token,
-                        python=sys.executable)
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    return Engines(lake_server, spark, jvm_iceberg)
 
 
 # -- writers: each makes ns.t, writes FIRST (remembering that state), then SECOND ------------
