@@ -3,14 +3,19 @@ question ("the rows of table ``ns.t``, now or at an older version") as sorted tu
 each answer is compared with one expected model (a helper, no tests; its ``engines`` fixture is imported by the test modules).
 
 A point in time is an :class:`AsOf`: the Iceberg snapshot id and timestamp the REST API
-serves for it, and the lakehouse version, the route the lakekv plugin and the Python API
-time-travel by. Iceberg readers go by snapshot id or by timestamp; lakekv readers by
-version or by timestamp.
+serves for it, and the lakehouse version and its commit time, the routes the lakekv plugin
+and the Python API time-travel by. Iceberg readers go by snapshot id or by the snapshot's
+timestamp; lakekv readers by version or by the commit time. The two times agree for native
+tables (a derived snapshot's timestamp is its version's commit time, rounded up to the
+millisecond); on a table whose client wrote its Iceberg metadata (pyiceberg, DuckDB) the
+snapshot's timestamp is the client's clock when it made the snapshot, before the commit
+landed, so there the lakekv readers take the commit time.
 """
 
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -40,13 +45,21 @@ class AsOf:
     """One older state of a table, named every way an engine can name it."""
 
     snapshot_id: int
-    timestamp_ms: int
-    version: int  # the lakehouse version
+    timestamp_ms: int  # the Iceberg snapshot's
+    version: int  # the lakehouse version that made it
+    commit_time_s: float  # that version's commit time (the storage's)
 
     def sql_timestamp(self) -> str:
         """The snapshot's time as a UTC SQL timestamp literal's text (the sessions run in UTC)."""
-        at = datetime.datetime.fromtimestamp(self.timestamp_ms / 1000, datetime.UTC)
-        return at.strftime("%Y-%m-%d %H:%M:%S.%f")
+        return _sql_time(self.timestamp_ms / 1000)
+
+    def sql_commit_time(self) -> str:
+        """The lakehouse commit's time, rounded up to the millisecond (the plugin's resolution)."""
+        return _sql_time(math.ceil(self.commit_time_s * 1000) / 1000)
+
+
+def _sql_time(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
 @dataclass(frozen=True)
@@ -85,12 +98,12 @@ class Engines:
         return self.jvm.run_sql(self.server.url, sql, token=self.server.token)
 
     def as_of_now(self, name: str) -> AsOf:
-        """The table's current snapshot over REST and the lakehouse's version now."""
+        """The table's current snapshot over REST and the lakehouse version of its last change."""
         snapshot = self.rest().load_table(name).current_snapshot()
         assert snapshot is not None, f"{name} has no snapshot"
         with self.lake() as lake:
-            version = lake.version
-        return AsOf(snapshot.snapshot_id, snapshot.timestamp_ms, version)
+            last = lake.history(limit=1, table=name)[0]
+        return AsOf(snapshot.snapshot_id, snapshot.timestamp_ms, last.version, last.timestamp)
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +127,7 @@ def _sorted(rows: Rows) -> Rows:
 
 def read_spark(engines: Engines, name: str, at: AsOf | None, by: str) -> Rows:
     clause = "" if at is None else (
-        f" VERSION AS OF {at.version}" if by == "snapshot" else f" TIMESTAMP AS OF '{at.sql_timestamp()}'")
+        f" VERSION AS OF {at.version}" if by == "snapshot" else f" TIMESTAMP AS OF '{at.sql_commit_time()}'")
     return _sorted(engines.spark_sql(f"SELECT * FROM {SPARK_CATALOG}.{name}{clause}"))
 
 
@@ -122,7 +135,7 @@ def read_python(engines: Engines, name: str, at: AsOf | None, by: str) -> Rows:
     with engines.lake() as lake:
         source: Any = lake
         if at is not None:
-            source = lake.at(version=at.version) if by == "snapshot" else lake.at(timestamp=at.timestamp_ms / 1000)
+            source = lake.at(version=at.version) if by == "snapshot" else lake.at(timestamp=at.commit_time_s)
         table = source.load_table(name).scan().to_arrow()
     return _sorted([tuple(row.values()) for row in table.to_pylist()])
 
