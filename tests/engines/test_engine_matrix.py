@@ -207,8 +207,9 @@ EVOLVED: Rows = [(i, region, amount, None) for i, region, amount, _flag in FIRST
 EVOLVERS = ("spark", "python", "pyiceberg")
 
 
-def evolve(engines: Engines, evolver: str, name: str) -> None:
-    WRITE[evolver](engines, name, [FIRST])
+def evolve(engines: Engines, evolver: str, name: str) -> AsOf:
+    """Write FIRST, change the columns, write one more row; the state before the changes."""
+    (before,) = WRITE[evolver](engines, name, [FIRST])
     if evolver == "spark":
         for change in ("ADD COLUMN note STRING", "RENAME COLUMN amount TO total", "DROP COLUMN flag"):
             engines.spark.sql(f"ALTER TABLE {SPARK_CATALOG}.{name} {change}")
@@ -231,27 +232,30 @@ def evolve(engines: Engines, evolver: str, name: str) -> None:
             update.delete_column("flag")
         table.append(pa.table({"id": [9], "region": ["eu"], "total": [9.0], "note": ["new"]},
                               schema=table.schema().as_arrow()))
+    return before
 
 
 @pytest.fixture(scope="module")
-def evolved(engines: Engines) -> Iterator[dict[str, str]]:
-    class Tables(dict[str, str]):
-        def __missing__(self, evolver: str) -> str:
+def evolved(engines: Engines) -> Iterator[dict[str, Written]]:
+    class Tables(dict[str, Written]):
+        def __missing__(self, evolver: str) -> Written:
             name = f"matrix_evolve_{evolver}.t"
-            evolve(engines, evolver, name)
-            self[evolver] = name
-            return name
+            self[evolver] = Written(name, evolve(engines, evolver, name))
+            return self[evolver]
 
     yield Tables()
 
 
 @pytest.mark.parametrize(("evolver", "reader"), cells(EVOLVERS, frozenset({"pyiceberg"})))
 def test_every_reader_reads_renamed_added_and_dropped_columns_by_field_id(
-    engines: Engines, evolved: dict[str, str], evolver: str, reader: str
+    engines: Engines, evolved: dict[str, Written], evolver: str, reader: str
 ) -> None:
-    name = evolved[evolver]
-    assert READERS[reader](engines, name, None, "now") == expected(EVOLVED)
-    assert [f.name for f in engines.rest().load_table(name).schema().fields] == EVOLVED_COLUMNS
+    table = evolved[evolver]
+    assert READERS[reader](engines, table.name, None, "now") == expected(EVOLVED)
+    assert [f.name for f in engines.rest().load_table(table.name).schema().fields] == EVOLVED_COLUMNS
+    # Before the changes: the columns of then (amount and flag, no note), by snapshot and by time.
+    assert READERS[reader](engines, table.name, table.first, "snapshot") == expected(FIRST)
+    assert READERS[reader](engines, table.name, table.first, "timestamp") == expected(FIRST)
 
 
 # -- DELETE / UPDATE --------------------------------------------------------------------------
