@@ -205,6 +205,8 @@ def test_a_multi_table_rest_transaction_races_spark_updates_of_one_of_its_tables
         order = replay(versions, lambda v: (rows_at(lake, x, v), rows_at(lake, y, v)),
                        (rows_at(lake, x, start), rows_at(lake, y, start)),
                        {"d": transaction_model, "u": update_model})
+        assert (rows_at(lake, x, lake.version), rows_at(lake, y, lake.version)) == (
+            rows_at(lake, x, versions[-1]), rows_at(lake, y, versions[-1]))
     # Each DuckDB transaction is ONE version holding its row in both tables (checked by the model).
     assert sorted(order) == sorted(updated + transactions), f"each statement committed exactly once: {order}"
     assert set(duckdb_lost) <= {"CommitFailedException"}
