@@ -199,6 +199,12 @@ def test_the_older_state_is_one_snapshot_every_iceberg_reader_names_alike(
         assert snapshot is not None and snapshot.sequence_number == table.first.version, writer
 
 
+def test_every_writers_table_but_duckdbs_is_partitioned_by_region(engines: Engines, written: dict[str, Written]) -> None:
+    for writer in WRITERS:
+        spec = engines.rest().load_table(written[writer].name).spec()
+        assert [f.name for f in spec.fields] == ([] if writer == "duckdb" else ["region"]), writer
+
+
 # -- ADD / RENAME / DROP COLUMN ---------------------------------------------------------------
 
 EVOLVED_COLUMNS = ["id", "region", "total", "note"]
