@@ -69,6 +69,10 @@ class SchemaMismatchError(CatalogError, ValueError):
     """Data does not fit the table's schema; the message names the column and both types."""
 
 
+class UnreadableMetadataError(CatalogError, ValueError):
+    """An iceberg table's metadata location names no readable Iceberg metadata file."""
+
+
 class ReadOnlyError(CatalogError):
     """A write through a read-only lakehouse view (``lake.at(...)``)."""
 

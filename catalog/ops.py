@@ -836,6 +836,9 @@ class CheckRead(_NamedOp):
     read_ids: list[str]
     selected_ids: list[str]
     filter: pc.Expression | None = None
+    # An iceberg table's metadata location when it was read: its files are in
+    # its own manifests, so any commit to it since (a moved pointer) conflicts.
+    metadata_location: str | None = None
 
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
         """Check that the rows the read selected are unchanged; write nothing and return its history summary.
@@ -855,6 +858,15 @@ class CheckRead(_NamedOp):
                 object=self.object_name,
             )
         definition = _require_def(w, self.table_id, self.object_name)
+        if definition.format == "iceberg":
+            if definition.metadata_location != self.metadata_location:
+                raise RetryableConflictError(
+                    f"iceberg table {self.object_name!r} got a commit since it was read, so what was written from "
+                    "it may depend on rows it never saw; nothing was committed: run the write again",
+                    ours=self.kind,
+                    object=self.object_name,
+                )
+            return summary(self.kind, self.object_name, table_id=self.table_id, files_checked=0)
         live = w.live_files(self.table_id)
         live_ids = {f.id for f in live}
         read = set(self.read_ids)

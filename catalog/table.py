@@ -6,6 +6,11 @@ returns the new lakehouse version), a multi-table or durable transaction
 (writes are applied to, or staged in, the transaction and become visible at
 its commit; they return None), or a read-only past version (writes raise
 :class:`~catalog.errors.ReadOnlyError`).
+
+A table of format ``"iceberg"`` (created over the Iceberg REST API, its
+metadata written by Iceberg clients) has the same reads and ``append``,
+``overwrite`` and ``delete``, made by pyiceberg and committed as a pointer
+swap through the same host (:mod:`catalog.iceberg_tables`).
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ from typing import Any, Iterator, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from catalog import iceberg_tables
 from catalog.arguments import checked
 from catalog.access import CatalogReader
 from catalog.context import LakeContext
 from catalog.datafiles import DataFile, read_file, write_files
+from catalog.errors import UnreadableMetadataError
 from catalog.names import Namespace, join
 from catalog.ops import Append, Delete, Op, Overwrite, UpdateProperties, UpdateSchema
 from catalog.planning import matches, prune
@@ -94,6 +101,7 @@ class Table:
         self.short_name = name
         self._def = definition
         self._properties = properties
+        self._iceberg_schema: pa.Schema | None = None  # an iceberg table's, read from its metadata on first use
 
     def __repr__(self) -> str:
         return f"Table({self.name!r}, id={self.id}, format={self.format})"
@@ -124,11 +132,14 @@ class Table:
     def schema(self) -> pa.Schema:
         """The table's Arrow schema, each column carrying its field id.
 
-        Raises:
-            ValueError: the table is an iceberg table (its schema is in its Iceberg metadata).
+        An iceberg table's is its Iceberg metadata's current schema (as of the
+        metadata location the table was loaded with).
         """
-        if self._def.schema is None:
-            raise ValueError(f"table {self.name!r} has format iceberg: its schema is in its Iceberg metadata")
+        if self._def.format == iceberg_tables.ICEBERG:
+            if self._iceberg_schema is None:  # the handle is a snapshot: its schema never changes
+                self._iceberg_schema = iceberg_tables.arrow_schema(self._iceberg()[0].metadata)
+            return self._iceberg_schema
+        assert self._def.schema is not None  # every native table has one
         return self._def.schema
 
     @property
@@ -179,12 +190,28 @@ class Table:
 
     # -- writes ------------------------------------------------------------------
 
-    def _require_native(self) -> None:
+    def _require_native(self, what: str) -> None:
         if self._def.format != "parquet":
-            raise ValueError(f"table {self.name!r} has format {self._def.format!r}; only native parquet tables take data here")
+            raise ValueError(
+                f"table {self.name!r} has format {self._def.format!r}: {what} is for native parquet tables "
+                "(an iceberg table takes append, overwrite and delete, and its schema changes through pyiceberg)"
+            )
+
+    def _iceberg(self) -> Any:
+        """pyiceberg's view of this iceberg table at its loaded metadata location, and its commit seam."""
+        assert self._def.metadata_location is not None  # every iceberg table has a pointer
+        try:
+            return iceberg_tables.load(self._host, self.name, self.id, self._def.metadata_location)
+        except UnreadableMetadataError as exc:
+            raise UnreadableMetadataError(f"iceberg table {self.name!r}: {exc}") from None
+
+    def _iceberg_writable(self) -> str:
+        """The metadata location a write starts from; refuses a table another catalog owns."""
+        iceberg_tables.check_writable(self.name, self._properties)
+        return str(self._iceberg()[0].metadata_location)  # read (and cached) here: unreadable metadata names the table
 
     def _conformed(self, data: object) -> pa.Table:
-        self._require_native()
+        self._require_native("write_files")
         table = to_table(data)
         return conform(table, self.schema)
 
@@ -212,9 +239,14 @@ class Table:
     def append(self, data: object) -> int | None:
         """Add rows in one commit; returns the new lakehouse version (None inside a transaction).
 
+        An iceberg table's rows are written by pyiceberg's writer and committed
+        as a fast append (see :mod:`catalog.iceberg_tables`).
+
         Raises:
             TypeError: ``data`` is not Arrow data.
-            ValueError: the table is not a native parquet table.
+            ValueError: an iceberg table registered from another catalog, or rows that do
+                not fit an iceberg table's schema (pyiceberg's check names the column).
+            UnreadableMetadataError: an iceberg table's metadata file cannot be read.
             SchemaMismatchError: a column is missing, extra, or of another type.
             ReadOnlyError: the table was loaded from a past version (or the host's own
                 error: ``TransactionClosedError`` for an ended transaction).
@@ -223,6 +255,9 @@ class Table:
             LockConflictError: a durable transaction's lock forbids it.
         """
         self._host.check_writable()
+        if self._def.format == iceberg_tables.ICEBERG:
+            location = self._iceberg_writable()
+            return iceberg_tables.append(self._host, self.name, self.id, location, to_table(data))
         files = self._write(data)
         return self._host.submit(Append(table=self.name, table_id=self.id, files=files, schema=self.schema))
 
@@ -266,7 +301,7 @@ class Table:
                 describe the live files.
         """
         self._host.check_writable()
-        self._require_native()
+        self._require_native("commit_files")
         if not isinstance(added, (list, tuple)) or not all(isinstance(f, DataFile) for f in added):
             raise TypeError("added must be a list of DataFile")
         if read_files is not None and (
@@ -301,6 +336,43 @@ class Table:
         return self._host.submit(op)
 
     @checked
+    def append_data_files(self, added: list[Any]) -> int | None:
+        """Append Iceberg data files (pyiceberg ``DataFile``, written e.g. by Spark tasks) to this iceberg table, in one commit.
+
+        Returns the new lakehouse version (None inside a transaction).
+
+        Raises:
+            TypeError: ``added`` is not a list of pyiceberg DataFile.
+            ValueError: the table is not an iceberg table, or another catalog owns it (registered).
+            ReadOnlyError: the table was loaded from a past version.
+            RetryableConflictError, IncompatibleConflictError: it lost to concurrent commits (see
+                :func:`catalog.iceberg_tables.commit_retrying`).
+        """
+        from pyiceberg.manifest import DataFile as IcebergDataFile
+
+        self._host.check_writable()
+        if self._def.format != iceberg_tables.ICEBERG:
+            raise ValueError(f"table {self.name!r} is a native parquet table: commit its files with commit_files")
+        if not all(isinstance(f, IcebergDataFile) for f in added):
+            raise TypeError(f"table {self.name!r}: added must be a list of pyiceberg DataFile")
+        return iceberg_tables.append_files(self._host, self.name, self.id, self._iceberg_writable(), list(added))
+
+    @checked
+    def iceberg_table(self) -> Any:
+        """pyiceberg's ``Table`` of this iceberg table, at the metadata location it was loaded with.
+
+        Its reads are pyiceberg's (branches, tags, ``inspect``); a commit
+        through it is a lakehouse commit of this table's host, as the table's
+        own writes are.
+
+        Raises:
+            ValueError: the table is a native parquet table.
+        """
+        if self._def.format != iceberg_tables.ICEBERG:
+            raise ValueError(f"table {self.name!r} is a native parquet table: it has no client-written Iceberg metadata")
+        return self._iceberg()[0]
+
+    @checked
     def overwrite(self, data: object, filter: object = None) -> int | None:  # noqa: A002 - the API's word
         """Replace every row (or only the rows matching ``filter``) with ``data``, in one commit.
 
@@ -310,8 +382,9 @@ class Table:
 
         Raises:
             TypeError: ``data`` is not Arrow data, or ``filter`` not an expression.
-            ValueError: the table is not a native parquet table, a new row does not
-                match ``filter``, or the filter names an unknown column.
+            ValueError: a new row does not match ``filter``, or the filter names an unknown
+                column; for an iceberg table also a filter with no exact Iceberg form, or
+                a table registered from another catalog.
             SchemaMismatchError: ``data`` does not fit the table's schema.
             ReadOnlyError: the table was loaded from a past version.
             RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
@@ -319,6 +392,12 @@ class Table:
         """
         expr = self._filter(filter)
         self._host.check_writable()  # before any file is written: a refused write leaves none behind
+        if self._def.format == iceberg_tables.ICEBERG:
+            location = self._iceberg_writable()
+            new = to_table(data)
+            if expr is not None and new.num_rows and (pc.sum(matches(new, expr)).as_py() or 0) != new.num_rows:
+                raise ValueError(f"overwrite with a filter: some new rows do not match the filter {expr}")
+            return iceberg_tables.overwrite(self._host, self.name, self.id, location, new, expr)
         table = self._conformed(data)
         if expr is not None and table.num_rows:
             hit = matches(table, expr)
@@ -336,17 +415,19 @@ class Table:
 
         Raises:
             TypeError: ``filter`` is not an expression.
-            ValueError: the table is not a native parquet table, ``filter`` is None, or it
-                names an unknown column.
+            ValueError: ``filter`` is None, or it names an unknown column; for an iceberg
+                table (deleted by pyiceberg's copy-on-write delete) also a filter with no
+                exact Iceberg form, or a table registered from another catalog.
             ReadOnlyError: the table was loaded from a past version.
             RetryableConflictError, IncompatibleConflictError: it lost to a concurrent
                 commit (see :mod:`catalog.conflicts`).
         """
         self._host.check_writable()
-        self._require_native()
         expr = self._filter(filter)
         if expr is None:
             raise ValueError("delete needs a filter (to remove every row, overwrite with an empty table)")
+        if self._def.format == iceberg_tables.ICEBERG:
+            return iceberg_tables.delete(self._host, self.name, self.id, self._iceberg_writable(), expr)
         return self._host.submit(Delete(table=self.name, table_id=self.id, filter=expr))
 
     @checked
@@ -376,16 +457,22 @@ class Table:
     @checked
     def update_schema(self) -> UpdateSchemaBuilder:
         """Start a schema change: ``.add_column(...).rename_column(...).commit()``."""
-        self._require_native()
+        self._require_native("update_schema")
         return UpdateSchemaBuilder(self)
 
     # -- reads -------------------------------------------------------------------
 
     @checked
     def files(self, filter: object = None) -> list[DataFile]:  # noqa: A002
-        """The live data files a scan with ``filter`` would read (pruned by statistics)."""
-        self._require_native()
+        """The live data files a scan with ``filter`` would read (pruned by statistics).
+
+        For an iceberg table, the data files of pyiceberg's scan plan at the
+        loaded snapshot: ``path`` is the file's full URI and there are no
+        statistics (they stay in the Iceberg manifests).
+        """
         expr = self._filter(filter)
+        if self._def.format == iceberg_tables.ICEBERG:
+            return [iceberg_tables.as_data_file(task) for task in iceberg_tables.plan(self._iceberg()[0], expr)]
         with self._host.reading() as r:
             if r.recorded is not None:
                 r.table_def(self.id)  # in a transaction, reading the data depends on the table still being there
@@ -398,10 +485,9 @@ class Table:
 
         Raises:
             TypeError: ``filter`` is not an expression, or ``columns`` not a list of str.
-            ValueError: the table is not a native parquet table, ``columns`` names an
-                unknown column, ``limit`` is negative, or the filter names an unknown column.
+            ValueError: ``columns`` names an unknown column, ``limit`` is negative, or the
+                filter names an unknown column.
         """
-        self._require_native()
         expr = self._filter(filter)
         if columns is not None:
             if not isinstance(columns, (list, tuple)) or not all(isinstance(c, str) for c in columns):
@@ -436,6 +522,9 @@ class Scan:
         """The matching rows as record batches, file by file, holding only the selected columns and at most ``limit`` rows."""
         schema = self.table.schema
         out_schema = pa.schema([schema.field(c) for c in self.columns]) if self.columns is not None else schema
+        if self.table.format == iceberg_tables.ICEBERG:
+            yield from iceberg_tables.scan_batches(self.table._iceberg()[0], self.filter, self.columns, self.limit, out_schema)
+            return
         remaining = self.limit
         objects = self.table._host.objects
         for entry in self.files():

@@ -127,7 +127,8 @@ class DurableCatalogTransaction(DurableTransaction, TreeMethods):
         table = LakeTree(FrozenTableHost(self, version)).load_table(name)
         files = table.files()
         selected = prune(files, table.schema, filter)
-        self.submit(CheckRead(ns, short, table.id, [f.id for f in files], [f.id for f in selected], filter))
+        iceberg = table.metadata_location if table.format == "iceberg" else None
+        self.submit(CheckRead(ns, short, table.id, [f.id for f in files], [f.id for f in selected], filter, iceberg))
 
     @checked
     def update_properties(self, name: str, updates: dict[str, str] | None = None, removals: list[str] | None = None) -> None:

@@ -177,6 +177,17 @@ def check_read(tx: Any, lake: catalog.Lakehouse, read: object, ours: str, target
             object=name,
         )
     now = tx.load_table(name)
+    if now.format == "iceberg":  # its files are in its own manifests: any commit since (a moved pointer) conflicts
+        with lake.at(version=version) as past:
+            if past.load_table(name).metadata_location != now.metadata_location:
+                raise RetryableConflictError(
+                    f"the query writing {target!r} read iceberg table {name!r} at lakehouse version {version}, and "
+                    "it got a commit since, so what it wrote may depend on rows it never saw; nothing was "
+                    "committed: run the query again",
+                    ours=ours,
+                    object=name,
+                )
+        return
     before = files_read_at(lake, name, now.id, version)
     live = now.files()  # read inside the transaction: a commit racing this check conflicts with it
     before_ids, live_ids = {f.id for f in before}, {f.id for f in live}

@@ -45,7 +45,7 @@ import pyarrow as pa
 from pyspark.sql.types import StructType
 
 import catalog
-from catalog import errors
+from catalog import errors, iceberg_tables
 from catalog.spark.types import column_metadata
 from catalog.datafiles import DataFile, entry_from_footer
 from catalog.maintenance import purge_dropped
@@ -338,10 +338,8 @@ class ControlPlane:
             yield self._lake
 
     def _describe(self, session: Any, table: catalog.Table, version: int) -> dict[str, Any]:
-        if table.format != "parquet":
-            raise ValueError(
-                f"table {table.name!r} is an {table.format} table: read it through the Iceberg REST service"
-            )
+        if table.format == iceberg_tables.ICEBERG:
+            return self._describe_iceberg(table, version)
         properties = dict(table.properties)
         properties.update(
             {
@@ -361,6 +359,41 @@ class ControlPlane:
             "data_root": self._data_root if _jvm_readable(table.schema) else None,
             "data_path": table.location,  # store-relative: where Spark's writer puts new files
         }
+
+    def _describe_iceberg(self, table: catalog.Table, version: int) -> dict[str, Any]:
+        """An iceberg table as the plugin sees it: its current Iceberg schema, read by Spark's own reader
+        where the JVM reaches its files (:meth:`op_plan_scan` decides per scan), written through the
+        Python source (pyiceberg's writer and commit: ``data_path`` None)."""
+        schema = table.schema
+        properties = dict(table.properties)
+        properties.update(
+            {
+                "provider": "iceberg",
+                "location": table.location,
+                "lakekv.version": str(version),
+                "lakekv.table-id": table.id,
+                "lakekv.metadata-location": str(table.metadata_location),
+            }
+        )
+        readable = _jvm_readable(schema) and self._relative(table.location) is not None
+        return {
+            "id": table.id,
+            "name": table.name.split("."),
+            "version": version,
+            "schema": spark_schema_json(schema),
+            "partitioning": [],  # the Iceberg partition spec is pyiceberg's business: Spark only reads and appends
+            "properties": properties,
+            "data_root": self._data_root if readable else None,
+            "data_path": None,
+        }
+
+    def _relative(self, uri: str) -> str | None:
+        """``uri`` relative to the store root the JVM reads (``data_root``), or None if it lies elsewhere."""
+        if self._data_root is None:
+            return None
+        root = _local_path(self._data_root).rstrip("/") + "/"
+        path = _local_path(uri)
+        return path[len(root):] if path.startswith(root) else None
 
     def _version_of(self, session: Any) -> int:
         return int(session.version)
@@ -715,10 +748,11 @@ class ControlPlane:
         with self._session(args) as session:
             table = session.load_table(name)
         try:
-            exact_condition(args.get("filters"), table.schema)
+            condition = exact_condition(args.get("filters"), table.schema)
         except ValueError:
             return False
-        return True
+        # An iceberg table's delete is pyiceberg's: the condition must have an exact Iceberg form too.
+        return table.format != iceberg_tables.ICEBERG or iceberg_tables.iceberg_filter(condition, exact=True) is not None
 
     def op_delete_where(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """``DELETE FROM t WHERE ...``: one catalog commit; files the condition covers go unread.
@@ -850,6 +884,12 @@ class ControlPlane:
             table = session.load_table(name)
             if table.id != args.get("id"):
                 raise errors.NoSuchTableError(f"table {name!r} was dropped or replaced since the statement loaded it")
+            if table.format == iceberg_tables.ICEBERG:
+                what = "UPDATE or MERGE" if replace is not None else "a write of Spark's own Parquet files"
+                raise ValueError(
+                    f"table {name!r} is an iceberg table: {what} is not supported on it from Spark; nothing was "
+                    "written (INSERT INTO and DELETE FROM are; or change it with pyiceberg)"
+                )
             if stream is not None:
                 batch_key = f"{_STREAM_PREFIX}{stream[0]}.batch"
                 done = table.properties.get(batch_key)
@@ -1002,6 +1042,8 @@ class ControlPlane:
             if table.id != args.get("id"):
                 raise errors.NoSuchTableError(f"table {name!r} at version {args.get('version')} is not the table the query was planned on")
             expression = pruning_expression(spark_filters(args.get("filters") or []), table.schema)
+            if table.format == iceberg_tables.ICEBERG:
+                return self._plan_iceberg(table, expression)
             files = table.files(filter=expression)
         return {
             "files": [_planned_file(f) for f in files],
@@ -1010,6 +1052,21 @@ class ControlPlane:
             # Python source, which matches by the ids in the stored Arrow schema.
             "parquet_field_ids": all(f.parquet_field_ids for f in files),
         }
+
+    def _plan_iceberg(self, table: catalog.Table, expression: Any) -> dict[str, Any]:
+        """pyiceberg's plan of an iceberg table's scan. Spark's own reader takes it (``parquet_field_ids``)
+        only when no file has delete files, every file lies under the store root, and the table has no
+        name mapping (files added without field ids, which Spark's reader matches columns by)."""
+        iceberg = table.iceberg_table()
+        tasks = iceberg_tables.plan(iceberg, expression)
+        files = []
+        jvm = "schema.name-mapping.default" not in iceberg.metadata.properties
+        for task in tasks:
+            relative = self._relative(task.file.file_path)
+            jvm = jvm and relative is not None and not task.delete_files
+            files.append({"path": relative or task.file.file_path, "size": task.file.file_size_in_bytes,
+                          "rows": task.file.record_count})
+        return {"files": files, "parquet_field_ids": jvm}
 
     # -- durable transactions: staged CREATE TABLE AS SELECT / REPLACE --
 
@@ -1279,6 +1336,15 @@ def _stream_arg(args: Mapping[str, Any]) -> tuple[str, int] | None:
     ):
         raise ProtocolError("argument 'stream' must be {'query_id': str without '.', 'batch': int >= 0}")
     return query_id, batch
+
+
+def _local_path(uri: str) -> str:
+    """A ``file:`` URI (``file:/p``, ``file:///p``) as its path; anything else unchanged."""
+    if uri.startswith("file://"):
+        return uri[len("file://"):]
+    if uri.startswith("file:"):
+        return uri[len("file:"):]
+    return uri
 
 
 def data_root(lake: catalog.Lakehouse) -> str | None:

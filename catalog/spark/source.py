@@ -43,6 +43,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 import catalog
+from catalog import iceberg_tables
 from catalog.datafiles import DEFAULT_TARGET_FILE_BYTES, DataFile, discard_files, read_file_batches, write_files
 from catalog.errors import NoSuchTableError
 from catalog.spark.commits import files_read_at, reads_checked, replaced_rows
@@ -104,16 +105,51 @@ def writing_session(lake: catalog.Lakehouse, options: SourceOptions) -> Any:
 
 
 def _native_table(session: Any, name: str) -> catalog.Table:
+    """Table ``name``: native, or iceberg (read and appended through pyiceberg, see catalog.iceberg_tables)."""
     table: catalog.Table = session.load_table(name)
-    if table.format != "parquet":
-        raise ValueError(
-            f"table {name!r} has format {table.format!r}: the Spark source reads and writes native "
-            "(parquet) tables; read Iceberg tables through the Iceberg REST service"
-        )
     return table
 
 
 # -- reading ---------------------------------------------------------------------
+
+
+class IcebergPartition(InputPartition):
+    """One Spark input partition of an iceberg table: the data files (full URIs) of pyiceberg's plan
+    at ``metadata_location`` that this task reads, each with its delete files."""
+
+    def __init__(self, metadata_location: str, paths: list[str], table_schema: pa.Schema) -> None:
+        self.metadata_location = metadata_location
+        self.paths = paths
+        self.table_schema = table_schema
+
+
+def _iceberg_partitions(table: catalog.Table, expression: Any, target_bytes: int) -> list[InputPartition]:
+    """pyiceberg's plan of ``table`` packed into partitions of about ``target_bytes``."""
+    tasks = iceberg_tables.plan(table.iceberg_table(), expression)
+    groups: list[list[str]] = [[]]
+    size = 0
+    for task in tasks:
+        if groups[-1] and size + task.file.file_size_in_bytes > target_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append(task.file.file_path)
+        size += task.file.file_size_in_bytes
+    metadata_location = str(table.metadata_location)
+    return [IcebergPartition(metadata_location, paths, table.schema) for paths in groups if paths]
+
+
+def _read_iceberg(partition: IcebergPartition) -> Iterator[pa.RecordBatch]:
+    """The rows of the partition's files, delete files applied, as batches of its table schema."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    wanted = set(partition.paths)
+    table = iceberg_tables.read_only(partition.metadata_location)
+    tasks = [t for t in iceberg_tables.plan(table, None) if t.file.file_path in wanted]
+    scan = ArrowScan(table.metadata, table.io, table.metadata.schema(), AlwaysTrue())
+    for batch in scan.to_record_batches(tasks):
+        if batch.num_rows:
+            yield batch.cast(partition.table_schema)
 
 
 class FilesPartition(InputPartition):
@@ -231,6 +267,8 @@ class LakehouseReader(DataSourceReader):
             # CatalogScanSource for the PySpark 4.3 plan reuse that makes
             # filter-dependent plans unsafe anywhere else.
             expression = pruning_expression(self._filters, table.schema) if options.prune_files else None
+            if table.format == iceberg_tables.ICEBERG:
+                return _iceberg_partitions(table, expression, options.partition_bytes)
             files = table.files(filter=expression)
             return list(plan_partitions(files, options.partition_bytes, table.schema, planning_cores()))
 
@@ -249,9 +287,12 @@ class LakehouseReader(DataSourceReader):
             ObjectStoreError: a read from storage failed.
             ValueError: a bad lakehouse URL or storage option.
         """
+        target = spark_arrow_schema(self._spark_schema)
+        if isinstance(partition, IcebergPartition):
+            yield from read_ahead(to_spark_batches(_read_iceberg(partition), target), thread_name="lakehouse-read")
+            return
         if not isinstance(partition, FilesPartition):
             return  # Spark's stand-in partition for a plan with no files
-        target = spark_arrow_schema(self._spark_schema)
         objects = open_store(self._options.lakehouse, **self._options.storage_options)
         try:
             # Each file is streamed in batches decoded on one thread: Spark
@@ -303,6 +344,15 @@ class WrittenFiles(WriterCommitMessage):
     """What one write task sends to ``commit()``: the entries of the files it wrote."""
 
     files: list[dict[str, Any]] = field(default_factory=list)
+    iceberg: list[tuple[Any, int | None]] = field(default_factory=list)  # (pyiceberg DataFile, its spec id)
+
+
+def _spec_id(data_file: Any) -> int | None:
+    """A pyiceberg DataFile's partition spec id, or None when its writer left it unset (the table's default then)."""
+    try:
+        return int(data_file.spec_id)
+    except AttributeError:
+        return None
 
 
 class LakehouseWriter(DataSourceArrowWriter):
@@ -317,6 +367,15 @@ class LakehouseWriter(DataSourceArrowWriter):
         self._location = table.location
         self._partition_by = list(table.partition_by)
         self._overwrite = overwrite
+        # An iceberg table's rows are written by pyiceberg's writer as of this metadata (see catalog.iceberg_tables).
+        self._iceberg_metadata = table.metadata_location if table.format == iceberg_tables.ICEBERG else None
+        if self._iceberg_metadata is not None:
+            iceberg_tables.check_writable(table.name, table.properties)
+            if overwrite:
+                raise ValueError(
+                    f"table {table.name!r} is an iceberg table: INSERT OVERWRITE (an overwrite from Spark) is not "
+                    "supported on it; nothing was written (INSERT INTO appends; overwrite with the Python API or pyiceberg)"
+                )
         if options.overwrite_condition is not None:  # refused at planning, before any task writes
             exact_condition(json.loads(options.overwrite_condition), table.schema)
         if options.read_set is not None and not isinstance(_json_or_none(options.read_set), list):
@@ -348,6 +407,8 @@ class LakehouseWriter(DataSourceArrowWriter):
             ObjectStoreError: storage failed writing a file.
             Any exception raised by ``iterator``.
         """
+        if self._iceberg_metadata is not None:
+            return self._write_iceberg(iterator)
         written: list[DataFile] = []
         pending: list[pa.RecordBatch] = []
         pending_bytes = 0
@@ -371,6 +432,17 @@ class LakehouseWriter(DataSourceArrowWriter):
         finally:
             objects.close()
         return WrittenFiles([entry.to_json() for entry in written])
+
+    def _write_iceberg(self, iterator: Iterator[pa.RecordBatch]) -> WrittenFiles:
+        """One task's rows as Iceberg data files (pyiceberg's writer: field ids, column statistics)."""
+        assert self._iceberg_metadata is not None
+        batches = [b for b in to_table_batches(iterator, self._table_schema) if b.num_rows]
+        if not batches:
+            return WrittenFiles()
+        data = pa.Table.from_batches(batches)
+        files = iceberg_tables.write_data_files(self._iceberg_metadata, data)
+        # A pyiceberg DataFile pickles without its spec id (when it has one): it travels beside it.
+        return WrittenFiles(iceberg=[(f, _spec_id(f)) for f in files])
 
     def _write(self, objects: _RecordingStore, batches: list[pa.RecordBatch]) -> list[DataFile]:
         """As ``Table.write_files`` does for a handle on the table: the rows conformed
@@ -408,6 +480,9 @@ class LakehouseWriter(DataSourceArrowWriter):
             LockConflictError: a durable transaction's lock forbids the commit.
             FileNotFoundError, StoreError: no lakehouse at the URL, or storage failed.
         """
+        if self._iceberg_metadata is not None:
+            self._commit_iceberg(messages)
+            return
         files = [DataFile.from_json(entry) for message in messages if isinstance(message, WrittenFiles) for entry in message.files]
         mode = "overwrite" if self._overwrite else "append"
         if not files and (mode == "append" or self._options.dynamic_overwrite):
@@ -426,6 +501,22 @@ class LakehouseWriter(DataSourceArrowWriter):
                 replaced = replaced_rows(table, files, condition, self._options.dynamic_overwrite) if self._overwrite else None
                 table.commit_files(files, mode=mode, filter=replaced, read_files=read_files)
 
+    def _commit_iceberg(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Append every task's Iceberg data files as one pyiceberg fast append (one lakehouse commit)."""
+        iceberg_files = []
+        for message in messages:
+            if isinstance(message, WrittenFiles):
+                for data_file, spec_id in message.iceberg:
+                    if spec_id is not None:
+                        data_file.spec_id = spec_id
+                    iceberg_files.append(data_file)
+        if not iceberg_files:
+            return
+        with annotated_conflicts(), open_lakehouse(self._options.lakehouse, self._options.storage_options) as lake:
+            reads = None if self._options.read_set is None else json.loads(self._options.read_set)
+            with reads_checked(lake, reads, "append", self._table_name, self._options.transaction) as session:
+                self._load(session).append_data_files(iceberg_files)
+
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete the files of the tasks that finished; a file that cannot be deleted is left to ``lake.gc()``.
 
@@ -434,6 +525,9 @@ class LakehouseWriter(DataSourceArrowWriter):
                 the store cannot be reached (then no delete is tried).
         """
         paths = [entry["path"] for message in messages if isinstance(message, WrittenFiles) for entry in message.files]
+        stray = [f.file_path for m in messages if isinstance(m, WrittenFiles) for f, _ in m.iceberg]
+        for uri in stray:  # never committed: no snapshot can reference them
+            iceberg_tables.file_io(uri).delete(uri)
         if not paths:
             return
         objects = open_store(self._options.lakehouse, **self._options.storage_options)

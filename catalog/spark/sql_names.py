@@ -1,6 +1,6 @@
 """Make a lakehouse's tables and views queryable by name from ``spark.sql``.
 
-Each native table becomes a Spark temporary view of the catalog plugin's
+Each table (native or iceberg) becomes a Spark temporary view of the catalog plugin's
 table when the plugin jar is in the session (``local_spark`` and
 ``configure`` put it there): a hidden catalog ``lakekv_<hash of the URL>`` is
 configured on the lakehouse, and the view is
@@ -132,10 +132,7 @@ def register(spark: SparkSession, lake: catalog.Lakehouse, namespace: str | None
     views: list[catalog.View] = []
     for ns in namespaces:
         for name in lake.list_tables(ns):
-            table = lake.load_table(name)
-            if table.format != "parquet":
-                result.skipped[name] = f"format {table.format}: read it through the Iceberg REST service"
-                continue
+            # Every table kind reads through the source and the plugin (iceberg ones through pyiceberg).
             if plugin is not None:
                 relation = f"{plugin}.{'.'.join(quote_identifier(part) for part in name.split('.'))}"
                 # Spark 4.3 loads a catalog table in a temporary view again for

@@ -337,12 +337,18 @@ def register_table(
         raise ApiError(400, "BadRequestException", f"cannot read metadata at {location}: {exc}") from None
     warehouse.check_table_location(metadata.location, other_locations(lake, name), "table location")
     warehouse.check_write_paths(metadata.properties, metadata.location)
+    # Marked: the metadata belongs to another catalog, so Spark and the Python API only read it.
+    from catalog.iceberg_tables import REGISTERED_PROPERTY
+
+    registered = {REGISTERED_PROPERTY: "true"}
     if body.get("overwrite") and lake.table_exists(name):
         current = load_current(lake, warehouse, name)
-        lake.commit_metadata_location(name, location, current.metadata_location)
+        with lake.transaction() as tx:
+            tx.commit_metadata_location(name, location, current.metadata_location)
+            tx.load_table(name).update_properties(registered)
     else:
         lake.create_table(
-            name, format=ICEBERG, location=metadata.location, properties=dict(metadata.properties),
+            name, format=ICEBERG, location=metadata.location, properties={**metadata.properties, **registered},
             metadata_location=location,
         )
     return Current(name, location, metadata)

@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         "catalog.durable.manager", "catalog.durable.guard",
     }),
     ("transactions", {"catalog.transactions"}),
-    ("tables and the tree", {"catalog.table", "catalog.tree"}),
+    ("tables and the tree", {"catalog.table", "catalog.tree", "catalog.iceberg_tables"}),
     ("sessions and parts", {
         "catalog.timetravel", "catalog.durable.session", "catalog.durable.lake", "catalog.maintenance", "catalog.verify",
         "catalog.iceberg_export",

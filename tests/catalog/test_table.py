@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from pathlib import Path
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -20,6 +22,7 @@ from hypothesis import strategies as st
 
 import catalog
 from catalog import DataFile, ReadOnlyError, RetryableConflictError, SchemaMismatchError, Table
+from catalog.errors import UnreadableMetadataError
 from kvstore.errors import TransactionClosedError
 
 from catalog_util import ORDERS, orders
@@ -84,19 +87,25 @@ def test_id_and_location_survive_a_rename(lake: catalog.Lakehouse, table: Table)
     assert (renamed.id, renamed.location, renamed.name) == (table.id, table.location, "db.renamed")
 
 
-def test_an_iceberg_table_has_no_arrow_schema_and_takes_no_data(lake: catalog.Lakehouse) -> None:
+def test_an_iceberg_table_is_read_from_its_metadata_and_takes_no_native_files(
+    lake: catalog.Lakehouse, tmp_path: Path
+) -> None:
+    # Its rows go through pyiceberg (tests/catalog/test_iceberg_tables.py); here its metadata file is missing.
     lake.create_namespace("db")
-    ice = lake.create_table("db.ice", format="iceberg", location="s3://b/ice", metadata_location="s3://b/ice/m1.json")
+    pointer = f"file://{tmp_path}/ice/metadata/00000-x.metadata.json"
+    ice = lake.create_table("db.ice", format="iceberg", location=f"file://{tmp_path}/ice", metadata_location=pointer)
     assert (ice.format, ice.location, ice.metadata_location, ice.partition_by) == (
-        "iceberg", "s3://b/ice", "s3://b/ice/m1.json", []
+        "iceberg", f"file://{tmp_path}/ice", pointer, []
     )
-    with pytest.raises(ValueError, match="iceberg"):
+    with pytest.raises(UnreadableMetadataError, match="db.ice.*cannot read Iceberg metadata"):
         ice.schema
-    with pytest.raises(ValueError, match="only native parquet tables"):
+    with pytest.raises(UnreadableMetadataError, match="db.ice"):
         ice.append(ints([1]))
-    with pytest.raises(ValueError, match="only native parquet tables"):
-        ice.scan()
-    with pytest.raises(ValueError, match="only native parquet tables"):
+    with pytest.raises(ValueError, match="native parquet tables"):
+        ice.write_files(ints([1]))
+    with pytest.raises(ValueError, match="native parquet tables"):
+        ice.commit_files([])
+    with pytest.raises(ValueError, match="native parquet tables"):
         ice.update_schema()
 
 

@@ -27,6 +27,7 @@ import org.apache.spark.sql.connector.catalog.transactions.TransactionInfo;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableChange;
 import org.apache.spark.sql.connector.catalog.TableInfo;
+import org.apache.spark.sql.connector.catalog.TableSummary;
 import org.apache.spark.sql.connector.catalog.TableWritePrivilege;
 import org.apache.spark.sql.connector.catalog.View;
 import org.apache.spark.sql.connector.catalog.procedures.UnboundProcedure;
@@ -391,6 +392,21 @@ public class LakehouseCatalog
     }
 
     // -- tables ----------------------------------------------------------------------
+
+    /**
+     * {@code SHOW TABLES}: the names only. Spark's default loads every table for its type, so one
+     * table that cannot be loaded (its Iceberg metadata unreadable, say) would fail the listing of
+     * its whole namespace; the type is the default's for a table without {@code table_type}.
+     */
+    @Override
+    public TableSummary[] listTableSummaries(String[] namespace) throws NoSuchNamespaceException {
+        Identifier[] tables = listTables(namespace);
+        TableSummary[] summaries = new TableSummary[tables.length];
+        for (int i = 0; i < tables.length; i++) {
+            summaries[i] = TableSummary.of(tables[i], TableSummary.FOREIGN_TABLE_TYPE);
+        }
+        return summaries;
+    }
 
     @Override
     public Identifier[] listTables(String[] namespace) throws NoSuchNamespaceException {

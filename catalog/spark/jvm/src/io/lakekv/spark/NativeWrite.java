@@ -127,6 +127,13 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
 
     /** Spark's writer writes through Hadoop: storage the JVM cannot open takes no such write. */
     static void checkWritable(LakehouseTable table, String what) {
+        if ("iceberg".equals(table.properties.get("provider"))) {
+            // Its metadata is its Iceberg clients': Spark appends through pyiceberg, never rewrites files.
+            throw new LakehouseException.InvalidArgument("invalid_argument", what + " " + table.name()
+                    + ": an iceberg table (created over the Iceberg REST API) takes INSERT INTO and DELETE FROM"
+                    + " (with a condition that translates exactly) from Spark, not a rewrite of its files;"
+                    + " change it with pyiceberg or DuckDB. Nothing was changed");
+        }
         if (table.dataRoot == null || table.dataPath == null) {
             throw new LakehouseException.InvalidArgument("invalid_argument", what + " " + table.name()
                     + ": this lakehouse's storage (or a column type) is not one Spark's Parquet writer can write"
