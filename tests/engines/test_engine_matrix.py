@@ -13,7 +13,8 @@ shared local Spark session of tests/spark (its ``spark`` fixture, with a lakekv 
 
 Which table kind each writer makes: Spark and the Python API make native tables; pyiceberg
 and DuckDB create theirs over REST (format ``iceberg``); Polars appends (``write_iceberg``
-through pyiceberg) into a native table the Python API made. DuckDB 1.4 cannot INSERT into a
+through pyiceberg) into a native table the Python API made. The plugin and the Python API
+read the REST-created ones by planning through pyiceberg (catalog/iceberg_tables.py). DuckDB 1.4 cannot INSERT into a
 partitioned Iceberg table ("not supported yet"), so DuckDB's table is the one unpartitioned
 table here; every other is partitioned by ``region``.
 """
@@ -59,10 +60,6 @@ FIRST: Rows = [(1, "eu", 1.5, "a"), (2, "us", 2.0, None), (3, "apac", None, "c")
 SECOND: Rows = [(4, "eu", 4.25, "d"), (5, "us", 5.0, "e")]
 
 WRITERS = ("spark", "python", "pyiceberg", "duckdb", "polars")
-# Writers whose tables are created over REST (format 'iceberg').
-REST_CREATED = frozenset({"pyiceberg", "duckdb"})
-NEEDS_ICEBERGKIND = pytest.mark.xfail(
-    strict=True, reason="issue 34: REST-created tables in Spark/Python (branch icebergkind) not merged")
 
 
 def values_sql(rows: Rows) -> str:
@@ -80,13 +77,9 @@ def arrow(rows: Rows, schema: pa.Schema = ARROW) -> pa.Table:
     return pa.Table.from_pylist([dict(zip(schema.names, row, strict=True)) for row in rows], schema=schema)
 
 
-def cells(tables: tuple[str, ...], rest_created: frozenset[str]) -> list[Any]:
-    """(table, reader) pairs; lakekv readers of REST-created tables are the icebergkind cells."""
-    return [
-        pytest.param(table, reader, id=f"{table}-{reader}",
-                     marks=[NEEDS_ICEBERGKIND] if table in rest_created and reader in ("spark", "python") else [])
-        for table, reader in itertools.product(tables, READERS)
-    ]
+def cells(tables: tuple[str, ...]) -> list[Any]:
+    """Every (table, reader) pair."""
+    return [pytest.param(table, reader, id=f"{table}-{reader}") for table, reader in itertools.product(tables, READERS)]
 
 
 # -- writers: each makes ns.t, writes FIRST (remembering that state), then SECOND ------------
@@ -177,7 +170,7 @@ def written(engines: Engines) -> Iterator[dict[str, Written]]:
     yield Tables()
 
 
-@pytest.mark.parametrize(("writer", "reader"), cells(WRITERS, REST_CREATED))
+@pytest.mark.parametrize(("writer", "reader"), cells(WRITERS))
 def test_every_reader_reads_every_writers_table_now_and_at_the_older_state(
     engines: Engines, written: dict[str, Written], writer: str, reader: str
 ) -> None:
@@ -252,7 +245,7 @@ def evolved(engines: Engines) -> Iterator[dict[str, Written]]:
     yield Tables()
 
 
-@pytest.mark.parametrize(("evolver", "reader"), cells(EVOLVERS, frozenset({"pyiceberg"})))
+@pytest.mark.parametrize(("evolver", "reader"), cells(EVOLVERS))
 def test_every_reader_reads_renamed_added_and_dropped_columns_by_field_id(
     engines: Engines, evolved: dict[str, Written], evolver: str, reader: str
 ) -> None:
@@ -292,7 +285,7 @@ def changed(engines: Engines) -> Iterator[dict[str, str]]:
     yield Tables()
 
 
-@pytest.mark.parametrize(("changer", "reader"), cells(("spark", "duckdb"), frozenset({"duckdb"})))
+@pytest.mark.parametrize(("changer", "reader"), cells(("spark", "duckdb")))
 def test_every_reader_reads_rows_deleted_and_updated_by_spark_and_by_duckdb(
     engines: Engines, changed: dict[str, str], changer: str, reader: str
 ) -> None:
