@@ -21,6 +21,7 @@ import pytest
 import kvstore
 from kvclient import RemoteStore
 from service.testing import ServerProcess
+from tests.service.etcd_peers import LakekvEtcd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kvstore"))
 
@@ -67,3 +68,13 @@ def remote_db(server: ServerProcess) -> Iterator[RemoteStore]:
     wipe(db)
     yield db
     db.close()
+
+
+@pytest.fixture()
+def lakekv(tmp_path: Path) -> Iterator[LakekvEtcd]:
+    """``lakekv serve --etcd-listen`` on a store of the test's own, stopped (SIGTERM) after it."""
+    server = LakekvEtcd(str(tmp_path / "store"), tmp_path / "serve.log").start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -4,9 +4,7 @@ KV, Lease and Watch) and etcd's server-side Election service (v3election) over g
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 
 import grpc
 import pytest
@@ -17,15 +15,6 @@ from service.etcd.api.v3electionpb import v3election_pb2 as epb
 from service.etcd.api.v3electionpb import v3election_pb2_grpc
 from tests.service.etcd_background import WAIT_S, Etcdctl, GrpcWatch, stubs
 from tests.service.etcd_peers import LakekvEtcd, etcdctl_json
-
-
-@pytest.fixture()
-def lakekv(tmp_path: Path) -> Iterator[LakekvEtcd]:
-    server = LakekvEtcd(str(tmp_path / "store"), tmp_path / "serve.log").start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_etcdctl_elect_hands_leadership_over_when_the_leader_resigns(lakekv: LakekvEtcd) -> None:

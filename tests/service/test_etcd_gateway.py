@@ -19,15 +19,6 @@ def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
-@pytest.fixture()
-def lakekv(tmp_path: Path) -> Iterator[LakekvEtcd]:
-    server = LakekvEtcd(str(tmp_path / "store"), tmp_path / "serve.log").start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 class Http:
     """POSTs to one server's HTTP port (the gateway's), with a generous timeout for a loaded machine."""
 

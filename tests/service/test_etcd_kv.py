@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 
 from tests.service.etcd_peers import LakekvEtcd, etcdctl, etcdctl_json
 
@@ -17,15 +15,6 @@ def b64(text: str) -> str:
 
 def keys_of(response: dict) -> list[str]:
     return [base64.b64decode(kv["key"]).decode() for kv in response.get("kvs", [])]
-
-
-@pytest.fixture()
-def lakekv(tmp_path: Path) -> Iterator[LakekvEtcd]:
-    server = LakekvEtcd(str(tmp_path / "store"), tmp_path / "serve.log").start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_put_then_get_reports_revisions_and_versions(lakekv: LakekvEtcd) -> None:

@@ -21,15 +21,6 @@ from tests.service.etcd_peers import LakekvEtcd, etcdctl, etcdctl_json
 
 
 @pytest.fixture()
-def lakekv(tmp_path: Path) -> Iterator[LakekvEtcd]:
-    server = LakekvEtcd(str(tmp_path / "store"), tmp_path / "serve.log").start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture()
 def channel(lakekv: LakekvEtcd) -> Iterator[grpc.Channel]:
     with grpc.insecure_channel(lakekv.endpoint) as channel:
         yield channel

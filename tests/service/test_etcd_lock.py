@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,15 +17,6 @@ from service.etcd.api.v3lockpb import v3lock_pb2 as lockpb
 from service.etcd.api.v3lockpb import v3lock_pb2_grpc
 from tests.service.etcd_background import WAIT_S, Etcdctl, GrpcWatch, stubs
 from tests.service.etcd_peers import LakekvEtcd, etcdctl, etcdctl_json
-
-
-@pytest.fixture()
-def lakekv(tmp_path: Path) -> Iterator[LakekvEtcd]:
-    server = LakekvEtcd(str(tmp_path / "store"), tmp_path / "serve.log").start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def lease_of(lock_key: str) -> str:

@@ -16,25 +16,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
-import pytest
 
 from tests.service.etcd_peers import LakekvEtcd
 
 WAIT_S = 60
-
-
-@pytest.fixture()
-def lakekv(tmp_path: Path) -> Iterator[LakekvEtcd]:
-    server = LakekvEtcd(str(tmp_path / "store"), tmp_path / "serve.log").start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def run_recipes(module: str, port: int) -> dict[str, Any]:
