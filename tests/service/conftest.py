@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyiceberg.catalog.rest import RestCatalog
 
 import kvstore
 from kvclient import RemoteStore
@@ -78,3 +79,20 @@ def lakekv(tmp_path: Path) -> Iterator[LakekvEtcd]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def lake_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """``lakekv serve`` on a lakehouse of the test module's own (no token), stopped after the module."""
+    root = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
+    process = ServerProcess(str(root / "lake"), root / "server.log").start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def rest(lake_server: ServerProcess) -> RestCatalog:
+    """pyiceberg's REST catalog on :func:`lake_server`."""
+    return RestCatalog("lakekv", uri=lake_server.url)

@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,21 +52,6 @@ from service.testing import ServerProcess
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("region", pa.string()), pa.field("amount", pa.float64())])
 EXTENSIONS = ("httpfs", "avro", "parquet", "iceberg")
-
-
-@pytest.fixture(scope="module")
-def lake_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    root = tmp_path_factory.mktemp("native-rest")
-    process = ServerProcess(str(root / "lake"), root / "server.log").start()
-    try:
-        yield process
-    finally:
-        process.stop()
-
-
-@pytest.fixture
-def rest(lake_server: ServerProcess) -> RestCatalog:
-    return RestCatalog("lakekv", uri=lake_server.url)
 
 
 def embedded(server: ServerProcess) -> catalog.Lakehouse:

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -32,21 +31,6 @@ from test_security import request
 
 import catalog
 from service.testing import ServerProcess
-
-
-@pytest.fixture(scope="module")
-def lake_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    root = tmp_path_factory.mktemp("lake-server")
-    process = ServerProcess(str(root / "lake"), root / "server.log").start()
-    try:
-        yield process
-    finally:
-        process.stop()
-
-
-@pytest.fixture
-def rest(lake_server: ServerProcess) -> RestCatalog:
-    return RestCatalog("lakekv", uri=lake_server.url)
 
 
 def embedded(server: ServerProcess) -> catalog.Lakehouse:

@@ -25,25 +25,10 @@ from service.testing import ServerProcess
 ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", "c"]})
 
 
-@pytest.fixture(scope="module")
-def lake_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    root = tmp_path_factory.mktemp("same-rules")
-    process = ServerProcess(str(root / "lake"), root / "server.log").start()
-    try:
-        yield process
-    finally:
-        process.stop()
-
-
 @pytest.fixture
 def lake(lake_server: ServerProcess) -> Iterator[catalog.Lakehouse]:
     with catalog.open(lake_server.store_url, poll_interval_s=0, background_maintenance=False) as handle:
         yield handle
-
-
-@pytest.fixture
-def rest(lake_server: ServerProcess) -> RestCatalog:
-    return RestCatalog("lakekv", uri=lake_server.url)
 
 
 def native_table(lake: catalog.Lakehouse, name: str) -> list[Path]:

@@ -9,23 +9,12 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 
 import pytest
 
 import catalog
 from service.testing import ServerProcess
 from test_security import request
-
-
-@pytest.fixture(scope="module")
-def lake_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    root = tmp_path_factory.mktemp("requests-server")
-    process = ServerProcess(str(root / "lake"), root / "server.log").start()
-    try:
-        yield process
-    finally:
-        process.stop()
 
 
 def _json(server: ServerProcess, method: str, path: str, payload: object = None, headers: dict | None = None):
