@@ -256,10 +256,10 @@ class ControlPlane:
     ``args`` and returns a JSON-able result; :meth:`handle` turns what it
     raises into an error answer. Most ops work in the session ``args``
     names: durable transaction ``txn`` (pinged with its ancestors), the
-    lakehouse at ``version`` or ``timestamp_ms`` (read-only, so a write
+    lakehouse at ``version`` or ``timestamp_us`` (read-only, so a write
     there is a ``ReadOnlyError``), or else the latest lakehouse (refreshed).
     Choosing it raises ``ProtocolError`` (``txn``, ``version`` or
-    ``timestamp_ms`` of the wrong type), ``ValueError`` (``txn`` is not a
+    ``timestamp_us`` of the wrong type), ``ValueError`` (``txn`` is not a
     transaction id), ``TransactionStateError`` /
     ``DurableTransactionExpiredError`` (no such transaction, or not active)
     or ``SnapshotTooOldError`` (past retention); the ops' ``Raises:``
@@ -308,15 +308,15 @@ class ControlPlane:
 
     @contextmanager
     def _session(self, args: Mapping[str, Any]) -> Iterator[Any]:
-        """The lakehouse at ``args["version"]`` (pinned), at ``timestamp_ms``, inside durable transaction ``txn``, or latest.
+        """The lakehouse at ``args["version"]`` (pinned), at ``timestamp_us``, inside durable transaction ``txn``, or latest.
 
         Each request naming a transaction pings it (and its ancestors): a
         Spark session's transaction lives as long as the session keeps using
         it, however long its statements take.
         """
         txn = args.get("txn")
-        version, timestamp_ms = args.get("version"), args.get("timestamp_ms")
-        if txn is not None and version is None and timestamp_ms is None:
+        version, timestamp_us = args.get("version"), args.get("timestamp_us")
+        if txn is not None and version is None and timestamp_us is None:
             if not isinstance(txn, str):
                 raise ProtocolError("argument 'txn' must be a transaction id")
             transaction = self._lake.attach(txn)
@@ -328,10 +328,12 @@ class ControlPlane:
                 raise ProtocolError("argument 'version' must be an int")
             with self._lake.at(version=version) as past:
                 yield past
-        elif timestamp_ms is not None:
-            if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool):
-                raise ProtocolError("argument 'timestamp_ms' must be an int")
-            with self._lake.at(timestamp=timestamp_ms / 1000) as past:
+        elif timestamp_us is not None:
+            if not isinstance(timestamp_us, int) or isinstance(timestamp_us, bool):
+                raise ProtocolError("argument 'timestamp_us' must be an int")
+            # Microseconds, as Spark gives them: commit times are finer than a
+            # millisecond, so a coarser time could miss a commit made just before it.
+            with self._lake.at(timestamp=timestamp_us / 1_000_000) as past:
                 yield past
         else:
             self._lake.refresh()
@@ -559,7 +561,7 @@ class ControlPlane:
                 native (an Iceberg table), or ``txn`` is not a transaction id.
             NoSuchTableError: no such table in the session.
             NotAtVersionError: pinned to a version (``version`` or
-                ``timestamp_ms``) the table did not exist at, although it exists
+                ``timestamp_us``) the table did not exist at, although it exists
                 now; the message names that version and the table's first.
             TypeError: a column's type has no lossless Spark type.
             SnapshotTooOldError, TransactionStateError, DurableTransactionExpiredError:
@@ -569,7 +571,7 @@ class ControlPlane:
             try:
                 table = session.load_table(_name(args))
             except errors.NoSuchTableError:
-                if args.get("version") is None and args.get("timestamp_ms") is None:
+                if args.get("version") is None and args.get("timestamp_us") is None:
                     raise
                 self._raise_not_at_version(_name(args), self._version_of(session))
                 raise

@@ -347,6 +347,24 @@ def test_time_travel_version_and_timestamp(spark: SparkSession, ns: str) -> None
         spark.sql(f"SELECT * FROM {ns}.t VERSION AS OF 'latest'")
 
 
+def test_timestamp_as_of_a_microsecond_after_a_commit_sees_it(spark: SparkSession, ns: str) -> None:
+    """Spark gives the plugin microseconds; the lakehouse's commit times are finer than milliseconds,
+    so cutting the time to a millisecond could drop a commit made earlier in that millisecond."""
+    spark.sql(f"CREATE TABLE {ns}.t (id BIGINT)")
+    checked = 0
+    for n in range(1, 6):
+        spark.sql(f"INSERT INTO {ns}.t VALUES ({n})")
+        with catalog.open(lake_url_of(spark)) as lake:
+            committed = lake.history(limit=1)[0].timestamp
+        after = dt.datetime.fromtimestamp(committed, dt.timezone.utc) + dt.timedelta(microseconds=1)
+        if after.microsecond % 1000 == 0:
+            continue  # on a millisecond already: cutting to milliseconds would lose nothing here
+        stamp = after.strftime("%Y-%m-%d %H:%M:%S.%f")
+        assert count(spark, f"SELECT count(*) FROM {ns}.t TIMESTAMP AS OF '{stamp}'") == n
+        checked += 1
+    assert checked, "every commit landed on a whole millisecond: the storage's clock is too coarse for this test"
+
+
 def test_every_type_round_trips_and_maps(spark: SparkSession, ns: str) -> None:
     schema = EVERY_TYPE.append(pa.field("m", pa.map_(pa.string(), pa.int64())))
     data = every_type_rows().append_column("m", pa.array([[("a", 1)], [], None], type=pa.map_(pa.string(), pa.int64())))

@@ -34,11 +34,11 @@ def test_versions_below_the_recorded_floor_are_too_old_for_sql(tmp_path: Path) -
         for version in range(removed + 1):  # a second apart, an hour ago
             then = now - 3600 - (removed - version)
             os.utime(root / root_path(version), (then, then))
-        first_time_ms = int(now - 3600 - (removed - first)) * 1000 + 500  # while ``first`` was the newest
+        first_time_us = int(now - 3600 - (removed - first)) * 1_000_000 + 500_000  # while ``first`` was the newest
         assert lake.gc().floor_version == removed
     with catalog.open(str(root)) as lake:  # the default options: the plane answers from the lakehouse's record
         plane = ControlPlane(lake, data_root(lake))
-        for pinned in ({"version": first}, {"timestamp_ms": first_time_ms}):
+        for pinned in ({"version": first}, {"timestamp_us": first_time_us}):
             answer = plane.handle({"op": "load_table", "args": {"name": ["s", "t"], **pinned}})
             assert not answer["ok"] and answer["error"]["type"] == "kvstore.errors.SnapshotTooOldError", answer
         info = plane.handle({"op": "load_table", "args": {"name": ["s", "t"], "version": removed}})

@@ -422,7 +422,7 @@ public class LakehouseCatalog
 
     private Table load(Identifier ident, ObjectNode args) throws NoSuchTableException {
         try {
-            boolean timeTravel = args.has("version") || args.has("timestamp_ms");
+            boolean timeTravel = args.has("version") || args.has("timestamp_us");
             if (timeTravel) {
                 args.remove("txn");  // a past version is the same inside a transaction
             }
@@ -491,7 +491,7 @@ public class LakehouseCatalog
     @Override
     public Table loadTable(Identifier ident, long timestampMicros) throws NoSuchTableException {
         ObjectNode args = nameArgs(ident);
-        args.put("timestamp_ms", Math.floorDiv(timestampMicros, 1000L));
+        args.put("timestamp_us", timestampMicros);
         return load(ident, args);
     }
 
