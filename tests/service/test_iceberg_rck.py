@@ -81,15 +81,10 @@ OFF_BY_KIT = frozenset({
     f"{VIEW_TESTS}.listViewsInEmptyNamespace()",
 })
 
-_TABLE_AS_VIEW = "tables: a table name taken by a view is refused with lakekv's wording, not the reference catalog's (service/iceberg/tables.py)"
 _V3 = "format-version 3: pyiceberg 0.12 writes no v3 metadata (create answers 400; staged create omits next-row-id)"
 # Failing for causes in code owned by other work on issue 34; each one passing
 # again fails this test until it is taken off the list.
 KNOWN_FAILING: dict[str, str] = {
-    **{f"{VIEW_TESTS}.{name}": _TABLE_AS_VIEW for name in (
-        "createTableThatAlreadyExistsAsView()", "createTableViaTransactionThatAlreadyExistsAsView()",
-        "loadTableThatAlreadyExistsAsView()", "registerTableThatAlreadyExistsAsView()",
-    )},
     f"{CATALOG_TESTS}.testCreateTableWithDefaultColumnValue()": _V3,
     f"{CATALOG_TESTS}.createTableTransaction(int)[3]": _V3,
     f"{CATALOG_TESTS}.testConcurrentReplaceTransactionSortOrderConflict()": (
