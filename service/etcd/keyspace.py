@@ -333,20 +333,33 @@ _SORT_KEYS: Final[dict[int, Callable[[kv_pb2.KeyValue], Any]]] = {
 }
 
 
-def _range(reader: _Reader, request: pb.RangeRequest, revision: int) -> pb.RangeResponse:
-    """etcd's Range over ``reader`` (apply.go's ``Range``); ``revision`` goes in the header."""
+def _range(
+    reader: _Reader, request: pb.RangeRequest, revision: int, own_revision: int | None = None
+) -> pb.RangeResponse:
+    """etcd's Range over ``reader`` (apply.go's ``Range``); ``revision`` goes in the header.
+
+    ``own_revision``: inside a writing txn, the revision its own writes (still
+    PENDING) get, for the revision bounds: etcd applies a txn at the next
+    revision, so a key the txn created passes ``max_create_revision`` at that
+    revision. (A commit landing between the txn's start and its own would move
+    its revision past this; the bounds answer as if the txn came first.)
+    """
+
+    def bounded(value: int) -> int:
+        return own_revision if value == PENDING and own_revision is not None else _ordinal(value)
+
     kvs = list(reader.items(*key_bounds(request.key, request.range_end)))
     count = len(kvs)
     if request.count_only:
         return pb.RangeResponse(header=pb.ResponseHeader(revision=revision), count=count)
     if request.max_mod_revision:
-        kvs = [kv for kv in kvs if _ordinal(kv.mod_revision) <= request.max_mod_revision]
+        kvs = [kv for kv in kvs if bounded(kv.mod_revision) <= request.max_mod_revision]
     if request.min_mod_revision:
-        kvs = [kv for kv in kvs if _ordinal(kv.mod_revision) >= request.min_mod_revision]
+        kvs = [kv for kv in kvs if bounded(kv.mod_revision) >= request.min_mod_revision]
     if request.max_create_revision:
-        kvs = [kv for kv in kvs if _ordinal(kv.create_revision) <= request.max_create_revision]
+        kvs = [kv for kv in kvs if bounded(kv.create_revision) <= request.max_create_revision]
     if request.min_create_revision:
-        kvs = [kv for kv in kvs if _ordinal(kv.create_revision) >= request.min_create_revision]
+        kvs = [kv for kv in kvs if bounded(kv.create_revision) >= request.min_create_revision]
     order = request.sort_order
     if request.sort_target != pb.RangeRequest.KEY and order == pb.RangeRequest.NONE:
         order = pb.RangeRequest.ASCEND
@@ -394,7 +407,7 @@ class _WriteRun:
         _check_range_request(request)
         if request.revision > 0:
             return self.keyspace.range_at(request, request.revision, header=self.read_revision(), current=self.begin)
-        return _range(self.reader, request, self.read_revision())
+        return _range(self.reader, request, self.read_revision(), own_revision=self.begin + 1)
 
     def _check_requests(self, request: pb.TxnRequest, path: list[bool]) -> None:
         """etcd's checks of the ops a txn will run, on the view before any of them: puts' leases and

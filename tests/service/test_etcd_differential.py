@@ -269,3 +269,24 @@ def test_errors_of_compaction_and_revisions_match(sides: tuple[Side, Side]) -> N
         (lambda base: pb.PutRequest(key=prefix + b"missing", ignore_lease=True), "Put"),
     ):
         assert lakekv.call(method, request(lakekv.base)) == etcd.call(method, request(etcd.base)), method
+
+
+def test_a_range_in_a_txn_bounds_the_txns_own_keys_by_its_revision(sides: tuple[Side, Side]) -> None:
+    """Found by the random test: a key put earlier in the same txn has the txn's revision as its
+    create/mod revision, so max/min revision bounds at that revision include it (lakekv left it out)."""
+    answers = []
+    for side in sides:
+        side.begin()
+        prefix = b"own-bounds/"
+        side.kv.Put(pb.PutRequest(key=prefix + b"a", value=b"1"))
+        own = side.base + 2  # the txn's revision: one after the put above
+        ranges = [
+            pb.RangeRequest(key=prefix + b"a", range_end=prefix + b"z", **{bound: own})
+            for bound in ("max_create_revision", "max_mod_revision", "min_create_revision", "min_mod_revision")
+        ]
+        txn = pb.TxnRequest(success=[pb.RequestOp(request_put=pb.PutRequest(key=prefix + b"b", value=b"2"))]
+                            + [pb.RequestOp(request_range=r) for r in ranges])
+        answers.append(side.call("Txn", txn))
+    etcd, lakekv = answers
+    assert [len(r.response_range.kvs) for r in etcd.responses[1:]] == [2, 2, 1, 1]
+    assert lakekv == etcd
