@@ -513,7 +513,7 @@ class Store:
         check_watch_args(prefix, start, end)
         if isinstance(poll_interval_s, bool) or not isinstance(poll_interval_s, (int, float)) or not poll_interval_s > 0:
             raise ValueError(f"poll_interval_s must be a positive number of seconds, not {poll_interval_s!r}")
-        min_seq = 0
+        min_seq = next_revision = 0
         if start_revision is not None:
             if start is not None:
                 raise TypeError("give start= (a version) or start_revision=, not both")
@@ -524,11 +524,15 @@ class Store:
         if start is None:
             head = self.refresh()
             start = head + 1
+            next_revision = self._state.last_seq + 1
             low, high = prefix_bounds(prefix)
             live = [row for row in scan_rows(self._state.layers, self._state.head[1], low or None, high)
                     if row[4] is not None]  # live keys with a TTL: the watch reports their expiry
+        elif start_revision is None:
+            next_revision = self._timetravel.first_revision_of(start)
         return Watch(self._chain, self._state.rows_of, lambda: self._state.version, prefix, start, end,
-                     float(poll_interval_s), live, self._signal, min_seq=min_seq)
+                     float(poll_interval_s), live, self._signal, min_seq=min_seq,
+                     next_revision=next_revision)
 
     def compacted_revision(self) -> int:
         """The compaction floor: reads and watches below this revision are refused (0: none). See :mod:`kvstore.revisions`."""

@@ -193,6 +193,12 @@ class TimeTravel:
             raise SnapshotTooOldError(f"revision {revision} was removed by retention")
         return found
 
+    def first_revision_of(self, version: int) -> int:
+        """The first revision a watch from ``version`` can report: the one after version ``version - 1``'s
+        last (0 when that version is unknown: retention dropped it, or ``version`` is 0)."""
+        summary = self._index.summary(version - 1) if version > 0 else None
+        return 0 if summary is None else summary.last_seq + 1
+
     def _view_at_revision(self, revision: int) -> Snapshot:
         check_not_compacted(self._objects, revision)
         if revision > self._state.last_seq:

@@ -170,6 +170,7 @@ class Watch:
         live_rows: list[Row],
         signal: VersionSignal | None = None,
         min_seq: int = 0,
+        next_revision: int = 0,
     ) -> None:
         self._chain = chain
         self._signal = signal if signal is not None else VersionSignal()
@@ -178,6 +179,10 @@ class Watch:
         self._prefix = prefix
         self._min_seq = min_seq  # rows below it (earlier commits of the start version) are not reported
         self._next = start
+        # Revisions: every change below _next_revision has been read (reported if under the prefix);
+        # _through[v] is the last revision of version v, for versions read lately (see revision_through).
+        self._next_revision = max(next_revision, min_seq)
+        self._through: dict[int, int] = {}
         self._end = end
         self._poll_s = poll_interval_s
         self._closed = threading.Event()
@@ -198,6 +203,16 @@ class Watch:
     def next_version(self) -> int:
         """The version the watch reads next: resume a later watch from here to miss nothing."""
         return self._next
+
+    @property
+    def next_revision(self) -> int:
+        """The revision the watch reads next: a later ``watch(start_revision=...)`` from here misses nothing."""
+        return self._next_revision
+
+    def revision_through(self, version: int) -> int:
+        """The last revision of ``version`` (an event's ``version``): resuming at the revision after it
+        misses none of that version's changes and repeats none of the earlier ones."""
+        return self._through.get(version, self._next_revision - 1)
 
     def close(self) -> None:
         self._closed.set()
@@ -308,6 +323,10 @@ class Watch:
         # What expired before this version was committed (by its writer's clock) comes first.
         self._expire(self._next - 1, root.writer_clock_ms)
         self._read(root)
+        self._next_revision = max(self._next_revision, root.last_seq + 1)
+        self._through[root.version] = self._next_revision - 1
+        if len(self._through) > KEPT_ROOTS:
+            del self._through[next(iter(self._through))]
         self._next += 1
 
     def _wait_s(self) -> float:

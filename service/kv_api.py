@@ -3,10 +3,13 @@
 =======  =====================================  ==========================================
 method   path                                   what
 =======  =====================================  ==========================================
-GET      /kv/v1/info                            ``{"version", "seq"}`` of the store (?consistency)
+GET      /kv/v1/info                            ``{"revision", "seq", "version"}`` of the store (?consistency)
 POST     /kv/v1/refresh                         catch up with other writers
+POST     /kv/v1/compact                         ``{"revision"}``: raise the compaction floor (etcd's Compact)
+GET      /kv/v1/compact                         ``{"compacted_revision"}``: the floor (0: none)
 GET      /kv/v1/keys/{key}                      value and revision (JSON, or raw with Accept: octet-stream);
-                                                ?version=N (a retained version), ?consistency
+                                                ?revision=N (as right after commit N; 410 below the
+                                                compaction floor), ?consistency; ?version=N is deprecated
 PUT      /kv/v1/keys/{key}                      set (JSON ``{"value", "ttl", "lease"}`` or raw body + ?ttl&lease);
                                                 ``If-Match: "rev"`` / ``If-None-Match: *``: 412 when it fails
 DELETE   /kv/v1/keys/{key}                      delete (``If-Match: "rev"``)
@@ -54,6 +57,7 @@ from kvstore import SERIALIZABLE, ConflictError, PreconditionFailedError, Store,
 from kvstore.batch import check_lease_id
 from kvstore.freshness import check_consistency
 from kvstore.reader import visible_value
+from kvstore.revisions import check_not_compacted
 from service import idempotency
 from service.codec import (
     b64decode,
@@ -290,7 +294,7 @@ async def info(request: Request) -> JSONResponse:
             return snap.version, snap.seq
 
     version, seq = await run_in_threadpool(read)
-    return JSONResponse({"version": version, "seq": seq})
+    return JSONResponse({"revision": seq, "seq": seq, "version": version})
 
 
 async def refresh(request: Request) -> JSONResponse:
@@ -300,19 +304,65 @@ async def refresh(request: Request) -> JSONResponse:
     return JSONResponse({"version": version, "seq": store.seq})
 
 
+async def compact(request: Request) -> JSONResponse:
+    """``{"revision": N}``: raise the compaction floor (etcd's Compact); reads and watches below N get 410."""
+    data = await read_json(request, ("revision",))
+    revision = data.get("revision")
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < 0:
+        raise ApiError(400, "ValueError", f"revision must be a revision (an int >= 0), got {revision!r}")
+    store = _state(request).store
+    # A revision not committed yet is a ValueError (400); one at or below the floor, SnapshotTooOldError (410).
+    floor = await run_in_threadpool(store.compact_revisions, revision)
+    return JSONResponse({"compacted_revision": floor})
+
+
+async def compacted(request: Request) -> JSONResponse:
+    store = _state(request).store
+    return JSONResponse({"compacted_revision": await run_in_threadpool(store.compacted_revision)})
+
+
 async def get_key(request: Request) -> Response:
     key = _key(request)
     store = _state(request).store
+    revision = query_number(request, "revision", int)
     version = query_number(request, "version", int)
     consistency = consistency_param(request)
-    if version is None:
+    if revision is None and version is None:
         if store.reads_without_waiting():  # memory and local files only: no thread hop
-            value, revision = store.get_with_revision(key, consistency)
+            value, got = store.get_with_revision(key, consistency)
         else:
-            value, revision = await run_in_threadpool(store.get_with_revision, key, consistency)
-        return _value_response(request, key, value, revision)
+            value, got = await run_in_threadpool(store.get_with_revision, key, consistency)
+        return _value_response(request, key, value, got)
+    if revision is not None and version is not None:
+        raise ApiError(400, "ValueError", "revision and version exclude each other (version is the deprecated one)")
     if consistency is not None:
-        raise ApiError(400, "ValueError", "version and consistency exclude each other (a version is fixed)")
+        raise ApiError(400, "ValueError", "revision and consistency exclude each other (a past revision is fixed)")
+    if revision is not None:
+        return await _get_at_revision(request, key, revision)
+    return await _get_at_version(request, key, version)
+
+
+async def _get_at_revision(request: Request, key: bytes, revision: int) -> Response:
+    """``?revision=N``: the key as it was right after the commit with seq N (etcd's Range at a revision)."""
+    store = _state(request).store
+    if revision < 0:
+        raise ApiError(400, "ValueError", f"revision must be >= 0, got {revision}")
+
+    def read_at() -> tuple[bytes | None, int | None]:
+        # A future revision is a ValueError (400); one below the compaction floor (or dropped by
+        # retention) is SnapshotTooOldError (410), etcd's "required revision has been compacted".
+        with store.at(revision=revision) as snap:
+            row = snap.get_row(key)
+        value = visible_value(row)
+        return (None, None) if value is None or row is None else (value, int(row[1]))
+
+    value, got = await run_in_threadpool(read_at)
+    return _value_response(request, key, value, got)
+
+
+async def _get_at_version(request: Request, key: bytes, version: int) -> Response:
+    """``?version=N`` (deprecated: a lakekv version, an internal grouping of commits; take ``?revision=``)."""
+    store = _state(request).store
     if version < 0:
         raise ApiError(400, "ValueError", f"version must be >= 0, got {version}")
 
@@ -322,12 +372,14 @@ async def get_key(request: Request) -> Response:
         if version > store.version:
             raise ApiError(404, "NoSuchVersionError", f"version {version} does not exist yet (newest: {store.version})")
         with store.at(version) as snap:
+            # A version whose commits all lie below the compaction floor is compacted, as a revision is.
+            check_not_compacted(store.objects, snap.seq)
             row = snap.get_row(key)
         value = visible_value(row)
         return (None, None) if value is None or row is None else (value, int(row[1]))
 
-    value, revision = await run_in_threadpool(read_at)
-    return _value_response(request, key, value, revision)
+    value, got = await run_in_threadpool(read_at)
+    return _value_response(request, key, value, got)
 
 
 async def put_key(request: Request) -> JSONResponse:
@@ -476,7 +528,9 @@ async def txn_rollback(request: Request) -> JSONResponse:
 ROUTES = [
     route("/kv/v1/info", info, "GET", params=("consistency",)),
     route("/kv/v1/refresh", refresh, "POST"),
-    route("/kv/v1/keys/{key}", get_key, "GET", params=("version", "consistency")),
+    route("/kv/v1/compact", compact, "POST"),
+    route("/kv/v1/compact", compacted, "GET"),
+    route("/kv/v1/keys/{key}", get_key, "GET", params=("revision", "version", "consistency")),
     route("/kv/v1/keys/{key}", put_key, "PUT", params=("ttl", "lease")),
     route("/kv/v1/keys/{key}", delete_key, "DELETE"),
     route("/kv/v1/scan", scan, "GET",

@@ -1,28 +1,34 @@
 """``GET /kv/v1/watch``: a store's changes as a stream of server-sent events.
 
-``?prefix=`` (unpadded base64url; default every key), ``?start=N`` (replay
-from retained version N, then follow; default: changes after the current
-version), ``?end=N`` (stop after version N). A reconnecting client sends
-``Last-Event-ID`` (or ``start=`` the last id + 1) and misses nothing: the
-events come from the version chain itself (:mod:`kvstore.watch`), so a
-server restart, or a different server on the same store, replays them from
-the same versions. Each message carries one version's events, in commit
-order::
+``?prefix=`` (unpadded base64url; default every key), ``?start_revision=N``
+(replay every change with a revision at or above N, then follow; default:
+changes after the current revision; a key's revision works, as in etcd),
+``?end_revision=N`` (stop once every change up to committed revision N is
+sent). A reconnecting client sends ``Last-Event-ID`` (or ``start_revision=``
+the last id + 1) and misses nothing: the events come from the version chain
+itself (:mod:`kvstore.watch`), so a server restart, or a different server on
+the same store, replays them from the same revisions. Each message carries
+the events of one lakekv version (one group commit), in commit order; its id
+is the revision it is complete through::
 
-    id: 42
-    data: {"version": 42, "events": [{"seq": 57, "key": b64, "value": b64, "kind": "put"}]}
+    id: 57
+    data: {"revision": 57, "version": 42, "events": [{"revision": 57, "seq": 57, "key": b64, "value": b64, "kind": "put"}]}
 
-The stream opens with a comment ``: next <version>``: the version it starts
-at, where a client resumes if the connection drops before any event; a
-stream that reached ``end`` closes with ``: next <end + 1>``.
-``kind`` is ``put``, ``delete`` (value null) or ``expire`` (a TTL or lease
-ran out; its ``seq`` is the expired put's, its version the newest read when
-the expiry was seen). A comment line (``: keepalive``) comes every
-:data:`KEEPALIVE_S` when nothing else does. A start that is no longer
-retained is 410 ``SnapshotTooOldError`` before the stream begins. A storage
-error once the stream is under way (or a version retention deleted before
-the stream sent it) ends the stream with ``: next <version>``, where the
-client resumes; a version that is gone then gets its 410.
+The stream opens with the comments ``: next <version>`` and
+``: next-revision <revision>``: where it starts, where a client resumes if
+the connection drops before any event; a stream that reached its end closes
+with the same two comments. ``kind`` is ``put``, ``delete`` (value null) or
+``expire`` (a TTL ran out; its revision is the expired put's). A comment line
+(``: keepalive``) comes every :data:`KEEPALIVE_S` when nothing else does. A
+start below the compaction floor (``POST /kv/v1/compact``) or no longer
+retained is 410 ``SnapshotTooOldError`` (etcd's "required revision has been
+compacted") before the stream begins. A storage error once the stream is
+under way ends the stream with its ``: next`` comments, where the client
+resumes; a revision that is gone then gets its 410.
+
+Deprecated: ``?start=``/``?end=`` take a lakekv version (an internal grouping
+of commits) and still mean one; ``"version"`` in messages and ``: next`` are
+kept for those clients. Each excludes its revision form.
 
 A watch wakes at once when this server applies a version (its own commits,
 or its follower catching up) and reads it from memory on the event loop
@@ -43,8 +49,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from kvstore.errors import StoreError
-from kvstore.watch import Watch, WatchEvent
+from kvstore import Store
+from kvstore.errors import SnapshotTooOldError, StoreError
+from kvstore.watch import EXPIRE_EVENT, Watch, WatchEvent
 from service.codec import KV_PREFIX, b64encode, client_key, query_key, query_number
 from service.errors import ApiError
 from service.kv_api import KvState
@@ -56,45 +63,97 @@ POLL_S: Final = 0.1
 KEEPALIVE_S: Final = 15.0
 
 
-def _start(request: Request) -> int | None:
+def _start(request: Request) -> tuple[int | None, int | None]:
+    """``(start_revision, start version)``: at most one is given (``start=``, a version, is deprecated)."""
+    start_revision: int | None = query_number(request, "start_revision", int)
     start: int | None = query_number(request, "start", int)
+    if start_revision is not None and start is not None:
+        raise ApiError(400, "ValueError", "start_revision and start exclude each other (start, a version, is deprecated)")
     last_id = request.headers.get("last-event-id")
     if last_id is not None:
-        if start is not None:
-            raise ApiError(400, "ValueError", "start and Last-Event-ID exclude each other")
+        if start_revision is not None or start is not None:
+            raise ApiError(400, "ValueError", "start_revision (or start) and Last-Event-ID exclude each other")
         if not last_id.strip().isdigit():
-            raise ApiError(400, "ValueError", f"Last-Event-ID must be a version, got {last_id!r}")
-        start = int(last_id) + 1
+            raise ApiError(400, "ValueError", f"Last-Event-ID must be a revision (a message's id), got {last_id!r}")
+        start_revision = int(last_id) + 1
+    if start_revision is not None and start_revision < 0:
+        raise ApiError(400, "ValueError", f"start_revision must be a revision >= 0, got {start_revision}")
     if start is not None and start < 0:
         raise ApiError(400, "ValueError", f"start must be a version >= 0, got {start}")
-    return start
+    return start_revision, start
 
 
-def _message(version: int, events: list[WatchEvent]) -> str:
+def _end(request: Request, store: Store, start: int | None) -> tuple[int | None, int | None]:
+    """``(end version, last revision to report)`` from ``end_revision=`` or the deprecated ``end=`` (a version)."""
+    end_revision: int | None = query_number(request, "end_revision", int)
+    end: int | None = query_number(request, "end", int)
+    if end_revision is not None and end is not None:
+        raise ApiError(400, "ValueError", "end_revision and end exclude each other (end, a version, is deprecated)")
+    if end is not None:
+        if end < 0 or (start is not None and end < start):
+            raise ApiError(400, "ValueError", f"end must be a version >= start, got {end}")
+        return end, None
+    if end_revision is None:
+        return None, None
+    if end_revision < 0:
+        raise ApiError(400, "ValueError", f"end_revision must be a revision >= 0, got {end_revision}")
+    store.refresh()
+    if end_revision > store.seq:
+        # Its version is not known before it is committed: refuse rather than end at a guess.
+        raise ApiError(400, "ValueError", f"end_revision {end_revision} is not committed yet (newest: {store.seq})")
+    with store.at(revision=end_revision) as snapshot:  # the version holding it (410 if compacted)
+        return snapshot.version, end_revision
+
+
+def _message(watcher: Watch, version: int, events: list[WatchEvent]) -> str:
+    # The id is a revision: every change up to it has been sent, so Last-Event-ID resumes right after it.
+    revision = watcher.revision_through(version)
     body = {
+        "revision": revision,
         "version": version,
         "events": [
-            {"seq": e.seq, "key": b64encode(client_key(e.key)),
+            {"revision": e.seq, "seq": e.seq, "key": b64encode(client_key(e.key)),
              "value": None if e.value is None else b64encode(e.value), "kind": e.kind}
             for e in events
         ],
     }
-    return f"id: {version}\ndata: {json.dumps(body, separators=(',', ':'))}\n\n"
+    return f"id: {revision}\ndata: {json.dumps(body, separators=(',', ':'))}\n\n"
 
 
-def _messages(events: list[WatchEvent]) -> str:
-    return "".join(_message(version, list(group)) for version, group in groupby(events, key=lambda e: e.version))
+def _messages(watcher: Watch, events: list[WatchEvent], last_revision: int | None) -> str:
+    if last_revision is not None:
+        events = [e for e in events if e.seq <= last_revision or e.kind == EXPIRE_EVENT]
+    return "".join(_message(watcher, version, list(group))
+                   for version, group in groupby(events, key=lambda e: e.version))
+
+
+def _next(watcher: Watch) -> str:
+    """Where the stream is: ``next-revision`` for ``start_revision``, and the deprecated version for ``start``."""
+    return f": next {watcher.next_version}\n: next-revision {watcher.next_revision}\n\n"
 
 
 async def watch(request: Request) -> StreamingResponse:
     state: KvState = request.app.state.kv
     prefix = query_key(request, "prefix") or b""
-    start, end = _start(request), query_number(request, "end", int)
-    if end is not None and (end < 0 or (start is not None and end < start)):
-        raise ApiError(400, "ValueError", f"end must be a version >= start, got {end}")
+    start_revision, start = _start(request)
     store = state.store
-    watcher: Watch = await run_in_threadpool(store.watch, KV_PREFIX + prefix, start, end, POLL_S)
-    start_version = watcher.next_version
+    end, last_revision = await run_in_threadpool(_end, request, store, start)
+
+    def open_watch() -> Watch:
+        if start_revision is not None:
+            return store.watch(KV_PREFIX + prefix, None, end, POLL_S, start_revision=start_revision)
+        if start is not None:
+            # The deprecated version start: refused below the compaction floor as a revision is.
+            floor = store.compacted_revision()
+            watch = store.watch(KV_PREFIX + prefix, start, end, POLL_S)
+            if floor and watch.next_revision < floor:
+                watch.close()
+                raise SnapshotTooOldError(f"version {start} has been compacted (the floor is revision {floor})")
+            return watch
+        return store.watch(KV_PREFIX + prefix, None, end, POLL_S)
+
+    watcher: Watch = await run_in_threadpool(open_watch)
+    start_comment = _next(watcher)
     try:
         first = await run_in_threadpool(watcher.poll)  # a start no longer retained fails here, as a 410
     except BaseException:
@@ -111,9 +170,9 @@ async def watch(request: Request) -> StreamingResponse:
         try:
             # Where this stream starts, for a client that gave no start and must
             # resume from here if the connection drops before the first event.
-            yield f": next {start_version}\n\n"
+            yield start_comment
             if first:
-                yield _messages(first)
+                yield _messages(watcher, first, last_revision)
             quiet_s = 0.0
             probe = True  # read storage on this pass: another process may have committed
             while not watcher.closed:
@@ -133,7 +192,7 @@ async def watch(request: Request) -> StreamingResponse:
                 probe = False
                 if events:
                     quiet_s = 0.0
-                    yield _messages(events)
+                    yield _messages(watcher, events, last_revision)
                     continue
                 wait_s = min(watcher.wait_s, KEEPALIVE_S - quiet_s)
                 try:
@@ -147,7 +206,7 @@ async def watch(request: Request) -> StreamingResponse:
             # Past ``end`` (or stopped by a storage error): say where the stream
             # is, or a client whose last versions had no event under its prefix
             # would reconnect from where its last event left it.
-            yield f": next {watcher.next_version}\n\n"
+            yield _next(watcher)
         finally:
             unsubscribe()
             watcher.close()
@@ -157,4 +216,4 @@ async def watch(request: Request) -> StreamingResponse:
     )
 
 
-ROUTES = [route("/kv/v1/watch", watch, "GET", params=("prefix", "start", "end"))]
+ROUTES = [route("/kv/v1/watch", watch, "GET", params=("prefix", "start_revision", "end_revision", "start", "end"))]

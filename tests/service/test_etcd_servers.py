@@ -15,7 +15,7 @@ from service.etcd.api.etcdserverpb import rpc_pb2 as pb
 from service.etcd.api.etcdserverpb import rpc_pb2_grpc
 from tests.service.etcd_peers import LakekvEtcd
 
-WRITES = 300
+WRITES = 1000
 
 
 @pytest.fixture()

@@ -58,12 +58,14 @@ def test_a_watch_resumes_from_last_event_id(server: ServerProcess) -> None:
             assert [e.seq for e in rest] == seqs[1:]
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     prefix_text = __import__("base64").urlsafe_b64encode(prefix).rstrip(b"=").decode()
-    conn.request("GET", f"/kv/v1/watch?prefix={prefix_text}&end={first.version + 1}",
-                 headers={"Last-Event-ID": str(first.version)})
+    # Message ids are revisions: Last-Event-ID resumes right after the first event's commit.
+    conn.request("GET", f"/kv/v1/watch?prefix={prefix_text}&end_revision={seqs[-1]}",
+                 headers={"Last-Event-ID": str(first.seq)})
     response = conn.getresponse()
     body = response.read().decode()
     conn.close()
-    assert response.status == 200 and f"id: {first.version + 1}" in body and f"id: {first.version}\n" not in body
+    assert response.status == 200 and f"id: {seqs[1]}\n" in body and f"id: {seqs[2]}\n" in body
+    assert f"id: {first.seq}\n" not in body
 
 
 def test_bad_watch_arguments_are_refused_by_the_client(server: ServerProcess) -> None:

@@ -100,6 +100,7 @@ def _open_stream(server: InProcessServer) -> tuple[http.client.HTTPConnection, h
     assert stream.status == 200
     first = stream.readline()
     assert first.startswith(b": next ")  # the stream is open and caught up
+    assert stream.readline().startswith(b": next-revision ")  # the same place, as a revision
     return conn, stream, int(first[7:])
 
 
@@ -143,7 +144,7 @@ def test_a_storage_error_mid_stream_ends_it_where_the_client_resumes(
 ) -> None:
     url, armed = gated
     with InProcessServer(url) as server:
-        _put(server, b"seed", b"0")
+        seed = _put(server, b"seed", b"0")
         conn, stream, following = _open_stream(server)
         probed = threading.Event()
 
@@ -155,7 +156,8 @@ def test_a_storage_error_mid_stream_ends_it_where_the_client_resumes(
         assert probed.wait(WAIT_S), "the watch never probed for the next version"
         rest = stream.read()  # the server ends the stream
         conn.close()
-        assert rest.strip() == f": next {following}".encode()  # where to resume: nothing skipped
+        # Where to resume, as a version (deprecated start=) and a revision (start_revision=): nothing skipped.
+        assert rest.strip().splitlines() == [f": next {following}".encode(), f": next-revision {seed + 1}".encode()]
         # The client resumes there and misses nothing.
         seq = _put(server, b"cfg/a", b"1")
         conn = server.connect()
