@@ -206,6 +206,12 @@ class RemoteStore:
         answer = self._http.json("GET", f"/kv/v1/leases/{check_lease_id(lease_id)}")
         return RemoteLease(self._http, answer["id"], answer["ttl"])
 
+    def leases(self) -> list[RemoteLease]:
+        """Every lease alive now, granted by any client or process."""
+        self._check_open()
+        return [RemoteLease(self._http, lease["id"], lease["ttl"])
+                for lease in self._http.json("GET", "/kv/v1/leases")["leases"]]
+
     def watch(self, prefix: bytes = b"", start: int | None = None, end: int | None = None) -> RemoteWatch:
         """Changes of the keys under ``prefix``, as :meth:`kvstore.store.Store.watch`, streamed by the server.
 
@@ -323,6 +329,14 @@ class RemoteLease:
     def revoke(self) -> None:
         """Delete the lease and its keys in one commit; a no-op if it is already gone."""
         self._http.json("DELETE", f"/kv/v1/leases/{self.id}")
+
+    def remaining(self) -> float:
+        """The seconds until it expires, read without extending it.
+
+        Raises:
+            LeaseNotFoundError: it has already expired or was revoked.
+        """
+        return float(self._http.json("GET", f"/kv/v1/leases/{self.id}")["remaining"])
 
     def keys(self) -> list[bytes]:
         """The keys attached to the lease now."""

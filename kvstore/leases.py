@@ -78,6 +78,14 @@ class Lease:
         """Delete the lease and every key still attached to it, in one commit. A no-op if it is already gone."""
         revoke(self._run, self.id)
 
+    def remaining(self) -> float:
+        """The seconds until the lease expires, read without extending it (etcd's TimeToLive).
+
+        Raises:
+            LeaseNotFoundError: it has already expired or was revoked.
+        """
+        return remaining(self._run, self.id)
+
     def keys(self) -> list[bytes]:
         """The keys attached to the lease now."""
 
@@ -102,6 +110,25 @@ def grant(run: Run, ttl: object) -> Lease:
 
     run(create)
     return Lease(run, lease_id, ttl_ms)
+
+
+def remaining(run: Run, lease_id: str) -> float:
+    expire = run(lambda txn: _record(txn, lease_id))["expire_ms"]
+    return max(0.0, (expire - now_ms()) / 1000)
+
+
+def every(run: Run) -> list[Lease]:
+    """Every lease alive now (etcd's LeaseLeases), by id."""
+
+    def records(txn: Any) -> list[Lease]:
+        found = []
+        for key, raw in txn.scan(prefix=_LEASE):
+            lease_id = key[len(_LEASE):]
+            if b"/" not in lease_id:  # a record, not one of its attachments (lease/<id>/k/<key>)
+                found.append(Lease(run, lease_id.decode(), json.loads(raw)["ttl_ms"]))
+        return found
+
+    return run(records)  # type: ignore[no-any-return]
 
 
 def attach(run: Run, lease_id: str) -> Lease:

@@ -369,6 +369,15 @@ class Store:
         self._check_open()
         return leases.attach(self._txns.run_on_newest, check_lease_id(lease_id))
 
+    def leases(self) -> list[leases.Lease]:
+        """Every lease alive now, granted by any process (etcd's LeaseLeases).
+
+        Raises:
+            StoreClosedError: the store is closed.
+        """
+        self._check_open()
+        return leases.every(self._txns.run_on_newest)
+
     def delete(self, key: bytes) -> int:
         """Durably delete ``key``; return the commit's seq.
 

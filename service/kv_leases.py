@@ -4,7 +4,9 @@
 method   path                              what
 =======  ================================  ==============================================
 POST     /kv/v1/leases                     grant ``{"ttl": seconds}`` -> 201 ``{"id", "ttl"}``
-GET      /kv/v1/leases/{id}                ``{"id", "ttl", "keys"}`` (keys still attached, base64)
+GET      /kv/v1/leases                     ``{"leases": [{"id", "ttl", "remaining"}]}``: every live lease
+GET      /kv/v1/leases/{id}                ``{"id", "ttl", "remaining", "keys"}`` (keys still attached, base64);
+                                           ``remaining`` is read without extending the lease
 POST     /kv/v1/leases/{id}/keepalive      restart its ttl -> ``{"id", "ttl", "remaining"}``
 DELETE   /kv/v1/leases/{id}                revoke: the lease and its keys go in one commit
 =======  ================================  ==============================================
@@ -52,14 +54,29 @@ async def grant(request: Request) -> JSONResponse:
 async def show(request: Request) -> JSONResponse:
     lease_id, store = _lease_id(request), _store(request).store
 
-    def read() -> tuple[Lease, list[bytes]]:
+    def read() -> tuple[Lease, float, list[bytes]]:
         lease = store.lease(lease_id)
-        return lease, lease.keys()
+        return lease, lease.remaining(), lease.keys()
 
-    lease, keys = await run_in_threadpool(read)
+    lease, remaining, keys = await run_in_threadpool(read)
     # Keys an embedded user attached outside the KV API's key space are not the client's to see.
     client_keys = [b64encode(client_key(key)) for key in keys if key.startswith(KV_PREFIX)]
-    return JSONResponse({"id": lease.id, "ttl": lease.ttl, "keys": client_keys})
+    return JSONResponse({"id": lease.id, "ttl": lease.ttl, "remaining": remaining, "keys": client_keys})
+
+
+async def every(request: Request) -> JSONResponse:
+    store = _store(request).store
+
+    def read() -> list[dict[str, object]]:
+        found = []
+        for lease in store.leases():
+            try:
+                found.append({"id": lease.id, "ttl": lease.ttl, "remaining": lease.remaining()})
+            except LeaseNotFoundError:
+                continue  # expired or revoked since it was listed
+        return found
+
+    return JSONResponse({"leases": await run_in_threadpool(read)})
 
 
 async def keepalive(request: Request) -> JSONResponse:
@@ -90,6 +107,7 @@ async def revoke(request: Request) -> JSONResponse:
 
 ROUTES = [
     route("/kv/v1/leases", grant, "POST"),
+    route("/kv/v1/leases", every, "GET"),
     route("/kv/v1/leases/{lease_id}", show, "GET"),
     route("/kv/v1/leases/{lease_id}/keepalive", keepalive, "POST"),
     route("/kv/v1/leases/{lease_id}", revoke, "DELETE"),

@@ -146,3 +146,21 @@ def test_a_later_write_in_the_batch_takes_a_key_away_from_its_lease() -> None:
     assert batch.leases == {b"c": lease}
     batch.delete(b"c")
     assert batch.leases == {}
+
+
+def test_remaining_reads_the_ttl_left_without_extending_it_and_leases_lists_the_live_ones() -> None:
+    with kvstore.open(MemoryStore(), **QUIET) as db:
+        lease = db.grant_lease(30)
+        other = db.grant_lease(60)
+        db.put(b"a", b"1", lease=lease.id)
+        seq = db.seq
+        left = lease.remaining()
+        assert 0 < left <= 30
+        assert lease.remaining() <= left  # reading it extends nothing
+        assert db.seq == seq  # and writes nothing
+        assert sorted(found.id for found in db.leases()) == sorted([lease.id, other.id])
+        assert {found.id: found.ttl for found in db.leases()} == {lease.id: 30, other.id: 60}
+        lease.revoke()
+        assert [found.id for found in db.leases()] == [other.id]
+        with pytest.raises(kvstore.LeaseNotFoundError):
+            lease.remaining()
