@@ -13,7 +13,8 @@ GET      /kv/v1/keys/{key}                      value and revision (JSON, or raw
 PUT      /kv/v1/keys/{key}                      set (JSON ``{"value", "ttl", "lease"}`` or raw body + ?ttl&lease);
                                                 ``If-Match: "rev"`` / ``If-None-Match: *``: 412 when it fails
 DELETE   /kv/v1/keys/{key}                      delete (``If-Match: "rev"``)
-GET      /kv/v1/scan                            one page: ?start&end&prefix&reverse&limit&page_size&cursor&consistency
+GET      /kv/v1/scan                            one page: ?start&end&prefix&reverse&limit&page_size&cursor&consistency;
+                                                ?revision=N: as right after commit N (every page the same N)
 POST     /kv/v1/batch                           ``{"ops": [{"op": "put"|"delete", "key", "value", "ttl",
                                                 "lease", "if_seq", "if_absent"}]}``: one commit, all or nothing
 POST     /kv/v1/txns                            begin ``{"isolation", "ttl"}`` -> ``{"id", ...}``
@@ -402,12 +403,25 @@ async def delete_key(request: Request) -> JSONResponse:
 async def scan(request: Request) -> JSONResponse:
     lo, hi, reverse, page_rows = _scan_args(request)
     consistency = consistency_param(request)
+    revision = query_number(request, "revision", int)
+    if revision is not None and consistency is not None:
+        raise ApiError(400, "ValueError", "revision and consistency exclude each other (a past revision is fixed)")
+    if revision is not None and revision < 0:
+        raise ApiError(400, "ValueError", f"revision must be >= 0, got {revision}")
     if page_rows == 0:
         return JSONResponse({"items": [], "cursor": None})
     store = _state(request).store
-    return await run_in_threadpool(
-        lambda: _page(store.scan(lo, hi, reverse=reverse, consistency=consistency), page_rows)
-    )
+    if revision is None:
+        return await run_in_threadpool(
+            lambda: _page(store.scan(lo, hi, reverse=reverse, consistency=consistency), page_rows)
+        )
+
+    def page_at() -> JSONResponse:
+        # Every page of a paged scan names the same revision, so the pages are one consistent view.
+        with store.at(revision=revision) as snap:
+            return _page(snap.scan(lo, hi, reverse=reverse), page_rows)
+
+    return await run_in_threadpool(page_at)
 
 
 async def batch(request: Request) -> JSONResponse:
@@ -534,7 +548,7 @@ ROUTES = [
     route("/kv/v1/keys/{key}", put_key, "PUT", params=("ttl", "lease")),
     route("/kv/v1/keys/{key}", delete_key, "DELETE"),
     route("/kv/v1/scan", scan, "GET",
-          params=("start", "end", "prefix", "cursor", "reverse", "page_size", "limit", "consistency")),
+          params=("start", "end", "prefix", "cursor", "reverse", "page_size", "limit", "consistency", "revision")),
     route("/kv/v1/batch", batch, "POST"),
     route("/kv/v1/txns", begin, "POST"),
     route("/kv/v1/txns/{txn_id}/keys/{key}", txn_get, "GET", params=('for_update',)),

@@ -150,3 +150,26 @@ def test_compact_refuses_reads_and_watches_below_the_floor_with_410(own_server: 
     assert status == 400 and body["error"]["type"] == "ValueError"
     status, body = call_json(own_server, "POST", "/kv/v1/compact", {"revison": third})
     assert status == 400  # an unknown field is refused, not ignored
+
+
+def test_a_scan_at_a_revision_pages_through_one_past_view(server: ServerProcess) -> None:
+    prefix = b"revscan-" + uuid.uuid4().hex.encode() + b"/"
+    with kvstore.open(server.url) as db:
+        for i in range(3):
+            db.put(prefix + b"%d" % i, b"old")
+        revision = db.put(prefix + b"3", b"old")
+        for i in range(4):
+            db.put(prefix + b"%d" % i, b"new")
+        db.delete(prefix + b"0")
+    items, cursor, query = [], None, f"prefix={path_key(prefix)}&revision={revision}&page_size=3"
+    while True:
+        status, page = call_json(server, "GET", f"/kv/v1/scan?{query}" + (f"&cursor={cursor}" if cursor else ""))
+        assert status == 200, page
+        items += page["items"]
+        cursor = page["cursor"]
+        if cursor is None:
+            break
+    assert [item[1] for item in items] == ["b2xk"] * 4  # base64 of b"old": the view at that revision
+    status, page = call_json(server, "GET", f"/kv/v1/scan?prefix={path_key(prefix)}&revision={revision}"
+                             "&consistency=serializable")
+    assert status == 400
