@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import Any, Callable, Iterator, Protocol, Self, TypeVar, runtime_checkable
+from typing import Any, Callable, Iterator, Protocol, Self, Sequence, TypeVar, runtime_checkable
 
 from kvstore.batch import WriteBatch
 from kvstore.oracle import SERIALIZABLE
@@ -169,7 +169,7 @@ class KeyValueStore(Protocol):
 
     def lease(self, lease_id: str) -> KeyValueLease: ...
 
-    def leases(self) -> list[KeyValueLease]: ...
+    def leases(self) -> Sequence[KeyValueLease]: ...
 
     def watch(self, prefix: bytes = b"", start: int | None = None, end: int | None = None) -> KeyValueWatch: ...
 

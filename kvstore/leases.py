@@ -113,7 +113,7 @@ def grant(run: Run, ttl: object) -> Lease:
 
 
 def remaining(run: Run, lease_id: str) -> float:
-    expire = run(lambda txn: _record(txn, lease_id))["expire_ms"]
+    expire: int = run(lambda txn: _record(txn, lease_id))["expire_ms"]
     return max(0.0, (expire - now_ms()) / 1000)
 
 

@@ -516,7 +516,8 @@ class Store:
 
         Raises:
             TypeError / ValueError: a bad argument.
-            SnapshotTooOldError: (while iterating) ``start`` is no longer retained.
+            SnapshotTooOldError: the start is below the compaction floor (:meth:`compact_revisions`);
+                (while iterating) ``start`` is no longer retained.
         """
         self._check_open()
         check_watch_args(prefix, start, end)
@@ -539,6 +540,9 @@ class Store:
                     if row[4] is not None]  # live keys with a TTL: the watch reports their expiry
         elif start_revision is None:
             next_revision = self._timetravel.first_revision_of(start)
+            # A version whose changes lie below the compaction floor is compacted, as a revision is.
+            if next_revision:
+                revisions.check_not_compacted(self.objects, next_revision)
         return Watch(self._chain, self._state.rows_of, lambda: self._state.version, prefix, start, end,
                      float(poll_interval_s), live, self._signal, min_seq=min_seq,
                      next_revision=next_revision)

@@ -54,11 +54,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from kvstore import SERIALIZABLE, ConflictError, PreconditionFailedError, Store, WriteBatch
+from kvstore import SERIALIZABLE, ConflictError, PreconditionFailedError, SnapshotTooOldError, Store, WriteBatch
 from kvstore.batch import check_lease_id
 from kvstore.freshness import check_consistency
 from kvstore.reader import visible_value
-from kvstore.revisions import check_not_compacted
 from service import idempotency
 from service.codec import (
     b64decode,
@@ -374,7 +373,9 @@ async def _get_at_version(request: Request, key: bytes, version: int) -> Respons
             raise ApiError(404, "NoSuchVersionError", f"version {version} does not exist yet (newest: {store.version})")
         with store.at(version) as snap:
             # A version whose commits all lie below the compaction floor is compacted, as a revision is.
-            check_not_compacted(store.objects, snap.seq)
+            floor = store.compacted_revision()
+            if snap.seq < floor:
+                raise SnapshotTooOldError(f"version {version} has been compacted (the floor is revision {floor})")
             row = snap.get_row(key)
         value = visible_value(row)
         return (None, None) if value is None or row is None else (value, int(row[1]))

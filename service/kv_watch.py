@@ -50,7 +50,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from kvstore import Store
-from kvstore.errors import SnapshotTooOldError, StoreError
+from kvstore.errors import StoreError
 from kvstore.watch import EXPIRE_EVENT, Watch, WatchEvent
 from service.codec import KV_PREFIX, b64encode, client_key, query_key, query_number
 from service.errors import ApiError
@@ -142,15 +142,8 @@ async def watch(request: Request) -> StreamingResponse:
     def open_watch() -> Watch:
         if start_revision is not None:
             return store.watch(KV_PREFIX + prefix, None, end, POLL_S, start_revision=start_revision)
-        if start is not None:
-            # The deprecated version start: refused below the compaction floor as a revision is.
-            floor = store.compacted_revision()
-            watch = store.watch(KV_PREFIX + prefix, start, end, POLL_S)
-            if floor and watch.next_revision < floor:
-                watch.close()
-                raise SnapshotTooOldError(f"version {start} has been compacted (the floor is revision {floor})")
-            return watch
-        return store.watch(KV_PREFIX + prefix, None, end, POLL_S)
+        # The deprecated version start (or none): Store.watch refuses a version below the compaction floor.
+        return store.watch(KV_PREFIX + prefix, start, end, POLL_S)
 
     watcher: Watch = await run_in_threadpool(open_watch)
     start_comment = _next(watcher)

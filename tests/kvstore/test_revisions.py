@@ -100,3 +100,21 @@ def test_the_compaction_floor_is_shared_by_every_handle_and_only_rises(tmp_path:
         with pytest.raises(TypeError):
             b.compact_revisions(2.5)  # type: ignore[arg-type]
         assert a.compacted_revision() == 2
+
+
+def test_a_watch_from_a_version_below_the_compaction_floor_is_refused_and_knows_its_revision() -> None:
+    with kvstore.open(MemoryStore(), **QUIET) as db:
+        first = db.put(b"k", b"1")
+        old = db.version
+        second = db.put(b"k", b"2")
+        newer = db.version
+        with db.watch(b"k", start=newer, end=newer) as watch:
+            assert watch.next_revision == second  # a version start knows the revision it starts at
+            assert [(e.seq, e.value) for e in watch] == [(second, b"2")]
+            assert watch.next_revision == second + 1
+        db.compact_revisions(second)
+        with pytest.raises(SnapshotTooOldError, match="compacted"):
+            db.watch(b"k", start=old)  # its changes (revision `first`) lie below the floor
+        assert first < second
+        with db.watch(b"k", start=newer, end=newer) as watch:  # at the floor: fine
+            assert [e.seq for e in watch] == [second]
