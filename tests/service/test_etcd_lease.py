@@ -146,3 +146,21 @@ def test_servers_on_one_store_share_leases(tmp_path: Path) -> None:
     finally:
         a.stop()
         b.stop()
+
+
+def test_a_lease_and_its_keys_survive_a_server_kill_with_their_deadline(lakekv: LakekvEtcd) -> None:
+    """The deadline is durable: after ``kill -9`` and a restart the lease is there with no more time than
+    before the kill (a restart grants nothing), its key still attached, and a keepalive still works."""
+    with grpc.insecure_channel(lakekv.endpoint) as channel:
+        api = stubs(channel)
+        lease = api.lease.LeaseGrant(pb.LeaseGrantRequest(TTL=60)).ID
+        api.kv.Put(pb.PutRequest(key=b"svc/alive", value=b"1", lease=lease))
+        before = api.lease.LeaseTimeToLive(pb.LeaseTimeToLiveRequest(ID=lease)).TTL
+    lakekv.kill()
+    lakekv.restart()
+    with grpc.insecure_channel(lakekv.endpoint) as channel:
+        api = stubs(channel)
+        after = api.lease.LeaseTimeToLive(pb.LeaseTimeToLiveRequest(ID=lease, keys=True))
+        assert 0 < after.TTL <= before and after.grantedTTL == 60 and list(after.keys) == [b"svc/alive"]
+        assert [kv.lease for kv in api.kv.Range(pb.RangeRequest(key=b"svc/alive")).kvs] == [lease]
+        assert [r.ID for r in api.lease.LeaseLeases(pb.LeaseLeasesRequest()).leases] == [lease]
