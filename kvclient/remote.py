@@ -147,7 +147,7 @@ class RemoteStore:
         headers = {"Idempotency-Key": uuid.uuid4().hex}  # the same key on every retry of this call
         return int(self._http.json(method, path, payload, headers=headers)["seq"])
 
-    def put(self, key: bytes, value: bytes, ttl: float | None = None, lease: str | None = None) -> int:
+    def put(self, key: bytes, value: bytes, ttl: float | None = None, lease: int | str | None = None) -> int:
         """Durably set ``key`` to ``value`` (for ``ttl`` seconds, or as long as ``lease``); return the commit's seq."""
         self._check_open()
         if lease is not None:
@@ -196,7 +196,7 @@ class RemoteStore:
         answer = self._http.json("POST", "/kv/v1/leases", {"ttl": ttl})
         return RemoteLease(self._http, answer["id"], answer["ttl"])
 
-    def lease(self, lease_id: str) -> RemoteLease:
+    def lease(self, lease_id: int | str) -> RemoteLease:
         """A handle on lease ``lease_id`` (granted by any client or process).
 
         Raises:
@@ -313,7 +313,7 @@ def open_remote(url: str, create: bool = True, **options: Any) -> RemoteStore:
 class RemoteLease:
     """A lease on the server; see :class:`kvstore.leases.Lease`."""
 
-    def __init__(self, client: HttpTransport, lease_id: str, ttl: float) -> None:
+    def __init__(self, client: HttpTransport, lease_id: int | str, ttl: float) -> None:
         self._http = client
         self.id = lease_id
         self.ttl = ttl

@@ -122,15 +122,23 @@ def scan_bounds(start: bytes | None, end: bytes | None, prefix: bytes | None) ->
 
 
 
-def check_lease_id(lease: object) -> str:
-    """``lease`` if it is a lease id (``Lease.id``: 32 lowercase hex characters).
+# A lease id: an int64 > 0, as etcd's (``Lease.id``); leases granted before ids were int64s have
+# 32 lowercase hex characters, still accepted while they live.
+LeaseId = int | str
+MAX_LEASE_ID = (1 << 63) - 1
+
+
+def check_lease_id(lease: object) -> LeaseId:
+    """``lease`` if it is a lease id (``Lease.id``: an int64 > 0, or an older lease's 32 lowercase hex characters).
 
     Raises:
         TypeError: it is not.
     """
-    if not isinstance(lease, str) or len(lease) != 32 or any(c not in "0123456789abcdef" for c in lease):
-        raise TypeError(f"a lease id is 32 lowercase hex characters (Lease.id), not {lease!r}")
-    return lease
+    if isinstance(lease, int) and not isinstance(lease, bool) and 0 < lease <= MAX_LEASE_ID:
+        return lease
+    if isinstance(lease, str) and len(lease) == 32 and all(c in "0123456789abcdef" for c in lease):
+        return lease
+    raise TypeError(f"a lease id is an int64 > 0 (Lease.id), not {lease!r}")
 
 
 def put_mutation(value: object, ttl: float | None = None) -> Mutation:
@@ -186,7 +194,7 @@ class WriteBatch:
         self._conditions: dict[bytes, int | None] = {}
         # key -> (lease id, the mutation put with it): the key is leased while that mutation is still
         # its one (a later put or delete replaces it), so no other method has to know about leases.
-        self._leases: dict[bytes, tuple[str, Mutation]] = {}
+        self._leases: dict[bytes, tuple[LeaseId, Mutation]] = {}
 
     def put(
         self,
@@ -196,7 +204,7 @@ class WriteBatch:
         *,
         if_seq: int | None = None,
         if_absent: bool = False,
-        lease: str | None = None,
+        lease: LeaseId | None = None,
     ) -> WriteBatch:
         """Set ``key`` to ``value`` (optionally expiring after ``ttl`` seconds).
 
@@ -283,7 +291,7 @@ class WriteBatch:
         return self._mutations
 
     @property
-    def leases(self) -> dict[bytes, str]:
+    def leases(self) -> dict[bytes, LeaseId]:
         """The keys put with a lease and not written again since: key -> lease id."""
         return {key: lease for key, (lease, mutation) in self._leases.items() if self._mutations.get(key) is mutation}
 

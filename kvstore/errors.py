@@ -158,7 +158,7 @@ class PreconditionFailedError(StoreError):
 class LeaseNotFoundError(StoreError):
     """The lease does not exist: it expired, was revoked, or was never granted. ``lease`` names it."""
 
-    def __init__(self, message: str = "", *, lease: str | None = None) -> None:
+    def __init__(self, message: str = "", *, lease: int | str | None = None) -> None:
         super().__init__(message)
         self.lease = lease
 

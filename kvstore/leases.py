@@ -20,10 +20,11 @@ clock, as for any TTL: keep clocks synced and TTLs far above their skew.
 from __future__ import annotations
 
 import json
-import uuid
+import secrets
 from collections.abc import Callable
 from typing import Any, Final
 
+from kvstore.batch import LeaseId
 from kvstore.errors import LeaseNotFoundError
 from kvstore.reader import now_ms
 
@@ -36,12 +37,23 @@ MAX_LEASE_TTL_S: Final = 100 * 366 * 24 * 3600.0
 Run = Callable[[Callable[[Any], Any]], Any]
 
 
-def _record_key(lease_id: str) -> bytes:
-    return _LEASE + lease_id.encode()
+def _text(lease_id: LeaseId) -> bytes:
+    """How an id is written in keys: decimal for an int64, as is for an older lease's 32 hex characters
+    (never 32 decimal digits: an int64 has at most 19)."""
+    return str(lease_id).encode()
 
 
-def _attached_prefix(lease_id: str) -> bytes:
-    return _LEASE + lease_id.encode() + b"/k/"
+def _id_of(text: bytes) -> LeaseId:
+    decoded = text.decode()
+    return int(decoded) if len(decoded) <= 19 and decoded.isdigit() else decoded
+
+
+def _record_key(lease_id: LeaseId) -> bytes:
+    return _LEASE + _text(lease_id)
+
+
+def _attached_prefix(lease_id: LeaseId) -> bytes:
+    return _LEASE + _text(lease_id) + b"/k/"
 
 
 def _check_ttl(ttl: object) -> int:
@@ -50,7 +62,7 @@ def _check_ttl(ttl: object) -> int:
     return max(1, int(ttl * 1000))
 
 
-def _record(txn: Any, lease_id: str) -> dict[str, int]:
+def _record(txn: Any, lease_id: LeaseId) -> dict[str, int]:
     raw = txn.get(_record_key(lease_id))
     if raw is None:
         raise LeaseNotFoundError(f"lease {lease_id} has expired or was revoked (or was never granted)", lease=lease_id)
@@ -61,7 +73,7 @@ def _record(txn: Any, lease_id: str) -> dict[str, int]:
 class Lease:
     """A granted lease: ``keepalive()`` before it expires, ``revoke()`` to end it with its keys."""
 
-    def __init__(self, run: Run, lease_id: str, ttl_ms: int) -> None:
+    def __init__(self, run: Run, lease_id: LeaseId, ttl_ms: int) -> None:
         self._run = run
         self.id = lease_id
         self.ttl = ttl_ms / 1000
@@ -102,7 +114,9 @@ class Lease:
 def grant(run: Run, ttl: object) -> Lease:
     """A new lease that expires ``ttl`` seconds from now unless kept alive."""
     ttl_ms = _check_ttl(ttl)
-    lease_id = uuid.uuid4().hex
+    lease_id = 0
+    while not lease_id:  # an int64 > 0, as etcd's ids
+        lease_id = secrets.randbits(63)
 
     def create(txn: Any) -> None:
         expire = now_ms() + ttl_ms
@@ -112,7 +126,7 @@ def grant(run: Run, ttl: object) -> Lease:
     return Lease(run, lease_id, ttl_ms)
 
 
-def remaining(run: Run, lease_id: str) -> float:
+def remaining(run: Run, lease_id: LeaseId) -> float:
     expire: int = run(lambda txn: _record(txn, lease_id))["expire_ms"]
     return max(0.0, (expire - now_ms()) / 1000)
 
@@ -125,19 +139,19 @@ def every(run: Run) -> list[Lease]:
         for key, raw in txn.scan(prefix=_LEASE):
             lease_id = key[len(_LEASE):]
             if b"/" not in lease_id:  # a record, not one of its attachments (lease/<id>/k/<key>)
-                found.append(Lease(run, lease_id.decode(), json.loads(raw)["ttl_ms"]))
+                found.append(Lease(run, _id_of(lease_id), json.loads(raw)["ttl_ms"]))
         return found
 
     return run(records)  # type: ignore[no-any-return]
 
 
-def attach(run: Run, lease_id: str) -> Lease:
+def attach(run: Run, lease_id: LeaseId) -> Lease:
     """A handle on an existing lease (granted by any process)."""
     record = run(lambda txn: _record(txn, lease_id))
     return Lease(run, lease_id, record["ttl_ms"])
 
 
-def attach_in(txn: Any, key: bytes, value: bytes, lease_id: str) -> None:
+def attach_in(txn: Any, key: bytes, value: bytes, lease_id: LeaseId) -> None:
     """Inside ``txn``: put ``key = value`` attached to the lease (its expiry, its bookkeeping).
 
     Raises:
@@ -145,22 +159,22 @@ def attach_in(txn: Any, key: bytes, value: bytes, lease_id: str) -> None:
     """
     expire = _record(txn, lease_id)["expire_ms"]
     txn.put(key, value, expire_at_ms=expire)
-    txn.put(_OWNER + key, lease_id.encode(), expire_at_ms=expire)
+    txn.put(_OWNER + key, _text(lease_id), expire_at_ms=expire)
     txn.put(_attached_prefix(lease_id) + key, b"", expire_at_ms=expire)
 
 
-def _attached(txn: Any, lease_id: str) -> list[bytes]:
+def _attached(txn: Any, lease_id: LeaseId) -> list[bytes]:
     prefix = _attached_prefix(lease_id)
     return [key[len(prefix):] for key, _ in txn.scan(prefix=prefix)]
 
 
-def _still_attached(txn: Any, lease_id: str, key: bytes) -> bool:
+def _still_attached(txn: Any, lease_id: LeaseId, key: bytes) -> bool:
     """The key was last put with this lease and still carries its expiry (no later plain put)."""
     expire = _record(txn, lease_id)["expire_ms"]
-    return bool(txn.get(_OWNER + key) == lease_id.encode() and txn.expires_at(key) == expire)
+    return bool(txn.get(_OWNER + key) == _text(lease_id) and txn.expires_at(key) == expire)
 
 
-def keepalive(run: Run, lease_id: str) -> float:
+def keepalive(run: Run, lease_id: LeaseId) -> float:
     def extend(txn: Any) -> float:
         record = _record(txn, lease_id)
         expire = now_ms() + record["ttl_ms"]
@@ -168,7 +182,7 @@ def keepalive(run: Run, lease_id: str) -> float:
             attachment = _attached_prefix(lease_id) + key
             if _still_attached(txn, lease_id, key):
                 txn.put(key, txn.get(key), expire_at_ms=expire)
-                txn.put(_OWNER + key, lease_id.encode(), expire_at_ms=expire)
+                txn.put(_OWNER + key, _text(lease_id), expire_at_ms=expire)
                 txn.put(attachment, b"", expire_at_ms=expire)
             else:
                 txn.delete(attachment)
@@ -179,7 +193,7 @@ def keepalive(run: Run, lease_id: str) -> float:
     return run(extend)  # type: ignore[no-any-return]
 
 
-def revoke(run: Run, lease_id: str) -> None:
+def revoke(run: Run, lease_id: LeaseId) -> None:
     def end(txn: Any) -> None:
         try:
             _record(txn, lease_id)

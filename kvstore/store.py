@@ -330,7 +330,7 @@ class Store:
 
     # -- writes --------------------------------------------------------------
 
-    def put(self, key: bytes, value: bytes, ttl: float | None = None, lease: str | None = None) -> int:
+    def put(self, key: bytes, value: bytes, ttl: float | None = None, lease: int | str | None = None) -> int:
         """Durably set ``key`` to ``value``; return the commit's seq.
 
         Args:
@@ -360,7 +360,7 @@ class Store:
         self._check_open()
         return leases.grant(self._txns.run_on_newest, ttl)
 
-    def lease(self, lease_id: str) -> leases.Lease:
+    def lease(self, lease_id: int | str) -> leases.Lease:
         """A handle on lease ``lease_id``, granted by any process (its ttl as granted).
 
         Raises:

@@ -130,10 +130,16 @@ def consistency_param(request: Request) -> str | None:
     return None if raw is None else check_consistency(raw)
 
 
-def lease_param(raw: object, what: str) -> str | None:
-    """A lease id from a request (None: no lease); 400 naming ``what`` if it is not one."""
+def lease_param(raw: object, what: str) -> int | str | None:
+    """A lease id from a request (None: no lease); 400 naming ``what`` if it is not one.
+
+    An int64 comes as a JSON number or as decimal text (a path, a query, or a JSON string as etcd's
+    gateway writes int64s); 32 hex characters name a lease granted before ids were int64s.
+    """
     if raw is None:
         return None
+    if isinstance(raw, str) and raw.isdigit() and len(raw) <= 19:
+        raw = int(raw)
     try:
         return check_lease_id(raw)
     except TypeError as exc:
@@ -166,7 +172,7 @@ def _conditions(request: Request) -> tuple[int | None, bool]:
     return int(text), False
 
 
-async def _put_body(request: Request) -> tuple[bytes, float | None, str | None]:
+async def _put_body(request: Request) -> tuple[bytes, float | None, int | str | None]:
     """The value, ttl and lease of a PUT: a raw body (+ ?ttl=&lease=) or JSON ``{"value", "ttl", "lease"}``."""
     if request.headers.get("content-type", "").startswith(OCTET_STREAM):
         return (

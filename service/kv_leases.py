@@ -36,7 +36,7 @@ def _store(request: Request) -> KvState:
     return request.app.state.kv  # type: ignore[no-any-return]
 
 
-def _lease_id(request: Request) -> str:
+def _lease_id(request: Request) -> int | str:
     lease_id = lease_param(request.path_params["lease_id"], "the lease id in the path")
     assert lease_id is not None  # a path parameter is never missing
     return lease_id
@@ -67,7 +67,7 @@ async def show(request: Request) -> JSONResponse:
 async def every(request: Request) -> JSONResponse:
     store = _store(request).store
 
-    def read() -> list[dict[str, object]]:
+    def read() -> list[dict[str, float | int | str]]:
         found = []
         for lease in store.leases():
             try:

@@ -58,7 +58,7 @@ class Compare:
 
 
 class TxnOp:
-    def __init__(self, kind: str, key: bytes, value: bytes | None, ttl: float | None, lease: str | None) -> None:
+    def __init__(self, kind: str, key: bytes, value: bytes | None, ttl: float | None, lease: int | str | None) -> None:
         self.kind, self.key, self.value, self.ttl, self.lease = kind, key, value, ttl, lease
 
     def run(self, txn: Transaction) -> dict[str, Any]:

@@ -164,3 +164,16 @@ def test_remaining_reads_the_ttl_left_without_extending_it_and_leases_lists_the_
         assert [found.id for found in db.leases()] == [other.id]
         with pytest.raises(kvstore.LeaseNotFoundError):
             lease.remaining()
+
+
+def test_lease_ids_are_int64s_as_etcds() -> None:
+    with kvstore.open(MemoryStore(), **QUIET) as db:
+        lease = db.grant_lease(30)
+        assert type(lease.id) is int and 0 < lease.id < 1 << 63
+        db.put(b"k", b"v", lease=lease.id)
+        assert db.lease(lease.id).keys() == [b"k"] and [found.id for found in db.leases()] == [lease.id]
+        for bad in (0, -1, 1 << 63, True, 1.0, str(lease.id)):
+            with pytest.raises(TypeError, match="lease id"):
+                db.put(b"other", b"v", lease=bad)  # type: ignore[arg-type]
+        with pytest.raises(kvstore.LeaseNotFoundError):
+            db.lease(lease.id + 1 if lease.id < (1 << 63) - 1 else 1)

@@ -137,6 +137,7 @@ def test_leases_over_http_and_through_the_remote_client(server: ServerProcess) -
         db.write(WriteBatch().put(other, b"too", lease=lease.id, if_absent=True))
         assert sorted(lease.keys()) == sorted([key, other])
         assert db.lease(lease.id).ttl == 1.0
+        assert type(lease.id) is int  # an int64, as etcd's, in JSON and in paths
         assert lease.id in [found.id for found in db.leases()]  # GET /kv/v1/leases
         assert 0 <= lease.remaining() <= 1.0  # read without extending it
         assert 0.5 < lease.keepalive() <= 1.0
