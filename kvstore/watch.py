@@ -182,7 +182,8 @@ class Watch:
         # Revisions: every change below _next_revision has been read (reported if under the prefix);
         # _through[v] is the last revision of version v, for versions read lately (see revision_through).
         self._next_revision = max(next_revision, min_seq)
-        self._through: dict[int, int] = {}
+        # Expiries seen before the first version read carry the version before it.
+        self._through: dict[int, int] = {start - 1: self._next_revision - 1} if self._next_revision else {}
         self._end = end
         self._poll_s = poll_interval_s
         self._closed = threading.Event()
@@ -326,7 +327,11 @@ class Watch:
         self._next_revision = max(self._next_revision, root.last_seq + 1)
         self._through[root.version] = self._next_revision - 1
         if len(self._through) > KEPT_ROOTS:
-            del self._through[next(iter(self._through))]
+            # Keep every version with an event not yet returned (a poll may return many versions);
+            # what earlier polls returned has been used by their callers.
+            keep_from = self._ready[0].version if self._ready else root.version
+            for version in [v for v in self._through if v < keep_from]:
+                del self._through[version]
         self._next += 1
 
     def _wait_s(self) -> float:

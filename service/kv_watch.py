@@ -7,11 +7,12 @@ changes after the current revision; a key's revision works, as in etcd),
 sent). A reconnecting client sends ``Last-Event-ID`` (or ``start_revision=``
 the last id + 1) and misses nothing: the events come from the version chain
 itself (:mod:`kvstore.watch`), so a server restart, or a different server on
-the same store, replays them from the same revisions. Each message carries
+the same store, replays them from the same revisions. (A numeric
+``Last-Event-ID``, from before ids were revisions, is the version it was.) Each message carries
 the events of one lakekv version (one group commit), in commit order; its id
-is the revision it is complete through::
+is ``r`` and the revision it is complete through::
 
-    id: 57
+    id: r57
     data: {"revision": 57, "version": 42, "events": [{"revision": 57, "seq": 57, "key": b64, "value": b64, "kind": "put"}]}
 
 The stream opens with the comments ``: next <version>`` and
@@ -73,9 +74,15 @@ def _start(request: Request) -> tuple[int | None, int | None]:
     if last_id is not None:
         if start_revision is not None or start is not None:
             raise ApiError(400, "ValueError", "start_revision (or start) and Last-Event-ID exclude each other")
-        if not last_id.strip().isdigit():
-            raise ApiError(400, "ValueError", f"Last-Event-ID must be a revision (a message's id), got {last_id!r}")
-        start_revision = int(last_id) + 1
+        text = last_id.strip()
+        if text.startswith("r") and text[1:].isdigit():
+            start_revision = int(text[1:]) + 1
+        elif text.isdigit():
+            # An id from before ids were revisions: a version. Unambiguous (ids are "r<revision>" now),
+            # so a client reconnecting across the upgrade resumes where it was.
+            start = int(text) + 1
+        else:
+            raise ApiError(400, "ValueError", f"Last-Event-ID must be a message's id (r<revision>), got {last_id!r}")
     if start_revision is not None and start_revision < 0:
         raise ApiError(400, "ValueError", f"start_revision must be a revision >= 0, got {start_revision}")
     if start is not None and start < 0:
@@ -117,7 +124,7 @@ def _message(watcher: Watch, version: int, events: list[WatchEvent]) -> str:
             for e in events
         ],
     }
-    return f"id: {revision}\ndata: {json.dumps(body, separators=(',', ':'))}\n\n"
+    return f"id: r{revision}\ndata: {json.dumps(body, separators=(',', ':'))}\n\n"
 
 
 def _messages(watcher: Watch, events: list[WatchEvent], last_revision: int | None) -> str:

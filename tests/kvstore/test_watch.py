@@ -158,3 +158,15 @@ def test_poll_applied_leaves_replays_and_other_processes_commits_to_poll() -> No
         other.put(b"cfg/a", b"2")  # a commit this handle has not applied
         assert replay.poll_applied() is None
         assert [e.value for e in replay.poll()] == [b"2"]
+
+
+def test_revision_through_names_each_versions_last_revision_across_a_long_replay() -> None:
+    """A poll returning many versions (more than a handle keeps in memory) still knows, for each of
+    them, the revision it is complete through: resuming after it misses and repeats nothing."""
+    with kvstore.open(MemoryStore(), **QUIET) as db:
+        start = db.refresh() + 1
+        seqs = [db.put(b"w/%03d" % i, b"v") for i in range(100)]  # one version each
+        with db.watch(b"w/", start=start, end=db.refresh()) as watch:
+            events = watch.poll()
+            assert [e.seq for e in events] == seqs
+            assert [watch.revision_through(e.version) for e in events] == seqs

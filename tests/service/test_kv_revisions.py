@@ -29,13 +29,13 @@ def _stream(server: ServerProcess, query: str, headers: dict[str, str] | None = 
         conn.close()
 
 
-def _messages(body: str) -> list[tuple[int, dict]]:
+def _messages(body: str) -> list[tuple[str, dict]]:
     """``(id, data)`` of each message of an event stream."""
     found = []
     for block in body.split("\n\n"):
         lines = dict(line.split(": ", 1) for line in block.splitlines() if line and not line.startswith(":"))
         if "data" in lines:
-            found.append((int(lines["id"]), json.loads(lines["data"])))
+            found.append((lines["id"], json.loads(lines["data"])))
     return found
 
 
@@ -76,12 +76,12 @@ def test_a_keys_revision_starts_a_watch_and_message_ids_are_revisions(server: Se
     assert seen == revisions[1:]
     # Each message's id is the revision it is complete through, so Last-Event-ID resumes right after it.
     first_id, first_data = messages[0]
-    assert first_id == first_data["revision"] >= revisions[1]
+    assert first_id == f"r{first_data['revision']}" and first_data["revision"] >= revisions[1]
     status, body = _stream(server, f"prefix={path_key(prefix)}&end_revision={revisions[-1]}",
-                           headers={"Last-Event-ID": str(first_id)})
+                           headers={"Last-Event-ID": first_id})
     assert status == 200
     assert [e["revision"] for _, data in _messages(body) for e in data["events"]] == [
-        r for r in revisions if r > first_id]
+        r for r in revisions if r > first_data["revision"]]
     # The stream says where it is in revisions as well.
     assert f": next-revision {revisions[-1] + 1}" in body
 
@@ -97,6 +97,21 @@ def test_the_deprecated_version_parameters_still_mean_versions(server: ServerPro
     assert [e["seq"] for _, data in _messages(body) for e in data["events"]] == [seq]
     status, body = call_json(server, "GET", f"/kv/v1/keys/{path_key(prefix + b'k')}?version={end}")
     assert status == 200 and body["revision"] == seq
+
+
+def test_a_numeric_last_event_id_is_an_old_version_id_and_resumes_after_that_version(server: ServerProcess) -> None:
+    prefix = b"oldid-" + uuid.uuid4().hex.encode() + b"/"
+    with kvstore.open(server.url) as db:
+        db.put(prefix + b"a", b"1")
+        version = db.refresh()
+        later = db.put(prefix + b"b", b"2")
+    status, body = _stream(server, f"prefix={path_key(prefix)}&end_revision={later}",
+                           headers={"Last-Event-ID": str(version)})
+    assert status == 200
+    assert [e["revision"] for _, data in _messages(body) for e in data["events"]] == [later]
+    status, body = _stream(server, f"prefix={path_key(prefix)}&end_revision={later}",
+                           headers={"Last-Event-ID": "v3"})
+    assert status == 400 and "r<revision>" in body
 
 
 @pytest.mark.parametrize("query", [

@@ -60,12 +60,12 @@ def test_a_watch_resumes_from_last_event_id(server: ServerProcess) -> None:
     prefix_text = __import__("base64").urlsafe_b64encode(prefix).rstrip(b"=").decode()
     # Message ids are revisions: Last-Event-ID resumes right after the first event's commit.
     conn.request("GET", f"/kv/v1/watch?prefix={prefix_text}&end_revision={seqs[-1]}",
-                 headers={"Last-Event-ID": str(first.seq)})
+                 headers={"Last-Event-ID": f"r{first.seq}"})
     response = conn.getresponse()
     body = response.read().decode()
     conn.close()
-    assert response.status == 200 and f"id: {seqs[1]}\n" in body and f"id: {seqs[2]}\n" in body
-    assert f"id: {first.seq}\n" not in body
+    assert response.status == 200 and f"id: r{seqs[1]}\n" in body and f"id: r{seqs[2]}\n" in body
+    assert f"id: r{first.seq}\n" not in body
 
 
 def test_bad_watch_arguments_are_refused_by_the_client(server: ServerProcess) -> None:
