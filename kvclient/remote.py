@@ -212,11 +212,14 @@ class RemoteStore:
         return [RemoteLease(self._http, lease["id"], lease["ttl"])
                 for lease in self._http.json("GET", "/kv/v1/leases")["leases"]]
 
-    def watch(self, prefix: bytes = b"", start: int | None = None, end: int | None = None) -> RemoteWatch:
+    def watch(
+        self, prefix: bytes = b"", start: int | None = None, end: int | None = None, *, start_revision: int | None = None
+    ) -> RemoteWatch:
         """Changes of the keys under ``prefix``, as :meth:`kvstore.store.Store.watch`, streamed by the server.
 
-        A dropped connection is resumed from the next version, so no event is
-        missed or repeated, for up to ``retry_s`` of the server being unreachable.
+        ``start_revision`` replays every change with that revision or later (a key's revision works);
+        ``start`` and ``end`` take versions. A dropped connection is resumed from the next revision, so
+        no event is missed or repeated, for up to ``retry_s`` of the server being unreachable.
 
         Raises:
             TypeError / ValueError: a bad argument. SnapshotTooOldError: (while
@@ -224,7 +227,12 @@ class RemoteStore:
         """
         self._check_open()
         check_watch_args(prefix, start, end)
-        return RemoteWatch(self._http, prefix, start, end)
+        if start_revision is not None:
+            if start is not None:
+                raise TypeError("give start= (a version) or start_revision=, not both")
+            if isinstance(start_revision, bool) or not isinstance(start_revision, int) or start_revision < 0:
+                raise TypeError(f"start_revision must be a revision (an int >= 0), not {start_revision!r}")
+        return RemoteWatch(self._http, prefix, start, end, start_revision)
 
     # -- reads -------------------------------------------------------------
 

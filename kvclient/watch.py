@@ -1,9 +1,10 @@
 """Following a ``lakekv serve`` server's changes: ``GET /kv/v1/watch`` as an iterator.
 
 The server streams server-sent events, one ``data:`` message per version
-with every event of that version, and ``: next <version>`` comments saying
-where the stream is. A dropped stream is resumed from the next version, so
-no event is missed or repeated.
+with every event of that version and the revision it is complete through,
+and ``: next <version>`` / ``: next-revision <revision>`` comments saying
+where the stream is. A dropped stream is resumed from the next revision (the
+next version if the server has not said), so no event is missed or repeated.
 """
 
 from __future__ import annotations
@@ -28,10 +29,14 @@ class RemoteWatch:
     iteration. ``next_version`` is where a later watch resumes.
     """
 
-    def __init__(self, client: HttpTransport, prefix: bytes, start: int | None, end: int | None) -> None:
+    def __init__(
+        self, client: HttpTransport, prefix: bytes, start: int | None, end: int | None, start_revision: int | None = None
+    ) -> None:
         self._http = client
         self._prefix = prefix
         self._next = start
+        # The revision to resume from, once known: a reconnect takes it rather than the version.
+        self._next_revision = start_revision
         self._end = end
         self._ready: list[WatchEvent] = []
         self._closed = threading.Event()
@@ -42,6 +47,11 @@ class RemoteWatch:
     def next_version(self) -> int | None:
         """The version the watch reads next (None before the first event of a watch without ``start``)."""
         return self._next
+
+    @property
+    def next_revision(self) -> int | None:
+        """The revision the watch reads next (None before the server has said, for a watch without a start)."""
+        return self._next_revision
 
     def close(self) -> None:
         self._closed.set()
@@ -74,7 +84,9 @@ class RemoteWatch:
 
     def _connect(self) -> http.client.HTTPResponse:
         query = {"prefix": base64.urlsafe_b64encode(self._prefix).rstrip(b"=").decode("ascii")}
-        if self._next is not None:
+        if self._next_revision is not None:
+            query["start_revision"] = str(self._next_revision)
+        elif self._next is not None:
             query["start"] = str(self._next)
         if self._end is not None:
             query["end"] = str(self._end)
@@ -114,6 +126,10 @@ class RemoteWatch:
                 # Where the stream is: its start (resume there if it drops before an
                 # event), or past ``end`` when it is over.
                 self._next = max(self._next or 0, int(line[7:]))
+            elif line.startswith(b": next-revision "):
+                revision = int(line[16:])
+                if revision > 0:  # 0: the server does not know it yet (a version start retention cut)
+                    self._next_revision = max(self._next_revision or 0, revision)
             elif line.startswith(b"data:"):
                 message = json.loads(line[5:])
                 version = int(message["version"])
@@ -125,4 +141,6 @@ class RemoteWatch:
                     ))
                 # Every event of a version comes in one message: resume after it.
                 self._next = max(self._next or 0, version + 1)
+                if "revision" in message:  # complete through that revision
+                    self._next_revision = max(self._next_revision or 0, int(message["revision"]) + 1)
         return self._ready.pop(0)

@@ -171,7 +171,9 @@ class KeyValueStore(Protocol):
 
     def leases(self) -> Sequence[KeyValueLease]: ...
 
-    def watch(self, prefix: bytes = b"", start: int | None = None, end: int | None = None) -> KeyValueWatch: ...
+    def watch(
+        self, prefix: bytes = b"", start: int | None = None, end: int | None = None, *, start_revision: int | None = None
+    ) -> KeyValueWatch: ...
 
     # -- transactions ---------------------------------------------------------
 

@@ -188,3 +188,15 @@ def test_a_scan_at_a_revision_pages_through_one_past_view(server: ServerProcess)
     status, page = call_json(server, "GET", f"/kv/v1/scan?prefix={path_key(prefix)}&revision={revision}"
                              "&consistency=serializable")
     assert status == 400
+
+
+def test_the_remote_client_watches_from_a_keys_revision(server: ServerProcess) -> None:
+    prefix = b"remoterev-" + uuid.uuid4().hex.encode() + b"/"
+    with kvstore.open(server.url) as db:
+        first = db.put(prefix + b"a", b"1")
+        second = db.put(prefix + b"a", b"2")
+        with db.watch(prefix, start_revision=second, end=db.refresh()) as watch:
+            assert [(e.seq, e.value) for e in watch] == [(second, b"2")]
+            assert watch.next_revision == second + 1
+        with pytest.raises(TypeError):
+            db.watch(prefix, start=1, start_revision=first)
