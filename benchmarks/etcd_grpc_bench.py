@@ -3,7 +3,7 @@
 Usage::
 
     make -o .venv/.lakekv-installed etcd-bench     # builds the tool and the peers, then runs this
-    python benchmarks/etcd_grpc_bench.py [--clients 16,64] [--puts 3000] [--gets 6000] [--cas 2000]
+    python benchmarks/etcd_grpc_bench.py [--clients 16,64] [--puts 8000] [--gets 16000] [--cas 4000]
         [--watch-puts 300] [--systems lakekv,etcd-3.5.1,etcd-3.7.3,kine] [--no-check-perf] [--starts 3]
 
 Every server listens on 127.0.0.1 on free ports, runs with its defaults and
@@ -88,6 +88,7 @@ class Peer:
     name: str
     kind: str  # lakekv | etcd | kine
     binary: Path | None = None
+    source: Path = REPO  # lakekv: the source tree it runs from (--ab-base adds a second one)
 
     def command(self, data_dir: Path, port: int) -> list[str]:
         if self.kind == "lakekv":
@@ -115,10 +116,11 @@ class Running:
         self.port = free_port()
         self.data_dir = tmp / f"{peer.name}-{tag}"
         self.log_path = tmp / f"{peer.name}-{tag}.log"
+        env = dict(os.environ, PYTHONPATH=str(peer.source)) if peer.kind == "lakekv" else None
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 self.peer.command(self.data_dir, self.port), stdout=log, stderr=subprocess.STDOUT,
-                cwd=tmp,  # kine writes nothing outside its DSN, but keep any stray ./db here
+                cwd=tmp, env=env,  # kine writes nothing outside its DSN, but keep any stray ./db here
             )
         self.started_at = time.monotonic()
 
@@ -167,10 +169,12 @@ class Running:
         return self.log_path.read_text(errors="replace")[-4000:]
 
 
-def available_peers(wanted: set[str]) -> tuple[list[Peer], list[str]]:
+def available_peers(wanted: set[str], ab_base: Path | None = None) -> tuple[list[Peer], list[str]]:
     peers, skipped = [], []
     if "lakekv" in wanted:
         peers.append(Peer("lakekv", "lakekv"))
+    if ab_base is not None:
+        peers.append(Peer("lakekv-base", "lakekv", source=ab_base.resolve()))
     if "etcd-3.5.1" in wanted:
         peers.append(Peer("etcd-3.5.1", "etcd", etcd_binary()))
     for name, kind, binary in ((f"etcd-{NEWEST_ETCD}", "etcd", PEERS / "etcd"), ("kine", "kine", PEERS / "kine")):
@@ -239,7 +243,7 @@ def check_perf(server: Running) -> dict[str, Any]:
     began = time.monotonic()
     done = etcdctl(server, "check", "perf", "--load=s", timeout=300)
     text = done.stdout + done.stderr
-    checks = [line.strip() for line in text.splitlines() if re.match(r"\s*(PASS|FAIL)", line)]
+    checks = re.findall(r"(?:PASS|FAIL)(?:: [^\r\n]*)?", text)
     return {"passed": done.returncode == 0 and "FAIL" not in text, "returncode": done.returncode,
             "checks": checks, "seconds": round(time.monotonic() - began, 1),
             "output_tail": "" if done.returncode == 0 else text[-1500:]}
@@ -327,20 +331,22 @@ def _client_counts(text: str) -> list[int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=_client_counts, default=[16, 64])
-    parser.add_argument("--puts", type=int, default=3000, help="puts per measurement (default 3000)")
-    parser.add_argument("--cas", type=int, default=2000, help="CAS txns per measurement (default 2000)")
-    parser.add_argument("--gets", type=int, default=6000, help="gets per measurement (default 6000)")
+    parser.add_argument("--puts", type=int, default=8000, help="puts per measurement (default 8000)")
+    parser.add_argument("--cas", type=int, default=4000, help="CAS txns per measurement (default 4000)")
+    parser.add_argument("--gets", type=int, default=16000, help="gets per measurement (default 16000)")
     parser.add_argument("--watch-puts", type=int, default=300, help="puts the watch measurement times (default 300)")
     parser.add_argument("--systems", default=f"lakekv,etcd-3.5.1,etcd-{NEWEST_ETCD},kine")
     parser.add_argument("--workloads", default="put,cas,get,watch")
     parser.add_argument("--no-check-perf", action="store_true", help="skip etcdctl check perf (60 s per system)")
     parser.add_argument("--starts", type=int, default=3, help="start-to-healthy runs per system (0: none)")
+    parser.add_argument("--ab-base", type=Path, default=None,
+                        help="also run lakekv from this source tree (e.g. a worktree of the base commit) as lakekv-base")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     args = parser.parse_args()
     if not TOOL.exists():
         print(f"no {TOOL}: run `make -o .venv/.lakekv-installed etcd-benchmark` first", file=sys.stderr)
         return 2
-    peers, skipped = available_peers({s.strip() for s in args.systems.split(",")})
+    peers, skipped = available_peers({s.strip() for s in args.systems.split(",")}, args.ab_base)
     for note in skipped:
         print(f"skipping {note}", flush=True)
     workloads = [w.strip() for w in args.workloads.split(",")]
@@ -376,7 +382,7 @@ def main() -> int:
                         print(json.dumps({"row": row}), flush=True)
             if not args.no_check_perf:
                 for server in servers:
-                    if server.peer.name in ("lakekv", "etcd-3.5.1"):
+                    if server.peer.kind == "lakekv" or server.peer.name == "etcd-3.5.1":
                         # A quiet machine for it: the others idle meanwhile (check perf is a latency test).
                         check = check_perf(server)
                         results["check_perf"][server.peer.name] = check
@@ -387,7 +393,7 @@ def main() -> int:
         for run in range(args.starts):
             order = peers if run % 2 == 0 else peers[::-1]
             for peer in order:
-                if peer.name not in ("lakekv", "etcd-3.5.1", f"etcd-{NEWEST_ETCD}"):
+                if peer.kind == "kine":
                     continue
                 server = Running(peer, tmp, f"start{run}")
                 try:
