@@ -101,8 +101,10 @@ class _Hub:
         self._wakes.discard(wake)
 
     def _on_version(self, version: int) -> None:  # on the thread that applied the version
-        assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._wake_all)
+        loop = self._loop
+        # A commit applied while the server shuts down (its loop closed, stop() not run) has no watcher to wake.
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake_all)
 
     def _wake_all(self) -> None:
         for wake in self._wakes:
