@@ -90,7 +90,7 @@ $(ETCD_PEERS)/kine: benchmarks/etcd_peers/kine/go.mod benchmarks/etcd_peers/kine
 	cd benchmarks/etcd_peers/kine && GOPATH=$(GO_CACHE) GOFLAGS=-modcacherw CGO_ENABLED=1 go build -o $(CURDIR)/$@ github.com/k3s-io/kine
 
 # Acceptance 4 of issue 36: lakekv beside etcd 3.5.1, the newest etcd and
-# kine, through etcd's own benchmark tool (about 15 minutes on 2 cores).
+# kine, through etcd's own benchmark tool (about 8 minutes on 2 cores).
 etcd-bench: $(STAMP) etcd-benchmark etcd-peers
 	$(PY) benchmarks/etcd_grpc_bench.py
 
