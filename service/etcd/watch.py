@@ -4,8 +4,12 @@ Each watcher follows the store's version chain from its start revision
 (``Store.watch(start_revision=...)``: a replay of retained history, then the
 head), so it sees every server's and process's commits in revision order.
 A caught-up watcher reads the versions its own server applied from memory
-(``poll_applied``) and is woken by ``Store.subscribe``; otherwise it reads
-root files on a worker thread.
+(``poll_applied``); it reads root files on a worker thread only to catch up
+or for a version too large to hold. The server's watchers share one
+:class:`_Hub`: one ``Store.subscribe`` that wakes them all per version, and
+one probe of storage for other servers' commits (``Store.refresh`` every
+:data:`POLL_INTERVAL_S`, which applies them and so wakes the watchers), not
+one per watcher.
 
 As in etcd (``server/etcdserver/api/v3rpc/watch.go``): a create is
 answered with ``created`` at once (its header revision is the revision the
@@ -30,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Final
 
 import grpc.aio
@@ -71,11 +75,67 @@ class _Watcher:
         self.latest: dict[bytes, kv_pb2.KeyValue | None] = {}
 
 
-class _Stream:
-    """One Watch call: the requests it reads, the watchers it runs, the responses it sends."""
+class _Hub:
+    """What every watcher of a server shares: one subscription to the versions the store handle
+    applies (one wake-up of the loop per version, which wakes every watcher) and one probe of
+    storage for other servers' commits every :data:`POLL_INTERVAL_S` (a ``refresh`` on a worker
+    thread, skipped while a local directory's head beacon says nothing moved), instead of one
+    subscription and one storage probe per watcher."""
 
     def __init__(self, context: EtcdContext) -> None:
         self._context = context
+        self._wakes: set[asyncio.Event] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self._prober: asyncio.Task[None] | None = None
+
+    def join(self, wake: asyncio.Event) -> None:
+        """Set ``wake`` whenever the store handle applies a version (call on the loop)."""
+        if self._unsubscribe is None:
+            self._loop = asyncio.get_running_loop()
+            self._unsubscribe = self._context.store.subscribe(self._on_version)
+            self._prober = asyncio.create_task(self._probe_forever())
+        self._wakes.add(wake)
+
+    def leave(self, wake: asyncio.Event) -> None:
+        self._wakes.discard(wake)
+
+    def _on_version(self, version: int) -> None:  # on the thread that applied the version
+        loop = self._loop
+        # A commit applied while the server shuts down (its loop closed, stop() not run) has no watcher to wake.
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake_all)
+
+    def _wake_all(self) -> None:
+        for wake in self._wakes:
+            wake.set()
+
+    async def _probe_forever(self) -> None:
+        store = self._context.store
+        while True:
+            await asyncio.sleep(POLL_INTERVAL_S)
+            if not self._wakes or store.reads_without_waiting():
+                continue
+            try:
+                await self._context.blocking(store.refresh)
+            except StoreError as exc:  # the watchers' own polls meet it and cancel with its status
+                _log.debug("watch probe failed (will retry): %s", exc)
+
+    async def stop(self) -> None:
+        if self._prober is not None:
+            self._prober.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._prober
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+
+
+class _Stream:
+    """One Watch call: the requests it reads, the watchers it runs, the responses it sends."""
+
+    def __init__(self, context: EtcdContext, hub: _Hub) -> None:
+        self._context = context
+        self._hub = hub
         self._out: asyncio.Queue[pb.WatchResponse | BaseException | None] = asyncio.Queue()
         self._watchers: dict[int, _Watcher] = {}
         self._next_id = 0
@@ -165,27 +225,28 @@ class _Stream:
 
     async def _follow(self, watcher: _Watcher) -> None:
         store = self._context.store
-        loop = asyncio.get_running_loop()
         wake = asyncio.Event()
-        def on_version(version: int) -> None:
-            loop.call_soon_threadsafe(wake.set)
-
-        unsubscribe = store.subscribe(on_version)
+        self._hub.join(wake)
         try:
             try:
                 watcher.watch = await self._context.blocking(
                     lambda: store.watch(NAMESPACE, poll_interval_s=POLL_INTERVAL_S, start_revision=watcher.start)
                 )
+                caught_up = False
                 while True:
                     wake.clear()
                     events = watcher.watch.poll_applied()
-                    if events is None:
+                    # Storage is read here only to catch up, or for a version this handle applied but
+                    # does not hold (a large commit); other servers' commits reach the handle through
+                    # the hub's probe, which wakes every watcher once they are applied.
+                    if events is None and (not caught_up or watcher.watch.next_version <= store.version):
                         events = await self._context.blocking(watcher.watch.poll)
+                        caught_up = caught_up or not events
                     if events:
                         await self._send(watcher, events)
                         continue
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(wake.wait(), timeout=max(watcher.watch.wait_s, 0.001))
+                        await asyncio.wait_for(wake.wait(), timeout=POLL_INTERVAL_S)
             except SnapshotTooOldError:
                 floor = await self._context.blocking(self._compacted_floor, watcher.start)
                 self._watchers.pop(watcher.id, None)
@@ -200,7 +261,7 @@ class _Stream:
                     header=self._header(), watch_id=watcher.id, canceled=True, cancel_reason=status[1],
                 ))
         finally:
-            unsubscribe()
+            self._hub.leave(wake)
             if watcher.watch is not None:
                 watcher.watch.close()
 
@@ -300,7 +361,9 @@ class WatchServicer(rpc_pb2_grpc.WatchServicer):
     def __init__(self, context: EtcdContext) -> None:
         self._context = context
         self._streams: set[_Stream] = set()
+        self._hub = _Hub(context)
         context.on_stop.append(self._end_streams)
+        context.after_stop.append(self._hub.stop)
 
     def _end_streams(self) -> None:
         """The server is stopping: end every watch stream now (clients reconnect and resume)."""
@@ -310,7 +373,7 @@ class WatchServicer(rpc_pb2_grpc.WatchServicer):
     async def Watch(
         self, request_iterator: AsyncIterator[pb.WatchRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.WatchResponse]:
-        stream = _Stream(self._context)
+        stream = _Stream(self._context, self._hub)
         self._streams.add(stream)
         try:
             async for response in stream.serve(request_iterator):
