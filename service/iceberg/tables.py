@@ -11,8 +11,10 @@ in the lakehouse is the location of its current metadata JSON. A commit:
    transaction's, snapshot);
 2. checks the client's requirements with pyiceberg's own models
    (``AssertRefSnapshotId`` etc.): a failure is ``CommitFailedException``, 409;
-3. applies the updates with pyiceberg's ``update_table_metadata``: an unknown
-   or invalid update is 400 (unknown ones already fail to parse);
+3. applies the updates with pyiceberg's ``update_table_metadata``, sort order
+   ids assigned as Iceberg's reference builder assigns them
+   (:mod:`service.iceberg.updates`): an unknown or invalid update is 400
+   (unknown ones already fail to parse);
 4. writes the new metadata file under the table location (inside the warehouse;
    the table properties that name where files go must lie under the location,
    see :meth:`Warehouse.check_write_paths`);
@@ -49,6 +51,7 @@ from kvstore.errors import ConflictError
 from service.errors import ApiError
 from service.iceberg import native
 from service.iceberg.names import table_name
+from service.iceberg.updates import as_reference
 from service.iceberg.warehouse import Warehouse
 
 ICEBERG: Final = "iceberg"
@@ -133,7 +136,7 @@ def _apply(warehouse: Warehouse, base: Current | None, request: CommitTableReque
     try:
         metadata = update_table_metadata(
             base_metadata=base_metadata if base_metadata is not None else _empty_metadata(),
-            updates=request.updates,
+            updates=as_reference(base_metadata, request.updates),
             enforce_validation=base is None,
             metadata_location=base.metadata_location if base else None,
         )

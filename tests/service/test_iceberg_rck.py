@@ -87,10 +87,6 @@ _V3 = "format-version 3: pyiceberg 0.12 writes no v3 metadata (create answers 40
 KNOWN_FAILING: dict[str, str] = {
     f"{CATALOG_TESTS}.testCreateTableWithDefaultColumnValue()": _V3,
     f"{CATALOG_TESTS}.createTableTransaction(int)[3]": _V3,
-    f"{CATALOG_TESTS}.testConcurrentReplaceTransactionSortOrderConflict()": (
-        "tables: a replace transaction's add-sort-order whose order already exists is refused "
-        "(400 'Sort-order with id 1 already exists') instead of reusing it (service/iceberg/tables.py)"
-    ),
 }
 
 # AssertJ's wording when only a message check failed (the exception's class matched).
