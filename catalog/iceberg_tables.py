@@ -21,6 +21,12 @@ lost and nothing is committed twice.
 
 A table adopted with REST ``registerTable`` carries :data:`REGISTERED_PROPERTY`:
 another catalog owns its metadata, so it is read here, never written.
+
+A format version 3 table (made by an Iceberg engine over REST) is read here
+as any other: pyiceberg 0.12 plans and reads it with its columns' default
+values and deletion vectors. It is not written here: pyiceberg 0.12 writes
+no version 3 manifests, so a write is refused before anything is written
+(:func:`check_format_writable`).
 """
 
 from __future__ import annotations
@@ -63,6 +69,8 @@ REGISTERED_PROPERTY: Final = "lakekv.registered"
 # winner's state, so only sustained contention on one table exhausts this.
 MAX_COMMIT_ATTEMPTS: Final = 16
 _LOST_RACE: Final = (RetryableConflictError, StaleObservationError, CommitFailedException)
+# The newest table format version pyiceberg 0.12 writes (it reads version 3 too).
+WRITABLE_FORMAT_VERSION: Final = 2
 # Parsed metadata files kept in memory: a metadata file never changes once written.
 _METADATA_CACHE_ENTRIES: Final = 128
 _metadata_cache: OrderedDict[str, TableMetadata] = OrderedDict()
@@ -276,6 +284,20 @@ def check_writable(name: str, properties: dict[str, str]) -> None:
         )
 
 
+def check_format_writable(name: str, metadata: TableMetadata) -> None:
+    """Refuse a write to a table of a format version pyiceberg does not write.
+
+    Raises:
+        ValueError: naming the table and its format version.
+    """
+    if metadata.format_version > WRITABLE_FORMAT_VERSION:
+        raise ValueError(
+            f"table {name!r} is an Iceberg format-version {metadata.format_version} table: the Python API and Spark read it "
+            f"but write only format versions up to {WRITABLE_FORMAT_VERSION} (pyiceberg 0.12 writes no version "
+            f"{metadata.format_version} manifests); write it with an Iceberg engine through the REST API"
+        )
+
+
 def commit_retrying(host: Any, name: str, table_id: str, metadata_location: str, change: Callable[[IcebergTable], None]) -> int | None:
     """Run ``change`` (a pyiceberg write that commits) on the table; on a lost pointer race, redo it on the winner's state.
 
@@ -302,6 +324,7 @@ def commit_retrying(host: Any, name: str, table_id: str, metadata_location: str,
                 raise NoSuchTableError(f"table {name!r} was dropped while it was being written")
             location = definition.metadata_location
         table, catalog = load(host, name, table_id, location)
+        check_format_writable(name, table.metadata)
         try:
             change(table)
         except _LOST_RACE:
@@ -366,11 +389,13 @@ def write_data_files(metadata_location: str, data: pa.Table) -> list[Any]:
     """Write ``data`` as Iceberg data files of the table at ``metadata_location``; commit nothing.
 
     Raises:
-        ValueError: ``data`` does not fit the table's schema (pyiceberg's check, naming the columns).
+        ValueError: ``data`` does not fit the table's schema (pyiceberg's check, naming the columns),
+            or the table's format version is not written here (:func:`check_format_writable`).
     """
     from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible, _dataframe_to_data_files
 
     metadata = read_metadata(metadata_location)
+    check_format_writable(metadata.location, metadata)
     _check_pyarrow_schema_compatible(metadata.schema(), provided_schema=data.schema, format_version=metadata.format_version)
     if not data.num_rows:
         return []
