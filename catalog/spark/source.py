@@ -374,7 +374,9 @@ class LakehouseWriter(DataSourceArrowWriter):
         self._iceberg_metadata = table.metadata_location if table.format == iceberg_tables.ICEBERG else None
         self._iceberg_io: dict[str, str] = {}  # its FileIO's storage options (catalog.iceberg_tables.io_properties)
         if self._iceberg_metadata is not None:
-            self._iceberg_io = dict(table.iceberg_table().io.properties)
+            iceberg = table.iceberg_table()
+            iceberg_tables.check_format_writable(table.name, iceberg.metadata)  # before any task writes
+            self._iceberg_io = dict(iceberg.io.properties)
             iceberg_tables.check_writable(table.name, table.properties)
             if overwrite:
                 raise ValueError(
