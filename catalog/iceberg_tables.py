@@ -21,6 +21,12 @@ lost and nothing is committed twice.
 
 A table adopted with REST ``registerTable`` carries :data:`REGISTERED_PROPERTY`:
 another catalog owns its metadata, so it is read here, never written.
+
+A format version 3 table (made by an Iceberg engine over REST) is read here
+as any other: pyiceberg 0.12 plans and reads it with its columns' default
+values and deletion vectors. It is not written here: pyiceberg 0.12 writes
+no version 3 manifests, so a write is refused before anything is written
+(:func:`check_format_writable`).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Mapping
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Callable, Final, cast
@@ -50,6 +57,7 @@ from catalog.errors import NoSuchTableError, RetryableConflictError, StaleObserv
 from catalog.ops import CommitMetadata
 from catalog.predicates import And, Compare, Const, IsIn, IsNull, Not, NotNull, Or, Pred, StartsWith, from_expression
 from catalog.schema import with_field_id
+from kvstore.objstore.base import ObjectStore
 
 # pyiceberg's expression classes take positional arguments at run time, but
 # their pydantic-derived signatures hide that from mypy: built through Any.
@@ -63,18 +71,50 @@ REGISTERED_PROPERTY: Final = "lakekv.registered"
 # winner's state, so only sustained contention on one table exhausts this.
 MAX_COMMIT_ATTEMPTS: Final = 16
 _LOST_RACE: Final = (RetryableConflictError, StaleObservationError, CommitFailedException)
+# The newest table format version pyiceberg 0.12 writes (it reads version 3 too).
+WRITABLE_FORMAT_VERSION: Final = 2
 # Parsed metadata files kept in memory: a metadata file never changes once written.
 _METADATA_CACHE_ENTRIES: Final = 128
 _metadata_cache: OrderedDict[str, TableMetadata] = OrderedDict()
 _metadata_lock = threading.Lock()
 
 
-def file_io(location: str) -> FileIO:
-    """pyiceberg's FileIO for a table location or metadata file (by its scheme)."""
-    return load_file_io(properties={}, location=location)
+# pyiceberg's FileIO property for each S3 option a lakehouse's store is opened with
+# (kvstore.objstore.factory: given, from the store URL's query, or from the AWS_* variables).
+_S3_PROPERTIES: Final = {
+    "endpoint_url": "s3.endpoint", "key": "s3.access-key-id", "secret": "s3.secret-access-key", "token": "s3.session-token",
+}
 
 
-def read_metadata(location: str) -> TableMetadata:
+def io_properties(objects: ObjectStore) -> dict[str, str]:
+    """pyiceberg FileIO properties that reach S3 as the lakehouse's object store ``objects`` does.
+
+    A REST-made table's files are in the warehouse, which may lie outside the
+    lakehouse's root but is on the storage the server reaches with the same
+    endpoint and credentials. Without these, pyiceberg's FileIO would go to
+    AWS's default endpoint with whatever credentials it finds itself.
+    Empty for a store that is not on S3.
+    """
+    store: Any = objects
+    while hasattr(store, "inner"):  # ForwardingStore, LmdbCommitStore: the store they wrap
+        store = store.inner
+    if not str(getattr(store, "url", "")).startswith("s3://"):
+        return {}
+    # The s3fs filesystem's constructor arguments (fsspec's public ``storage_options``).
+    options = dict(getattr(store.fs, "storage_options", {}))
+    out = {prop: str(options[name]) for name, prop in _S3_PROPERTIES.items() if options.get(name)}
+    region = (options.get("client_kwargs") or {}).get("region_name")
+    if region:
+        out["s3.region"] = str(region)
+    return out
+
+
+def file_io(location: str, properties: Mapping[str, str] | None = None) -> FileIO:
+    """pyiceberg's FileIO for a table location or metadata file (by its scheme), with :func:`io_properties`."""
+    return load_file_io(properties=dict(properties or {}), location=location)
+
+
+def read_metadata(location: str, properties: Mapping[str, str] | None = None) -> TableMetadata:
     """The parsed metadata file at ``location`` (cached: metadata files are immutable).
 
     Raises:
@@ -86,7 +126,7 @@ def read_metadata(location: str) -> TableMetadata:
             _metadata_cache.move_to_end(location)
             return cached
     try:
-        metadata = FromInputFile.table_metadata(file_io(location).new_input(location))
+        metadata = FromInputFile.table_metadata(file_io(location, properties).new_input(location))
     except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         raise UnreadableMetadataError(f"cannot read Iceberg metadata at {location!r}: {exc}") from None
     _remember(location, metadata)
@@ -210,8 +250,8 @@ def _convert(pred: Pred, exact: bool, negated: bool) -> Any:
 class HostCatalog(NoopCatalog):
     """pyiceberg's catalog seam for ONE lakehouse table: a commit is a pointer swap through its host.
 
-    Only :meth:`commit_table` is served (pyiceberg's ``Table`` calls nothing
-    else on a commit); every other catalog method is ``NoopCatalog``'s
+    Only :meth:`commit_table` and :meth:`load_table` are served (pyiceberg's
+    ``Table`` calls nothing else on a commit); every other catalog method is ``NoopCatalog``'s
     ``NotImplementedError``: names, namespaces and views go through the
     lakehouse's own API.
     """
@@ -222,6 +262,25 @@ class HostCatalog(NoopCatalog):
         self._name = name
         self._table_id = table_id
         self.version: int | None = None  # the lakehouse version of the last commit (None: staged)
+
+    def load_table(self, identifier: str | tuple[str, ...]) -> IcebergTable:
+        """The table's newest state as the host sees it.
+
+        pyiceberg asks for it when a change turned out to write nothing (a
+        delete that matched no row): it refreshes to check the change against
+        what was committed meanwhile, instead of committing.
+
+        Raises:
+            NoSuchTableError: the table was dropped.
+        """
+        with self._host.reading() as reader:
+            definition = reader.table_def(self._table_id)
+        if definition is None or definition.metadata_location is None:
+            raise NoSuchTableError(f"table {self._name!r} was dropped while it was being written")
+        location = definition.metadata_location
+        properties = io_properties(self._host.objects)
+        return IcebergTable(tuple(self._name.split(".")), read_metadata(location, properties), location,
+                            file_io(location, properties), self)
 
     def commit_table(self, table: IcebergTable, requirements: tuple[Any, ...], updates: tuple[Any, ...]) -> CommitTableResponse:
         """Check ``requirements`` on the metadata the change was built on, write the new metadata file, swap the pointer.
@@ -236,7 +295,7 @@ class HostCatalog(NoopCatalog):
             requirement.validate(base)
         metadata = update_table_metadata(base_metadata=base, updates=updates, metadata_location=previous)
         location = next_metadata_location(metadata, previous)
-        io = file_io(location)
+        io = table.io  # the host's storage options (see load)
         ToOutputFile.table_metadata(metadata, io.new_output(location))
         try:
             self.version = self._host.submit(
@@ -250,17 +309,26 @@ class HostCatalog(NoopCatalog):
 
 
 def load(host: Any, name: str, table_id: str, metadata_location: str) -> tuple[IcebergTable, HostCatalog]:
-    """pyiceberg's ``Table`` for lakehouse table ``name`` at ``metadata_location``, committing through ``host``."""
+    """pyiceberg's ``Table`` for lakehouse table ``name`` at ``metadata_location``, committing through ``host``.
+
+    Its FileIO reaches storage as the host's object store does
+    (:func:`io_properties`; ``table.io.properties`` carries them to Spark's tasks).
+    """
     catalog = HostCatalog(host, name, table_id)
     identifier = tuple(name.split("."))
-    table = IcebergTable(identifier, read_metadata(metadata_location), metadata_location, file_io(metadata_location), catalog)
+    properties = io_properties(host.objects)
+    table = IcebergTable(identifier, read_metadata(metadata_location, properties), metadata_location,
+                         file_io(metadata_location, properties), catalog)
     return table, catalog
 
 
-def read_only(metadata_location: str) -> IcebergTable:
-    """pyiceberg's ``Table`` at ``metadata_location`` for reading only (a Spark read task's: it commits nothing)."""
-    return IcebergTable(("lakekv", "read"), read_metadata(metadata_location), metadata_location,
-                        file_io(metadata_location), NoopCatalog("lakekv"))
+def read_only(metadata_location: str, properties: Mapping[str, str] | None = None) -> IcebergTable:
+    """pyiceberg's ``Table`` at ``metadata_location`` for reading only (a Spark read task's: it commits nothing).
+
+    ``properties``: the FileIO properties of the table it was planned from (:func:`io_properties`).
+    """
+    return IcebergTable(("lakekv", "read"), read_metadata(metadata_location, properties), metadata_location,
+                        file_io(metadata_location, properties), NoopCatalog("lakekv"))
 
 
 def check_writable(name: str, properties: dict[str, str]) -> None:
@@ -273,6 +341,20 @@ def check_writable(name: str, properties: dict[str, str]) -> None:
         raise ValueError(
             f"table {name!r} was registered from another catalog (REST registerTable), which owns its metadata: "
             "it is read-only here; write it through that catalog"
+        )
+
+
+def check_format_writable(name: str, metadata: TableMetadata) -> None:
+    """Refuse a write to a table of a format version pyiceberg does not write.
+
+    Raises:
+        ValueError: naming the table and its format version.
+    """
+    if metadata.format_version > WRITABLE_FORMAT_VERSION:
+        raise ValueError(
+            f"table {name!r} is an Iceberg format-version {metadata.format_version} table: the Python API and Spark read it "
+            f"but write only format versions up to {WRITABLE_FORMAT_VERSION} (pyiceberg 0.12 writes no version "
+            f"{metadata.format_version} manifests); write it with an Iceberg engine through the REST API"
         )
 
 
@@ -302,6 +384,7 @@ def commit_retrying(host: Any, name: str, table_id: str, metadata_location: str,
                 raise NoSuchTableError(f"table {name!r} was dropped while it was being written")
             location = definition.metadata_location
         table, catalog = load(host, name, table_id, location)
+        check_format_writable(name, table.metadata)
         try:
             change(table)
         except _LOST_RACE:
@@ -362,19 +445,23 @@ def scan_batches(
 # -- writes -----------------------------------------------------------------------------
 
 
-def write_data_files(metadata_location: str, data: pa.Table) -> list[Any]:
+def write_data_files(metadata_location: str, data: pa.Table, properties: Mapping[str, str] | None = None) -> list[Any]:
     """Write ``data`` as Iceberg data files of the table at ``metadata_location``; commit nothing.
 
+    ``properties``: the FileIO properties of the table's host (:func:`io_properties`).
+
     Raises:
-        ValueError: ``data`` does not fit the table's schema (pyiceberg's check, naming the columns).
+        ValueError: ``data`` does not fit the table's schema (pyiceberg's check, naming the columns),
+            or the table's format version is not written here (:func:`check_format_writable`).
     """
     from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible, _dataframe_to_data_files
 
-    metadata = read_metadata(metadata_location)
+    metadata = read_metadata(metadata_location, properties)
+    check_format_writable(metadata.location, metadata)
     _check_pyarrow_schema_compatible(metadata.schema(), provided_schema=data.schema, format_version=metadata.format_version)
     if not data.num_rows:
         return []
-    return list(_dataframe_to_data_files(table_metadata=metadata, df=data, io=file_io(metadata_location)))
+    return list(_dataframe_to_data_files(table_metadata=metadata, df=data, io=file_io(metadata_location, properties)))
 
 
 def append_files(host: Any, name: str, table_id: str, metadata_location: str, files: list[Any]) -> int | None:
@@ -391,7 +478,8 @@ def append_files(host: Any, name: str, table_id: str, metadata_location: str, fi
 
 def append(host: Any, name: str, table_id: str, metadata_location: str, data: pa.Table) -> int | None:
     """Append ``data``: its files written once, then committed by :func:`append_files`."""
-    return append_files(host, name, table_id, metadata_location, write_data_files(metadata_location, data))
+    files = write_data_files(metadata_location, data, io_properties(host.objects))
+    return append_files(host, name, table_id, metadata_location, files)
 
 
 def overwrite(host: Any, name: str, table_id: str, metadata_location: str, data: pa.Table, expr: pc.Expression | None) -> int | None:

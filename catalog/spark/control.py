@@ -1057,12 +1057,15 @@ class ControlPlane:
 
     def _plan_iceberg(self, table: catalog.Table, expression: Any) -> dict[str, Any]:
         """pyiceberg's plan of an iceberg table's scan. Spark's own reader takes it (``parquet_field_ids``)
-        only when no file has delete files, every file lies under the store root, and the table has no
-        name mapping (files added without field ids, which Spark's reader matches columns by)."""
+        only when no file has delete files, every file lies under the store root, the table has no
+        name mapping (files added without field ids, which Spark's reader matches columns by), and its format
+        version is below 3 (column default values)."""
         iceberg = table.iceberg_table()
         tasks = iceberg_tables.plan(iceberg, expression)
         files = []
-        jvm = "schema.name-mapping.default" not in iceberg.metadata.properties
+        # A version 3 table's columns may have default values that older files
+        # lack: Spark's reader would read them as NULL, pyiceberg's fills them in.
+        jvm = "schema.name-mapping.default" not in iceberg.metadata.properties and iceberg.metadata.format_version < 3
         for task in tasks:
             relative = self._relative(task.file.file_path)
             jvm = jvm and relative is not None and not task.delete_files

@@ -117,15 +117,17 @@ class IcebergPartition(InputPartition):
     """One Spark input partition of an iceberg table: the data files (full URIs) of pyiceberg's plan
     at ``metadata_location`` that this task reads, each with its delete files."""
 
-    def __init__(self, metadata_location: str, paths: list[str], table_schema: pa.Schema) -> None:
+    def __init__(self, metadata_location: str, paths: list[str], table_schema: pa.Schema, io_properties: dict[str, str]) -> None:
         self.metadata_location = metadata_location
         self.paths = paths
         self.table_schema = table_schema
+        self.io_properties = io_properties  # pyiceberg's FileIO reaches S3 as the lakehouse's store does
 
 
 def _iceberg_partitions(table: catalog.Table, expression: Any, target_bytes: int) -> list[InputPartition]:
     """pyiceberg's plan of ``table`` packed into partitions of about ``target_bytes``."""
-    tasks = iceberg_tables.plan(table.iceberg_table(), expression)
+    iceberg = table.iceberg_table()
+    tasks = iceberg_tables.plan(iceberg, expression)
     groups: list[list[str]] = [[]]
     size = 0
     for task in tasks:
@@ -135,7 +137,8 @@ def _iceberg_partitions(table: catalog.Table, expression: Any, target_bytes: int
         groups[-1].append(task.file.file_path)
         size += task.file.file_size_in_bytes
     metadata_location = str(table.metadata_location)
-    return [IcebergPartition(metadata_location, paths, table.schema) for paths in groups if paths]
+    properties = dict(iceberg.io.properties)
+    return [IcebergPartition(metadata_location, paths, table.schema, properties) for paths in groups if paths]
 
 
 def _read_iceberg(partition: IcebergPartition) -> Iterator[pa.RecordBatch]:
@@ -144,7 +147,7 @@ def _read_iceberg(partition: IcebergPartition) -> Iterator[pa.RecordBatch]:
     from pyiceberg.io.pyarrow import ArrowScan
 
     wanted = set(partition.paths)
-    table = iceberg_tables.read_only(partition.metadata_location)
+    table = iceberg_tables.read_only(partition.metadata_location, partition.io_properties)
     tasks = [t for t in iceberg_tables.plan(table, None) if t.file.file_path in wanted]
     scan = ArrowScan(table.metadata, table.io, table.metadata.schema(), AlwaysTrue())
     for batch in scan.to_record_batches(tasks):
@@ -369,7 +372,11 @@ class LakehouseWriter(DataSourceArrowWriter):
         self._overwrite = overwrite
         # An iceberg table's rows are written by pyiceberg's writer as of this metadata (see catalog.iceberg_tables).
         self._iceberg_metadata = table.metadata_location if table.format == iceberg_tables.ICEBERG else None
+        self._iceberg_io: dict[str, str] = {}  # its FileIO's storage options (catalog.iceberg_tables.io_properties)
         if self._iceberg_metadata is not None:
+            iceberg = table.iceberg_table()
+            iceberg_tables.check_format_writable(table.name, iceberg.metadata)  # before any task writes
+            self._iceberg_io = dict(iceberg.io.properties)
             iceberg_tables.check_writable(table.name, table.properties)
             if overwrite:
                 raise ValueError(
@@ -440,7 +447,7 @@ class LakehouseWriter(DataSourceArrowWriter):
         if not batches:
             return WrittenFiles()
         data = pa.Table.from_batches(batches)
-        files = iceberg_tables.write_data_files(self._iceberg_metadata, data)
+        files = iceberg_tables.write_data_files(self._iceberg_metadata, data, self._iceberg_io)
         # A pyiceberg DataFile pickles without its spec id (when it has one): it travels beside it.
         return WrittenFiles(iceberg=[(f, _spec_id(f)) for f in files])
 
@@ -527,7 +534,7 @@ class LakehouseWriter(DataSourceArrowWriter):
         paths = [entry["path"] for message in messages if isinstance(message, WrittenFiles) for entry in message.files]
         stray = [f.file_path for m in messages if isinstance(m, WrittenFiles) for f, _ in m.iceberg]
         for uri in stray:  # never committed: no snapshot can reference them
-            iceberg_tables.file_io(uri).delete(uri)
+            iceberg_tables.file_io(uri, self._iceberg_io).delete(uri)
         if not paths:
             return
         objects = open_store(self._options.lakehouse, **self._options.storage_options)

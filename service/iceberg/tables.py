@@ -11,8 +11,10 @@ in the lakehouse is the location of its current metadata JSON. A commit:
    transaction's, snapshot);
 2. checks the client's requirements with pyiceberg's own models
    (``AssertRefSnapshotId`` etc.): a failure is ``CommitFailedException``, 409;
-3. applies the updates with pyiceberg's ``update_table_metadata``: an unknown
-   or invalid update is 400 (unknown ones already fail to parse);
+3. applies the updates with pyiceberg's ``update_table_metadata``, where
+   Iceberg's reference builder differs (sort order ids, format version 3) as
+   it does (:mod:`service.iceberg.updates`): an unknown or invalid update is
+   400 (unknown ones already fail to parse);
 4. writes the new metadata file under the table location (inside the warehouse;
    the table properties that name where files go must lie under the location,
    see :meth:`Warehouse.check_write_paths`);
@@ -40,7 +42,7 @@ from pyiceberg.table import CommitTableRequest
 from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadata, TableMetadataV1, new_table_metadata
 from pyiceberg.table.sorting import SortOrder
-from pyiceberg.table.update import AssertCreate, SetLocationUpdate, update_table_metadata
+from pyiceberg.table.update import AssertCreate, SetLocationUpdate
 
 import catalog
 from catalog import iceberg_derived
@@ -49,6 +51,7 @@ from kvstore.errors import ConflictError
 from service.errors import ApiError
 from service.iceberg import native
 from service.iceberg.names import table_name
+from service.iceberg import updates
 from service.iceberg.warehouse import Warehouse
 
 ICEBERG: Final = "iceberg"
@@ -131,11 +134,9 @@ def _apply(warehouse: Warehouse, base: Current | None, request: CommitTableReque
         if isinstance(update, SetLocationUpdate):
             warehouse.check(update.location, "set-location")
     try:
-        metadata = update_table_metadata(
-            base_metadata=base_metadata if base_metadata is not None else _empty_metadata(),
-            updates=request.updates,
-            enforce_validation=base is None,
-            metadata_location=base.metadata_location if base else None,
+        metadata = updates.apply(
+            base_metadata if base_metadata is not None else _empty_metadata(), request.updates,
+            enforce_validation=base is None, metadata_location=base.metadata_location if base else None,
         )
     except (ValueError, ValidationError) as exc:
         raise ApiError(400, "BadRequestException", f"cannot apply updates: {exc}") from None
@@ -305,6 +306,7 @@ def create_table(
         )
     except ValueError as exc:
         raise ApiError(400, "BadRequestException", f"invalid table definition: {exc}") from None
+    metadata = updates.with_row_lineage(updates.with_defaults(metadata, request.table_schema))
     if request.stage_create:
         # Nothing is written until the client commits, but its writer puts
         # data files under the location first (DuckDB's CTAS): it must exist.

@@ -14,6 +14,7 @@ Metadata files never change once written, so parsed ones are cached by location.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import unicodedata
@@ -23,14 +24,21 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Final
 
-from pyiceberg.io import load_file_io
-from pyiceberg.serializers import FromInputFile, ToOutputFile
+from pyiceberg.io import OutputFile, load_file_io
+from pyiceberg.serializers import Compressor, FromInputFile, ToOutputFile
 from pyiceberg.table.metadata import TableMetadata
 
 from service.errors import ApiError
 
 # Parsed metadata files kept in memory; each is a few KB to a few MB.
 _METADATA_CACHE_ENTRIES: Final = 256
+
+
+def _write_v3(metadata: TableMetadata, output: OutputFile) -> None:
+    """Write version 3 ``metadata`` as pyiceberg writes versions 1 and 2 (compressed as the location's suffix says)."""
+    body = json.dumps(metadata.model_dump(mode="json", by_alias=True, exclude_none=True)).encode()
+    with output.create(overwrite=False) as stream:
+        stream.write(Compressor.get_compressor(output.location).bytes_compressor()(body))
 
 
 def to_uri(location: str) -> str:
@@ -250,21 +258,15 @@ class Warehouse:
     def write_metadata(self, metadata: TableMetadata, location: str) -> None:
         """Write ``metadata`` to ``location``.
 
-        Raises:
-            ApiError: 400 naming the format version pyiceberg's writer does not
-                support (version 3 today); nothing is left at ``location``.
+        Version 3 metadata is serialized here (pyiceberg 0.12 reads it and
+        refuses to write it): the same pydantic model, dumped as the REST
+        responses dump it.
         """
         io = load_file_io(properties={}, location=location)
-        try:
+        if metadata.format_version >= 3:
+            _write_v3(metadata, io.new_output(location))
+        else:
             ToOutputFile.table_metadata(metadata, io.new_output(location))
-        except NotImplementedError as exc:
-            # pyiceberg refuses while serializing, after it created the (fresh,
-            # unreferenced) file: remove the empty file it leaves.
-            io.delete(location)
-            raise ApiError(
-                400, "BadRequestException",
-                f"cannot write format-version {metadata.format_version} table metadata: {exc}",
-            ) from None
         self._remember(location, metadata)
 
     def read_metadata(self, location: str) -> TableMetadata:

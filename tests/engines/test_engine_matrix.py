@@ -263,33 +263,38 @@ AFTER_ROW_CHANGES: Rows = [(1, "eu", 1.5, "a"), (3, "apac", None, "c"), (4, "eu"
 
 
 @pytest.fixture(scope="module")
-def changed(engines: Engines) -> Iterator[dict[str, str]]:
+def changed(engines: Engines) -> Iterator[dict[str, Written]]:
     """Tables after ``DELETE WHERE id = 2`` and ``UPDATE SET amount = 40 WHERE id = 4``: from
-    Spark (native table) and from DuckDB (its own REST-created table; it writes delete files)."""
+    Spark (native table) and from DuckDB (its own REST-created table; it writes delete files);
+    each with its state before the changes."""
 
-    class Tables(dict[str, str]):
-        def __missing__(self, changer: str) -> str:
+    class Tables(dict[str, Written]):
+        def __missing__(self, changer: str) -> Written:
             name = f"matrix_rows_{changer}.t"
             if changer == "spark":
-                write_spark(engines, name, [FIRST + SECOND])
+                (before,) = write_spark(engines, name, [FIRST + SECOND])
                 engines.spark.sql(f"DELETE FROM {SPARK_CATALOG}.{name} WHERE id = 2")
                 engines.spark.sql(f"UPDATE {SPARK_CATALOG}.{name} SET amount = 40.0 WHERE id = 4")
             else:
-                write_duckdb(engines, name, [FIRST + SECOND])
+                (before,) = write_duckdb(engines, name, [FIRST + SECOND])
                 with engines.duckdb() as con:
                     con.execute(f"DELETE FROM lake.{name} WHERE id = 2")
                     con.execute(f"UPDATE lake.{name} SET amount = 40.0 WHERE id = 4")
-            self[changer] = name
-            return name
+            self[changer] = Written(name, before)
+            return self[changer]
 
     yield Tables()
 
 
 @pytest.mark.parametrize(("changer", "reader"), cells(("spark", "duckdb")))
 def test_every_reader_reads_rows_deleted_and_updated_by_spark_and_by_duckdb(
-    engines: Engines, changed: dict[str, str], changer: str, reader: str
+    engines: Engines, changed: dict[str, Written], changer: str, reader: str
 ) -> None:
-    assert READERS[reader](engines, changed[changer], None, "now") == expected(AFTER_ROW_CHANGES)
+    table = changed[changer]
+    assert READERS[reader](engines, table.name, None, "now") == expected(AFTER_ROW_CHANGES)
+    # The state before, by snapshot id (lakehouse version for lakekv readers): the delete (files, for
+    # DuckDB's merge-on-read) must not reach back to it. By timestamp: the cells above, for time.
+    assert READERS[reader](engines, table.name, table.first, "snapshot") == expected(FIRST + SECOND)
 
 
 def test_duckdb_delete_and_update_on_a_native_table_are_refused_and_change_nothing(engines: Engines) -> None:

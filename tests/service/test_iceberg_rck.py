@@ -81,17 +81,10 @@ OFF_BY_KIT = frozenset({
     f"{VIEW_TESTS}.listViewsInEmptyNamespace()",
 })
 
-_V3 = "format-version 3: pyiceberg 0.12 writes no v3 metadata (create answers 400; staged create omits next-row-id)"
 # Failing for causes in code owned by other work on issue 34; each one passing
-# again fails this test until it is taken off the list.
-KNOWN_FAILING: dict[str, str] = {
-    f"{CATALOG_TESTS}.testCreateTableWithDefaultColumnValue()": _V3,
-    f"{CATALOG_TESTS}.createTableTransaction(int)[3]": _V3,
-    f"{CATALOG_TESTS}.testConcurrentReplaceTransactionSortOrderConflict()": (
-        "tables: a replace transaction's add-sort-order whose order already exists is refused "
-        "(400 'Sort-order with id 1 already exists') instead of reusing it (service/iceberg/tables.py)"
-    ),
-}
+# again fails this test until it is taken off the list. Empty: every test the
+# kit runs passes or is allow-listed in the docs.
+KNOWN_FAILING: dict[str, str] = {}
 
 # AssertJ's wording when only a message check failed (the exception's class matched).
 _MESSAGE_ONLY = re.compile(

@@ -10,7 +10,9 @@ DuckDB read.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -219,4 +221,33 @@ def test_insert_overwrite_is_refused_by_name(spark: SparkSession, ns: str, rest:
     name, _ = events(rest, ns)
     with pytest.raises(PySparkException, match=r"events.*INSERT OVERWRITE"):
         spark.sql(f"INSERT OVERWRITE {name} VALUES (1, 'a', 1.0)")
+    assert rows(spark, f"SELECT count(*) FROM {name}") == [(5,)]
+
+
+def test_a_format_v3_table_reads_its_column_defaults_and_refuses_writes(
+    spark: SparkSession, ns: str, rest: RestCatalog, rest_server: ServerProcess
+) -> None:
+    """Upgraded to format version 3 by an Iceberg engine, with a column whose initial default the files
+    written before it lack: Spark reads the default (pyiceberg's reader; Spark's own would read NULL)."""
+    name, table = events(rest, ns, "v3")
+    body = {
+        "requirements": [{"type": "assert-table-uuid", "uuid": str(table.metadata.table_uuid)}],  # type: ignore[attr-defined]
+        "updates": [
+            {"action": "upgrade-format-version", "format-version": 3},
+            {"action": "add-schema", "schema": {"type": "struct", "schema-id": 1, "fields": [
+                *[f.model_dump(mode="json", by_alias=True, exclude_none=True) for f in table.schema().fields],  # type: ignore[attr-defined]
+                {"id": 4, "name": "flag", "required": False, "type": "int", "initial-default": 7, "write-default": 7},
+            ]}},
+            {"action": "set-current-schema", "schema-id": -1},
+        ],
+    }
+    request = urllib.request.Request(
+        f"{rest_server.url}/v1/namespaces/{short(ns)}/tables/v3", data=json.dumps(body).encode(), method="POST",
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert json.load(response)["metadata"]["format-version"] == 3
+    assert rows(spark, f"SELECT id, flag FROM {name}") == [(1, 7), (2, 7), (3, 7), (4, 7), (5, 7)]
+    with pytest.raises(PySparkException, match="format-version 3 table"):
+        spark.sql(f"INSERT INTO {name} VALUES (6, 'f', 6.0, 1)")
     assert rows(spark, f"SELECT count(*) FROM {name}") == [(5,)]
