@@ -26,7 +26,7 @@ from catalog.arguments import checked
 from catalog.access import CatalogReader
 from catalog.context import LakeContext
 from catalog.datafiles import DataFile, read_file, write_files
-from catalog.errors import UnreadableMetadataError
+from catalog.errors import NoSuchTableError, UnreadableMetadataError
 from catalog.names import Namespace, join
 from catalog.ops import Append, Delete, Op, Overwrite, UpdateProperties, UpdateSchema
 from catalog.planning import matches, prune
@@ -206,9 +206,23 @@ class Table:
             raise UnreadableMetadataError(f"iceberg table {self.name!r}: {exc}") from None
 
     def _iceberg_writable(self) -> str:
-        """The metadata location a write starts from; refuses a table another catalog owns."""
+        """The metadata location a write starts from: the table's current one, not the handle's.
+
+        A write planned on the metadata this handle was loaded with would miss
+        rows committed since (its own appends included): a delete of them would
+        find nothing, commit nothing, and so lose no race to correct it.
+        Refuses a table another catalog owns.
+        """
         iceberg_tables.check_writable(self.name, self._properties)
-        return str(self._iceberg()[0].metadata_location)  # read (and cached) here: unreadable metadata names the table
+        with self._host.reading() as reader:
+            current = reader.table_def(self.id)
+        if current is None or current.metadata_location is None:
+            raise NoSuchTableError(f"table {self.name!r} was dropped after it was loaded")
+        try:  # read (and cached) here: unreadable metadata names the table
+            table = iceberg_tables.load(self._host, self.name, self.id, current.metadata_location)[0]
+        except UnreadableMetadataError as exc:
+            raise UnreadableMetadataError(f"iceberg table {self.name!r}: {exc}") from None
+        return str(table.metadata_location)
 
     def _conformed(self, data: object) -> pa.Table:
         self._require_native("write_files")

@@ -183,6 +183,21 @@ def test_a_handle_loaded_before_a_client_commit_appends_on_top_of_it(
     assert ids == [1, 2, 3, 4, 5, 100, 200]
 
 
+def test_a_handle_deletes_and_overwrites_rows_committed_after_it_was_loaded(
+    lake: catalog.Lakehouse, rest: RestCatalog, ns: str
+) -> None:
+    # A write starts from the table's current pointer, not the handle's: a delete planned on the
+    # loaded metadata would find nothing to delete, commit nothing, and lose no race (a silent no-op).
+    name = events(rest, ns)
+    table = lake.load_table(name)
+    table.append(pa.table({"id": [6], "name": ["own"]}))
+    table.delete(pc.field("id") == 6)
+    rest.load_table(name).append(pa.table({"id": [100], "name": ["client"]}, schema=EVENTS))
+    table.delete(pc.field("id") == 100)
+    table.overwrite(pa.table({"id": [7], "name": ["new"]}), pc.field("id") >= 5)
+    assert rows(lake.load_table(name).scan(columns=["id"]).to_arrow()) == [(1,), (2,), (3,), (4,), (7,)]
+
+
 def test_appends_in_a_transaction_are_one_version(lake: catalog.Lakehouse, rest: RestCatalog, ns: str) -> None:
     a, b = events(rest, ns, "a"), events(rest, ns, "b")
     before = lake.refresh()
