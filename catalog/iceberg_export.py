@@ -45,10 +45,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from catalog import keys
-from catalog.records import VIEW, Pointer, TableDef
+from catalog.records import ICEBERG, VIEW, Pointer, TableDef
 from kvstore.objstore import ObjectStore
 
-ICEBERG: Final = "iceberg"
 # Position delete files' column of data file paths (the Iceberg spec's reserved field id).
 _DELETE_FILE_PATH_ID: Final = 2147483546
 _POSITION_DELETES: Final = 1

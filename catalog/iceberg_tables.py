@@ -55,6 +55,7 @@ from pyiceberg.table.update import update_table_metadata
 from catalog.datafiles import DataFile
 from catalog.errors import NoSuchTableError, RetryableConflictError, StaleObservationError, UnreadableMetadataError
 from catalog.ops import CommitMetadata
+from catalog.records import ICEBERG as ICEBERG  # re-exported: callers name it through this module
 from catalog.predicates import And, Compare, Const, IsIn, IsNull, Not, NotNull, Or, Pred, StartsWith, from_expression
 from catalog.schema import with_field_id
 from kvstore.objstore.base import ObjectStore
@@ -63,7 +64,6 @@ from kvstore.objstore.base import ObjectStore
 # their pydantic-derived signatures hide that from mypy: built through Any.
 ice: Any = expressions
 
-ICEBERG: Final = "iceberg"
 # Set (to "true") on a table adopted with REST registerTable: its metadata
 # belongs to another catalog, whose own commits this lakehouse never sees.
 REGISTERED_PROPERTY: Final = "lakekv.registered"

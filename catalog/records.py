@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Final
 
 import pyarrow as pa
 
@@ -17,7 +17,10 @@ from catalog.schema import by_id, schema_from_json, schema_to_json
 
 TABLE = "table"
 VIEW = "view"
-FORMATS = ("parquet", "iceberg")
+PARQUET: Final = "parquet"
+# A table whose Iceberg metadata its clients write (REST-made); see catalog.iceberg_tables.
+ICEBERG: Final = "iceberg"
+FORMATS = (PARQUET, ICEBERG)
 
 
 def _dump(d: dict[str, Any]) -> bytes:

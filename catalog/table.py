@@ -16,25 +16,30 @@ swap through the same host (:mod:`catalog.iceberg_tables`).
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import Any, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from catalog import iceberg_tables
 from catalog.arguments import checked
 from catalog.access import CatalogReader
 from catalog.context import LakeContext
 from catalog.datafiles import DataFile, read_file, write_files
 from catalog.errors import NoSuchTableError, UnreadableMetadataError
+from catalog.lazy_module import LazyModule
 from catalog.names import Namespace, join
 from catalog.ops import Append, Delete, Op, Overwrite, UpdateProperties, UpdateSchema
 from catalog.planning import matches, prune
 from catalog.predicates import check_expression
-from catalog.records import TableDef
+from catalog.records import ICEBERG, TableDef
 from catalog.schema import SchemaChange, check_column_name, conform
 from kvstore.objstore.base import ObjectStore
 from kvstore.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from catalog import iceberg_tables
+else:  # it imports pyiceberg (about 1 s), which only tables of that format need
+    iceberg_tables = LazyModule("catalog.iceberg_tables")
 
 
 class TableHost(Protocol):
@@ -135,7 +140,7 @@ class Table:
         An iceberg table's is its Iceberg metadata's current schema (as of the
         metadata location the table was loaded with).
         """
-        if self._def.format == iceberg_tables.ICEBERG:
+        if self._def.format == ICEBERG:
             if self._iceberg_schema is None:  # the handle is a snapshot: its schema never changes
                 self._iceberg_schema = iceberg_tables.arrow_schema(self._iceberg()[0].metadata)
             return self._iceberg_schema
@@ -269,7 +274,7 @@ class Table:
             LockConflictError: a durable transaction's lock forbids it.
         """
         self._host.check_writable()
-        if self._def.format == iceberg_tables.ICEBERG:
+        if self._def.format == ICEBERG:
             location = self._iceberg_writable()
             return iceberg_tables.append(self._host, self.name, self.id, location, to_table(data))
         files = self._write(data)
@@ -365,7 +370,7 @@ class Table:
         from pyiceberg.manifest import DataFile as IcebergDataFile
 
         self._host.check_writable()
-        if self._def.format != iceberg_tables.ICEBERG:
+        if self._def.format != ICEBERG:
             raise ValueError(f"table {self.name!r} is a native parquet table: commit its files with commit_files")
         if not all(isinstance(f, IcebergDataFile) for f in added):
             raise TypeError(f"table {self.name!r}: added must be a list of pyiceberg DataFile")
@@ -382,7 +387,7 @@ class Table:
         Raises:
             ValueError: the table is a native parquet table.
         """
-        if self._def.format != iceberg_tables.ICEBERG:
+        if self._def.format != ICEBERG:
             raise ValueError(f"table {self.name!r} is a native parquet table: it has no client-written Iceberg metadata")
         return self._iceberg()[0]
 
@@ -406,7 +411,7 @@ class Table:
         """
         expr = self._filter(filter)
         self._host.check_writable()  # before any file is written: a refused write leaves none behind
-        if self._def.format == iceberg_tables.ICEBERG:
+        if self._def.format == ICEBERG:
             location = self._iceberg_writable()
             new = to_table(data)
             if expr is not None and new.num_rows and (pc.sum(matches(new, expr)).as_py() or 0) != new.num_rows:
@@ -440,7 +445,7 @@ class Table:
         expr = self._filter(filter)
         if expr is None:
             raise ValueError("delete needs a filter (to remove every row, overwrite with an empty table)")
-        if self._def.format == iceberg_tables.ICEBERG:
+        if self._def.format == ICEBERG:
             return iceberg_tables.delete(self._host, self.name, self.id, self._iceberg_writable(), expr)
         return self._host.submit(Delete(table=self.name, table_id=self.id, filter=expr))
 
@@ -485,7 +490,7 @@ class Table:
         statistics (they stay in the Iceberg manifests).
         """
         expr = self._filter(filter)
-        if self._def.format == iceberg_tables.ICEBERG:
+        if self._def.format == ICEBERG:
             return [iceberg_tables.as_data_file(task) for task in iceberg_tables.plan(self._iceberg()[0], expr)]
         with self._host.reading() as r:
             if r.recorded is not None:
@@ -536,7 +541,7 @@ class Scan:
         """The matching rows as record batches, file by file, holding only the selected columns and at most ``limit`` rows."""
         schema = self.table.schema
         out_schema = pa.schema([schema.field(c) for c in self.columns]) if self.columns is not None else schema
-        if self.table.format == iceberg_tables.ICEBERG:
+        if self.table.format == ICEBERG:
             yield from iceberg_tables.scan_batches(self.table._iceberg()[0], self.filter, self.columns, self.limit, out_schema)
             return
         remaining = self.limit

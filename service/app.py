@@ -38,7 +38,6 @@ from kvstore.errors import StoreError
 from service import durable_api, kv_api, kv_leases, kv_txn, kv_watch, spark_control
 from service.etcd import gateway as etcd_gateway
 from service.iceberg import routes as iceberg_routes
-from service.iceberg.warehouse import Warehouse
 from service.config import ServerConfig
 from service.errors import ApiError, error_response, to_api_error
 from service.metrics import Metrics, MetricsAndAccessLog
@@ -94,6 +93,8 @@ def create_app(config: ServerConfig) -> Starlette:
         txns = TxnRegistry(store, config.max_open_txns, config.max_txn_ttl_s)
         app.state.kv = kv_api.KvState(config, store, txns, metrics)
         try:
+            from service.iceberg.warehouse import Warehouse
+
             warehouse: Warehouse | None = Warehouse.for_lakehouse(config.url, config.warehouse)
         except ValueError as exc:
             warehouse = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Final, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -21,11 +21,12 @@ from starlette.routing import Match, Route
 import catalog
 from catalog import errors as catalog_errors
 from catalog.maintenance import purge_dropped
+from catalog.lazy_module import LazyModule
+from catalog.records import ICEBERG
 from kvstore.errors import ConflictError, StoreError
 from service.codec import query_bool, read_json
 from service.routing import route
 from service.errors import ApiError
-from service.iceberg import tables, views
 from service.iceberg.names import (
     identifier_from_json,
     identifier_to_json,
@@ -34,10 +35,20 @@ from service.iceberg.names import (
     parts_of,
     table_name,
 )
-from service.iceberg.warehouse import Warehouse
 from service.metrics import Metrics
 
+if TYPE_CHECKING:
+    from service.iceberg import tables, views
+    from service.iceberg.warehouse import Warehouse
+else:
+    # The handlers' modules import pyiceberg (about 1 s): loaded at the first
+    # Iceberg request, not when the server starts, so `lakekv serve` listens
+    # (and its etcd and KV APIs answer) without waiting for it.
+    tables = LazyModule("service.iceberg.tables")
+    views = LazyModule("service.iceberg.views")
+
 T = TypeVar("T")
+
 
 _log = logging.getLogger("lakekv.serve")
 
@@ -322,7 +333,7 @@ async def drop_table(request: Request) -> Response:
 def _drop_table(state: _Enabled, name: str, purge: bool) -> None:
     table = state.lake.load_table(name)
     locations: list[str] = []
-    if purge and table.format == tables.ICEBERG:
+    if purge and table.format == ICEBERG:
         # Checked before anything is dropped: a location from before
         # confinement that escapes the warehouse, or overlaps another table's
         # or the store, refuses the purge (drop without purge still works).
@@ -334,7 +345,7 @@ def _drop_table(state: _Enabled, name: str, purge: bool) -> None:
     # purged and purge_dropped deletes them before the answer, as Spark's
     # DROP TABLE ... PURGE does. An Iceberg table's files are known only to
     # its metadata: its location is deleted here.
-    native_purge = purge and table.format != tables.ICEBERG
+    native_purge = purge and table.format != ICEBERG
     state.lake.drop_table(name, purge=native_purge)
     if native_purge:
         purge_dropped(state.lake.context, table.id)

@@ -22,13 +22,17 @@ import urllib.parse
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Final
-
-from pyiceberg.io import OutputFile, load_file_io
-from pyiceberg.serializers import Compressor, FromInputFile, ToOutputFile
-from pyiceberg.table.metadata import TableMetadata
+from typing import TYPE_CHECKING, Final
 
 from service.errors import ApiError
+
+if TYPE_CHECKING:
+    from pyiceberg.io import OutputFile
+    from pyiceberg.table.metadata import TableMetadata
+
+# pyiceberg is imported where metadata is first written or read, not with this
+# module: it takes about 1 s, which `lakekv serve` would otherwise pay before
+# it listens (the etcd API and the KV API never need it).
 
 # Parsed metadata files kept in memory; each is a few KB to a few MB.
 _METADATA_CACHE_ENTRIES: Final = 256
@@ -36,6 +40,8 @@ _METADATA_CACHE_ENTRIES: Final = 256
 
 def _write_v3(metadata: TableMetadata, output: OutputFile) -> None:
     """Write version 3 ``metadata`` as pyiceberg writes versions 1 and 2 (compressed as the location's suffix says)."""
+    from pyiceberg.serializers import Compressor
+
     body = json.dumps(metadata.model_dump(mode="json", by_alias=True, exclude_none=True)).encode()
     with output.create(overwrite=False) as stream:
         stream.write(Compressor.get_compressor(output.location).bytes_compressor()(body))
@@ -262,6 +268,9 @@ class Warehouse:
         refuses to write it): the same pydantic model, dumped as the REST
         responses dump it.
         """
+        from pyiceberg.io import load_file_io
+        from pyiceberg.serializers import ToOutputFile
+
         io = load_file_io(properties={}, location=location)
         if metadata.format_version >= 3:
             _write_v3(metadata, io.new_output(location))
@@ -277,6 +286,9 @@ class Warehouse:
                 reference catalog answers: a table whose current metadata file
                 was deleted is damaged, and a cached copy must not hide that.
         """
+        from pyiceberg.io import load_file_io
+        from pyiceberg.serializers import FromInputFile
+
         input_file = load_file_io(properties={}, location=location).new_input(location)
         with self._cache_lock:
             cached = self._cache.get(location)
@@ -298,6 +310,8 @@ class Warehouse:
 
     def delete_file(self, location: str) -> None:
         """Remove a metadata file this server wrote but never published (a lost race)."""
+        from pyiceberg.io import load_file_io
+
         load_file_io(properties={}, location=location).delete(location)
         self._forget(location)
 
