@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
@@ -181,3 +182,8 @@ def test_write_ordered_by_sorts_and_ranges_the_files(spark: SparkSession, ns: st
     with pytest.raises(Exception, match="no column 'nope'"):  # Spark's UNSUPPORTED_TABLE_CHANGE, carrying ours
         spark.sql(f"ALTER TABLE {ns}.plain SET TBLPROPERTIES ('write.ordered-by' = 'nope')")
     assert "write.ordered-by" not in lake.load_table(f"{short(ns)}.plain").properties
+    # A write that cannot honour it (the Python source: nanosecond timestamps) is refused, not unordered.
+    nanos = lake.create_table(f"{short(ns)}.nanos", pa.schema([("k", pa.int64()), ("t", pa.timestamp("ns"))]), properties={"write.ordered-by": "k"})
+    with pytest.raises(PySparkException, match="honoured by Spark's own Parquet writer only"):
+        spark.sql(f"INSERT INTO {ns}.nanos VALUES (1, TIMESTAMP_NTZ '2026-11-27 08:00:00')")
+    assert nanos.scan().count() == 0

@@ -65,6 +65,17 @@ final class WriteOrder {
         return spec == null || spec.isBlank() ? Distributions.unspecified() : Distributions.ordered(order);
     }
 
+    /** A write that cannot honour {@value #PROPERTY} (through the Python source) is refused while the table has it. */
+    static void refuseUnhonoured(LakehouseTable table) {
+        String spec = table.properties.get(PROPERTY);
+        if (spec != null && !spec.isBlank()) {
+            throw new LakehouseException.InvalidArgument("invalid_argument", "write into " + table.name()
+                    + ": table property " + PROPERTY + " is honoured by Spark's own Parquet writer only, and this table's"
+                    + " storage (or a column type) is written through the Python source here; UNSET the property to"
+                    + " write unordered. Nothing was written");
+        }
+    }
+
     private static RuntimeException invalid(LakehouseTable table, String why) {
         return new LakehouseException.InvalidArgument("invalid_argument", "table property " + PROPERTY + " of "
                 + table.name() + ": " + why.toLowerCase(Locale.ROOT).charAt(0) + why.substring(1) + "; nothing was written");
