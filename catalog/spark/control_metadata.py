@@ -49,6 +49,7 @@ from catalog.schema import field_id
 from catalog.spark.errors import ProtocolError
 from catalog.spark.types import spark_type
 from catalog.timetravel import HistoryEntry
+from kvstore.errors import SnapshotTooOldError
 
 __all__ = ["MetadataOps", "TABLE_KINDS"]
 
@@ -116,9 +117,11 @@ def _json_values(values: pa.Array) -> list[Any]:
     """``values`` as JSON the JVM converts by their Spark type (see the module docstring)."""
     t = values.type
     if pa.types.is_timestamp(t):
-        return values.cast(pa.timestamp("us", tz=t.tz)).cast(pa.int64()).to_pylist()
+        micros: list[Any] = values.cast(pa.timestamp("us", tz=t.tz)).cast(pa.int64()).to_pylist()
+        return micros
     if pa.types.is_date(t):
-        return values.cast(pa.date32()).cast(pa.int32()).to_pylist()
+        days: list[Any] = values.cast(pa.date32()).cast(pa.int32()).to_pylist()
+        return days
     out = []
     for value in values.to_pylist():
         if isinstance(value, Decimal):
@@ -176,9 +179,11 @@ class MetadataOps:
         try:
             table_id = self._lake.load_table(name).id
         except errors.NoSuchTableError:
-            return session.load_table(name)
+            by_name: catalog.Table = session.load_table(name)
+            return by_name
         try:
-            return session.load_table_by_id(table_id)
+            by_id: catalog.Table = session.load_table_by_id(table_id)
+            return by_id
         except errors.NoSuchTableError:
             self._raise_not_at_version(name, int(session.version))
             raise
@@ -334,7 +339,11 @@ class MetadataOps:
                 stats, lower, upper = bounds[f.name]
                 s = stats[i]
                 metrics.append(None if s is None else [d.rows, s[2], lower[i], upper[i]])
-            null_counts = [[int(field_id(f)), bounds[f.name][0][i][2]] for f in stat_fields if bounds[f.name][0][i] is not None]
+            null_counts = []
+            for f in stat_fields:
+                s = bounds[f.name][0][i]
+                if s is not None:
+                    null_counts.append([int(field_id(f)), s[2]])
             row: list[Any] = [0, f"{root}/{d.path}", "PARQUET", 0]
             if partitioned:
                 row.append(partitions[i])
@@ -399,7 +408,8 @@ class MetadataOps:
 
         Walks the table's file-changing versions newest first, comparing
         each with the lakehouse version before it, until every partition
-        is placed. A partition whose last change lies past retention has none.
+        is placed. A partition whose last change is at or below the data
+        floor (its version before is past retention) has none.
         """
         found: dict[tuple[Any, ...], tuple[int, float]] = {}
         for entry, ops in self._table_versions(table.id, version):
@@ -409,16 +419,14 @@ class MetadataOps:
                 continue
             after = self._files_at(table.id, entry.version)
             before = self._files_at(table.id, entry.version - 1) if entry.version > 0 else {}
-            if after is None:
-                break
-            changed = [d for fid, d in after.items() if fid not in (before or {})]
-            changed += [d for fid, d in (before or {}).items() if fid not in after]
+            if after is None or before is None:
+                break  # past retention: what this version changed is unknown, and so are older changes
+            changed = [d for fid, d in after.items() if fid not in before]
+            changed += [d for fid, d in before.items() if fid not in after]
             for d in changed:
                 key = tuple(sorted(d.partition.items()))
                 if key in wanted and key not in found:
                     found[key] = (entry.version, entry.timestamp)
-            if before is None:
-                break  # the version before is past retention: older changes are unknown
         return found
 
     def _files_at(self, table_id: str, version: int) -> dict[str, DataFile] | None:
@@ -430,5 +438,5 @@ class MetadataOps:
                 except errors.NoSuchTableError:
                     return {}
                 return {d.id: d for d in table.files()}
-        except errors.SnapshotTooOldError:
+        except SnapshotTooOldError:
             return None
