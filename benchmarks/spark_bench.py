@@ -29,6 +29,12 @@ Measures, best of ``--repeat`` runs with the two sides in turns:
 * MERGE of 1% of the rows (every 100th order, scattered over every file)
   into ``lake.tpch.lineitem`` vs plain Spark's own rewrite of the affected
   files (all of them): the same join, written with ``df.write.parquet``;
+* write ordering: the same rows in random order written (``--files`` tasks)
+  into a table with ``TBLPROPERTIES ('write.ordered-by' = 'l_orderkey')``
+  and into one without; the selective query on each: files planned (of the
+  table's files) and time. The ordered write range-distributes and sorts
+  on the key, so its files hold disjoint key ranges (``--write-order-only``
+  runs just this);
 * the Python-source path: the same full-scan aggregation through a second
   catalog on SeaweedFS S3 (no JVM S3 file system here, so the Python source
   reads), as a ratio to local ``spark.read.parquet``.
@@ -161,6 +167,43 @@ def merges(spark: Any, parquet_out: str, repeat: int) -> tuple[float, float, int
     return t_lake, t_plain, merged
 
 
+def ordered_vs_plain(spark: Any, work: str, files: int, repeat: int, cutoff: int) -> list[str]:
+    """The selective query on a table written with ``write.ordered-by`` vs the same rows written unordered: table rows."""
+    import pyarrow.compute as pc
+
+    import catalog
+
+    shuffled = spark.table("parquet_lineitem").repartition(files)  # round robin: every task gets every key range
+    saved = {key: spark.conf.get(key) for key in ("spark.sql.shuffle.partitions", "spark.sql.adaptive.coalescePartitions.enabled")}
+    spark.conf.set("spark.sql.shuffle.partitions", str(files))  # as many files on both sides
+    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+    try:
+        for name, props in (("li_ordered", "TBLPROPERTIES ('write.ordered-by' = 'l_orderkey')"), ("li_plain", "")):
+            columns = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in shuffled.schema)
+            spark.sql(f"CREATE TABLE lake.tpch.{name} ({columns}) {props}")
+            shuffled.writeTo(f"lake.tpch.{name}").append()
+    finally:
+        for key, value in saved.items():
+            spark.conf.set(key, value)
+    ordered_sql = SELECTIVE.format(table="lake.tpch.li_ordered", cutoff=cutoff)
+    plain_sql = SELECTIVE.format(table="lake.tpch.li_plain", cutoff=cutoff)
+    assert spark.sql(ordered_sql).collect() == spark.sql(plain_sql).collect(), "the two sides disagree"  # also the warm-up
+    times = [best_of_alternating(1, lambda: spark.sql(ordered_sql).collect(), lambda: spark.sql(plain_sql).collect()) for _ in range(repeat)]
+    with catalog.open(os.path.join(work, "lake")) as lake:
+        counts = {}
+        for name in ("li_ordered", "li_plain"):
+            table = lake.load_table(f"tpch.{name}")
+            counts[name] = (len(table.files(filter=pc.field("l_orderkey") < cutoff)), len(table.files()))
+    ordered_times, plain_times = sorted(t[0] for t in times), sorted(t[1] for t in times)
+    ratios = sorted(pt / ot for ot, pt in times)
+    (o_read, o_all), (p_read, p_all) = counts["li_ordered"], counts["li_plain"]
+    return [
+        f"| selective ~5%, table with write.ordered-by = 'l_orderkey' ({o_read} of {o_all} files read) vs written unordered "
+        f"({p_read} of {p_all} files read) | {ordered_times[0]:.3f} | {plain_times[0]:.3f} | {plain_times[0] / ordered_times[0]:.2f}x "
+        f"(per-run ratios {ratios[0]:.2f}-{ratios[-1]:.2f}) | (reported) |",
+    ]
+
+
 def p(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -173,6 +216,7 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=16, help="files (write tasks) the rows are split into (default 16)")
     parser.add_argument("--plans", type=int, default=100, help="queries planned for the latency figures (default 100)")
     parser.add_argument("--no-s3", action="store_true", help="skip the Python-source path on SeaweedFS S3")
+    parser.add_argument("--write-order-only", action="store_true", help="run only the write ordering comparison")
     args = parser.parse_args()
 
     from catalog.spark import local_spark
@@ -196,6 +240,12 @@ def main() -> int:
         spark.sql("CREATE TABLE lake.tpch.lineitem AS SELECT * FROM source_lineitem")
         files_parquet = len([f for f in os.listdir(parquet_dir) if f.endswith(".parquet")])
         cutoff = sorted(lineitem.column("l_orderkey").to_pylist())[rows // 20]
+        if args.write_order_only:
+            print(f"data: TPC-H lineitem scale {args.scale}: {rows:,} rows; best of {args.repeat}")
+            print("| query | ordered s | unordered s | speed ratio | goal |")
+            print("|---|---:|---:|---:|---:|")
+            print("\n".join(ordered_vs_plain(spark, work, args.files, args.repeat, cutoff)))
+            return 0
 
         def run(sql: str) -> Callable[[], object]:
             return lambda: spark.sql(sql).collect()
@@ -241,6 +291,7 @@ def main() -> int:
             files_lake = len(table.files())
         explain = spark.sql(f"EXPLAIN {lake_sel}").collect()[0][0]
         planned = explain.split("InMemoryFileIndex(", 1)[1].split(" ", 1)[0] if "InMemoryFileIndex(" in explain else "?"
+        write_order_lines = ordered_vs_plain(spark, work, args.files, args.repeat, cutoff)
         # The writes come last: they replace lake.tpch.lineitem's files (with the same rows).
         t_write_lake, t_write_pq = writes(spark, os.path.join(work, "written"), args.repeat)
         t_merge_lake, t_merge_pq, merged_rows = merges(spark, os.path.join(work, "merged"), args.repeat)
@@ -284,6 +335,7 @@ def main() -> int:
               f"{t_write_pq:.3f} | {t_write_pq / t_write_lake:.2f}x | >= 0.85x |")
         print(f"| MERGE of {merged_rows:,} rows (1%) vs Spark's own rewrite of the affected files | {t_merge_lake:.3f} | "
               f"{t_merge_pq:.3f} | {t_merge_pq / t_merge_lake:.2f}x | (reported) |")
+        print("\n".join(write_order_lines))
         if not args.no_s3:
             print(s3_line)
         print()

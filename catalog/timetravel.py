@@ -25,8 +25,11 @@ from catalog import retention
 from catalog.access import CatalogReader
 from catalog.arguments import checked
 from catalog.context import LakeContext
-from catalog.errors import ReadOnlyError
+from catalog.errors import NoSuchTableError, ReadOnlyError
+from catalog.names import join
 from catalog.ops import Op
+from catalog.records import TABLE
+from catalog.table import Table
 from catalog.tree import LakeTree, TreeMethods
 from kvstore.objstore import ForwardingStore
 from kvstore.objstore.base import ObjectMeta, ObjectStore
@@ -95,6 +98,24 @@ class PastLakehouse(TreeMethods):
 
     def __repr__(self) -> str:
         return f"PastLakehouse({str(self.objects.url)!r}, version={self.version})"
+
+    @checked
+    def load_table_by_id(self, table_id: str) -> Table:
+        """The table whose id is ``table_id`` as of this version, under the name it had then.
+
+        Follows a table through renames: ``lake.at(version=v).load_table_by_id(lake.load_table("ns.new").id)``
+        reads the past of the table named ``ns.new`` now, whatever it was called at ``v``.
+
+        Raises:
+            TypeError: ``table_id`` is not a str.
+            NoSuchTableError: no table had that id at this version.
+        """
+        with self.reading() as r:
+            for ns in [(), *r.child_namespaces((), recursive=True)]:
+                for name, pointer in r.entries(ns):
+                    if pointer.kind == TABLE and pointer.id == table_id:
+                        return self.load_table(join((*ns, name)))
+        raise NoSuchTableError(f"no table with id {table_id!r} at lakehouse version {self.version}")
 
     # -- the TableHost protocol --
 

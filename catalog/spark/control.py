@@ -51,6 +51,8 @@ from catalog.datafiles import DataFile, entry_from_footer
 from catalog.maintenance import purge_dropped
 from catalog.spark.commits import files_read_at, reads_checked, replaced_rows
 from catalog.spark.conditions import exact_condition, literal, spark_filters
+from catalog.spark.control_metadata import MetadataOps
+from catalog.spark.write_order import WRITE_ORDER_PROPERTY, check_write_order
 from catalog.spark.errors import NotAtVersionError, ProtocolError, annotated_conflicts
 from catalog.spark.filters import pruning_expression
 from catalog.spark.options import store_options
@@ -69,6 +71,8 @@ SPARK_FIELD_ID_KEY: Final = "parquet.field.id"
 SHOWN_PROPERTIES: Final = ("provider", "location", "lakekv.version", "lakekv.table-id")
 # Spark's reserved table properties (TableCatalog.PROP_*) and what we do with them.
 _IGNORED_RESERVED: Final = frozenset({"owner", "is_managed_location"})
+# Shown properties that describe one table (SHOW CREATE TABLE prints them): not stored by a CREATE.
+_DESCRIBING: Final = frozenset({"lakekv.version", "lakekv.table-id"})
 _REFUSED_RESERVED: Final = {
     "location": "native lakehouse tables live under the lakehouse; LOCATION is not supported",
     "external": "EXTERNAL tables are not supported: every lakehouse table is managed",
@@ -249,7 +253,7 @@ def _iceberg_view_version(metadata: Mapping[str, Any]) -> Mapping[str, Any]:
 # -- the control plane -----------------------------------------------------------------
 
 
-class ControlPlane:
+class ControlPlane(MetadataOps):
     """Answers the plugin's requests against one lakehouse (see the module docstring).
 
     Each ``op_<name>`` method answers op ``<name>``: it takes the request's
@@ -349,6 +353,9 @@ class ControlPlane:
                 "location": f"{self._lake.url.split('?', 1)[0].rstrip('/')}/{table.location}",
                 "lakekv.version": str(version),
                 "lakekv.table-id": table.id,
+                # The catalog chooses where a table lives: SHOW CREATE TABLE then prints
+                # no LOCATION clause (which CREATE TABLE refuses); DESCRIBE still shows it.
+                "is_managed_location": "true",
             }
         )
         return {
@@ -568,10 +575,12 @@ class ControlPlane:
                 the session (see :class:`ControlPlane`).
         """
         with self._session(args) as session:
+            pinned = args.get("version") is not None or args.get("timestamp_us") is not None
             try:
-                table = session.load_table(_name(args))
+                # Pinned: the table named so now, at that version (it follows renames).
+                table = self._load_pinned(session, _name(args)) if pinned else session.load_table(_name(args))
             except errors.NoSuchTableError:
-                if args.get("version") is None and args.get("timestamp_us") is None:
+                if not pinned:
                     raise
                 self._raise_not_at_version(_name(args), self._version_of(session))
                 raise
@@ -625,6 +634,8 @@ class ControlPlane:
         schema = arrow_schema(args.get("schema"))
         partitioning = _parts(args, "partitioning") if args.get("partitioning") else []
         properties = self._table_properties(_dict_of_str(args, "properties"))
+        if WRITE_ORDER_PROPERTY in properties:
+            check_write_order(properties[WRITE_ORDER_PROPERTY], schema.names)
         with self._session(args) as session:
             if args.get("replace") and session.table_exists(name):
                 session.drop_table(name)
@@ -645,10 +656,12 @@ class ControlPlane:
                 continue
             if key.startswith(_OPTION_PREFIX):
                 raise ValueError(f"table option {key[len(_OPTION_PREFIX):]!r} (OPTIONS) is not supported by the lakehouse catalog")
-            if key in _IGNORED_RESERVED or key in SHOWN_PROPERTIES:
-                if key in SHOWN_PROPERTIES:
-                    raise ValueError(f"table property {key!r} is set by the catalog and cannot be given")
+            if key in _IGNORED_RESERVED or key in _DESCRIBING:
+                # _DESCRIBING: what SHOW CREATE TABLE prints of the table it ran on; its
+                # output runs as written, and the new table gets its own id and version.
                 continue
+            if key in SHOWN_PROPERTIES:
+                raise ValueError(f"table property {key!r} is set by the catalog and cannot be given")
             kept[key] = value
         return kept
 
@@ -736,6 +749,8 @@ class ControlPlane:
                 schema_steps += 1
             else:
                 raise ValueError(f"ALTER TABLE: {change.get('sql', kind) if isinstance(change, dict) else change!r} is not supported by the lakehouse catalog")
+        if WRITE_ORDER_PROPERTY in updates:
+            check_write_order(updates[WRITE_ORDER_PROPERTY], table.schema.names)
         # Schema then properties: Spark sends one kind per ALTER statement.
         if schema_steps:
             schema_change.commit()

@@ -431,7 +431,7 @@ public class LakehouseCatalog
             // A table that exists but not at the version asked ("not_at_version") is not Spark's
             // TABLE_OR_VIEW_NOT_FOUND: the catalog's error, naming both versions, goes through.
             if (is(e, "no_such_table") || is(e, "no_such_namespace")) {
-                throw new NoSuchTableException(ident);
+                return metadataTable(ident, args);
             }
             throw e;
         }
@@ -464,6 +464,26 @@ public class LakehouseCatalog
     @SuppressWarnings("unchecked")
     private static <E extends Throwable> E unchecked(Throwable e) throws E {
         throw (E) e;
+    }
+
+    /**
+     * Whether a table of that name exists; a metadata table ({@link MetadataTables}) does not
+     * count, so {@code CREATE TABLE lake.system.history} makes a real table, which then wins.
+     */
+    @Override
+    public boolean tableExists(Identifier ident) {
+        if (ident.namespace().length == 0) {
+            return false;
+        }
+        try {
+            control.call("load_table", nameArgs(ident));
+            return true;
+        } catch (RuntimeException e) {
+            if (is(e, "no_such_table") || is(e, "no_such_namespace")) {
+                return false;
+            }
+            throw e;
+        }
     }
 
     @Override
@@ -506,7 +526,7 @@ public class LakehouseCatalog
             relation = control.call("load_relation", args);
         } catch (RuntimeException e) {
             if (is(e, "no_such_table") || is(e, "no_such_view") || is(e, "no_such_namespace")) {
-                throw new NoSuchTableException(ident);
+                return metadataTable(ident, args);
             }
             throw e;
         }
@@ -514,6 +534,15 @@ public class LakehouseCatalog
             return view(ident, relation.get("view"));
         }
         return new LakehouseTable(this, relation.get("table"), txnOf(args));
+    }
+
+    /** The metadata table {@code ident} names ({@code ns.t.files}, {@code system.history}: {@link MetadataTables}), else not found. */
+    private Table metadataTable(Identifier ident, ObjectNode args) throws NoSuchTableException {
+        Table metadata = MetadataTables.load(this, ident, args);
+        if (metadata == null) {
+            throw new NoSuchTableException(ident);
+        }
+        return metadata;
     }
 
     @Override

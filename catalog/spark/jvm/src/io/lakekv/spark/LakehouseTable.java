@@ -46,7 +46,7 @@ import java.util.Set;
  * {@code UPDATE} and {@code MERGE}, Spark rewrites the files itself
  * ({@link RowLevelRewrite}).
  */
-class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, SupportsRowLevelOperations {
+class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, SupportsRowLevelOperations, ReadOnlyPartitions {
     private static final Set<TableCapability> CAPABILITIES =
             EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE, TableCapability.TRUNCATE,
                     TableCapability.OVERWRITE_BY_FILTER, TableCapability.OVERWRITE_DYNAMIC);

@@ -16,9 +16,6 @@ import org.apache.hadoop.mapreduce.task.TaskAttemptContextImpl;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.connector.distributions.Distribution;
-import org.apache.spark.sql.connector.distributions.Distributions;
-import org.apache.spark.sql.connector.expressions.Expressions;
-import org.apache.spark.sql.connector.expressions.SortDirection;
 import org.apache.spark.sql.connector.expressions.SortOrder;
 import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.DataWriter;
@@ -148,14 +145,12 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
 
     @Override
     public Distribution requiredDistribution() {
-        return Distributions.unspecified();
+        return WriteOrder.distribution(table, requiredOrdering());
     }
 
     @Override
     public SortOrder[] requiredOrdering() {
-        return Arrays.stream(table.partitionColumns)
-                .map(c -> Expressions.sort(Expressions.column(c), SortDirection.ASCENDING))
-                .toArray(SortOrder[]::new);
+        return WriteOrder.of(table);  // partition columns first: a file per run of equal partition values
     }
 
     @Override

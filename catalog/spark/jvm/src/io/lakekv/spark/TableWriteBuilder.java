@@ -105,6 +105,7 @@ final class TableWriteBuilder implements SupportsOverwrite, SupportsDynamicOverw
         if (Options.hasStreamingOption(info.options())) {
             throw Options.streamingOptionOnBatch(table.name());  // the Python source takes no stream
         }
+        WriteOrder.refuseUnhonoured(table);  // the Python source writes in the rows' own order
         Map<String, String> options = new HashMap<>();
         if (overwrite && table.txn == null) {
             options.put("readVersion", Long.toString(table.version));
