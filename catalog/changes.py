@@ -44,15 +44,29 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import pyarrow as pa
 
 from catalog import retention
 from catalog.datafiles import DataFile, read_file
+from catalog.errors import NonAppendVersionError
 
 if TYPE_CHECKING:
-    from catalog.lakehouse import Lakehouse
+    from catalog.context import LakeContext
+    from catalog.timetravel import PastLakehouse
+
+
+class Lakehouse(Protocol):
+    """What this module needs of a lakehouse (:class:`catalog.Lakehouse` is one): it never imports the facade."""
+
+    context: LakeContext
+
+    def refresh(self) -> int:
+        """Catch up with the store; return the latest version."""
+
+    def at(self, version: int | None = None, timestamp: float | None = None) -> PastLakehouse:
+        """The lakehouse as of a version."""
 
 __all__ = [
     "CHANGE_TYPE",
@@ -79,15 +93,6 @@ OVERWRITES: Final = "overwrite"
 # Op kinds that never change a row: their versions add nothing to an append read and no changelog row.
 _ROW_PRESERVING: Final = frozenset({"compact"})
 _HISTORY_PAGE: Final = 256
-
-
-class NonAppendVersionError(ValueError):
-    """A range read for appended rows holds a commit that deleted or changed rows."""
-
-    def __init__(self, message: str, version: int, kind: str) -> None:
-        super().__init__(message)
-        self.version = version
-        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -296,7 +301,7 @@ def _identifier_columns(identifier_columns: object, schema: pa.Schema) -> list[s
         return []
     if isinstance(identifier_columns, str) or not all(isinstance(c, str) for c in identifier_columns):  # type: ignore[attr-defined]
         raise TypeError("identifier_columns must be a list of column names")
-    columns = list(identifier_columns)  # type: ignore[call-overload]
+    columns: list[str] = list(identifier_columns)  # type: ignore[call-overload]
     missing = [c for c in columns if c not in schema.names]
     if missing:
         raise ValueError(f"identifier column {missing[0]!r} is not a column of the table ({', '.join(schema.names)})")
@@ -368,8 +373,8 @@ def appended_files(
             f"lakehouse version {v.version} ({', '.join(v.op_kinds)}) {'deleted' if kind == DELETES else 'changed'} "
             f"rows of table {name!r}, so the rows of ({start}, {end}] are not only appended ones: read the changes "
             f"with table_changes, or read a range without version {v.version}",
-            v.version,
-            kind,
+            version=v.version,
+            kind=kind,
         )
     return table_id, out
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import catalog
 from catalog import changes
-from catalog.errors import NoSuchTableError
+from catalog.errors import NoSuchTableError, NonAppendVersionError
 from kvstore.errors import SnapshotTooOldError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
@@ -130,12 +130,12 @@ def test_appended_reads_appends_and_skips_compactions_refuses_deletes(lake: cata
     assert changes.appended(lake, "ns.t", v2, v3).num_rows == 0
     v4 = lake.load_table("ns.t").delete(pc.field("id") == 1)
     v5 = lake.load_table("ns.t").append(pa.table({"id": [4], "v": ["d"]}, SCHEMA))
-    with pytest.raises(changes.NonAppendVersionError, match=f"lakehouse version {v4} \\(delete\\) deleted rows") as info:
+    with pytest.raises(NonAppendVersionError, match=f"lakehouse version {v4} \\(delete\\) deleted rows") as info:
         changes.appended(lake, "ns.t", v0, v5)
     assert info.value.version == v4 and info.value.kind == "delete"
     assert changes.appended(lake, "ns.t", v3, v5, skip=["delete"]).column("id").to_pylist() == [4]
     v6 = lake.load_table("ns.t").overwrite(pa.table({"id": [2], "v": ["B"]}, SCHEMA), pc.field("id") == 2)
-    with pytest.raises(changes.NonAppendVersionError, match="changed rows") as info:
+    with pytest.raises(NonAppendVersionError, match="changed rows") as info:
         changes.appended(lake, "ns.t", v5, v6, skip=["delete"])
     assert info.value.kind == "overwrite"
 

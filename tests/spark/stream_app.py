@@ -24,7 +24,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 def main() -> None:
     url, source, sink, checkpoint, kill_after = sys.argv[1:6]
     spark = local_spark("local[1]", app_name="lakekv-stream-app", catalogs={"lake": url})
-    jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # noqa: SLF001 - py4j's gateway
+    jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # internals: py4j's gateway is the only way to the JVM's pid
     batches = threading.Semaphore(0)
 
     class KillAfter(StreamingQueryListener):

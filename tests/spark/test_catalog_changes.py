@@ -87,7 +87,7 @@ def test_table_changes_procedure_is_the_python_changelog(spark: SparkSession, ns
     assert Counter(r["_change_type"] for r in spark_rows) == {"insert": 2, "update_preimage": 1, "update_postimage": 1}
     # Named arguments, the catalog's name in the table's, and the latest version by default.
     named = spark.sql(f"CALL lake.system.table_changes(table => '{t}', start_version => {v0})")
-    assert sorted(r._change_type for r in named.collect()) == ["delete", "insert", "insert", "insert"]
+    assert sorted(r['_change_type'] for r in named.collect()) == ["delete", "insert", "insert", "insert"]
     with pytest.raises(Exception, match="start version .* is after end version"):
         spark.sql(f"CALL lake.system.table_changes('{t}', {end}, {v0})").collect()
 
@@ -209,7 +209,7 @@ def test_changelog_and_stream_over_random_dml_report_every_change_once(
             start, end = states[0][0], states[-1][0]
             expected = _expected_changes(states)
             got = Counter(
-                (r.id, r.v, r._change_type, r._commit_version)
+                (r.id, r.v, r['_change_type'], r['_commit_version'])
                 for r in spark.sql(f"CALL lake.system.table_changes('{t}', {start}, {end}, array('id'))").collect()
             )
             assert got == expected
