@@ -78,6 +78,7 @@ __all__ = [
     "appended_files",
     "table_changes",
     "table_versions",
+    "touching_versions",
 ]
 
 CHANGE_TYPE: Final = "_change_type"
@@ -175,6 +176,20 @@ def table_versions(lake: Lakehouse, table: str, start: int, end: int) -> list[Ta
     start, end = _check_range(lake, start, end)
     table_id, _, _ = _resolve(lake, table, end)
     return _versions(lake, table_id, start, end)
+
+
+def touching_versions(lake: Lakehouse, table: str, start: int, end: int) -> list[int]:
+    """The versions in ``(start, end]`` whose commits name table ``table`` (at ``end``), oldest first.
+
+    Read from the history alone (no snapshot is opened): what a stream polls.
+    A version that only changed the table's properties or schema is listed too.
+
+    Raises:
+        TypeError, ValueError, NoSuchTableError, SnapshotTooOldError: as :func:`table_versions`.
+    """
+    start, end = _check_range(lake, start, end)
+    table_id, _, _ = _resolve(lake, table, end)
+    return [version for version, _, _ in _touching(lake, table_id, start, end)]
 
 
 def _versions(lake: Lakehouse, table_id: str, start: int, end: int) -> list[TableVersion]:

@@ -106,15 +106,15 @@ class ChangesOps:
         Raises:
             ProtocolError: a malformed argument.
             ValueError, NoSuchTableError, SnapshotTooOldError: as
-                :func:`catalog.changes.table_versions` (``after`` past retention names it).
+                :func:`catalog.changes.touching_versions` (``after`` past retention names it).
         """
         name, after = _table(args), _version(args, "after")
         latest = self._lake.refresh()
         if after >= latest:
             return {"latest": latest, "versions": []}
         self._same_table(name, args.get("id"), latest)
-        found = changes.table_versions(self._lake, name, max(after, 0), latest)
-        return {"latest": latest, "versions": [v.version for v in found if v.version > after]}
+        found = changes.touching_versions(self._lake, name, max(after, 0), latest)
+        return {"latest": latest, "versions": [v for v in found if v > after]}
 
     def op_table_changes(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Table ``table``'s changelog over (``start``, ``end``]: its Spark schema and rows as JSON lines.

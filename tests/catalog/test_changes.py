@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import os
+import time
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -14,6 +17,7 @@ import catalog
 from catalog import changes
 from catalog.errors import NoSuchTableError, NonAppendVersionError
 from kvstore.errors import SnapshotTooOldError
+from kvstore.format.root import root_path
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 _names = itertools.count()
@@ -158,15 +162,28 @@ def test_bad_ranges_are_refused_by_name(lake: catalog.Lakehouse) -> None:
         changes.appended(lake, "ns.t", 0, v, skip=["everything"])
 
 
-def test_a_start_past_retention_names_the_version_and_floor(tmp_path) -> None:
-    with catalog.open(str(tmp_path / "lake"), poll_interval_s=0, retention_window_s=0) as lake:
+def test_a_start_past_retention_names_the_version_and_floor(tmp_path: Path) -> None:
+    url = str(tmp_path / "lake")
+    with catalog.open(url, poll_interval_s=0, retention_window_s=60) as lake:
         lake.create_namespace("ns")
         t = lake.create_table("ns.t", SCHEMA)
         first = t.append(pa.table({"id": [1], "v": ["a"]}, SCHEMA))
-        lake.load_table("ns.t").append(pa.table({"id": [2], "v": ["b"]}, SCHEMA))
-        lake.gc(grace_s=0)
-        with pytest.raises(SnapshotTooOldError, match=f"lakehouse version {first} is past retention: .* below \\d+"):
+        second = lake.load_table("ns.t").append(pa.table({"id": [2], "v": ["b"]}, SCHEMA))
+        lake.load_table("ns.t").append(pa.table({"id": [3], "v": ["c"]}, SCHEMA))
+    floor = _expire_up_to(tmp_path / "lake", url, second)
+    assert floor > first
+    with catalog.open(url, poll_interval_s=0) as lake:
+        with pytest.raises(SnapshotTooOldError, match=f"lakehouse version {first} is past retention: .* below {floor}"):
             changes.table_changes(lake, "ns.t", first, lake.version)
+
+
+def _expire_up_to(root: Path, url: str, version: int) -> int:
+    """Make versions ``0..version`` an hour old and collect them (a 60 s window); return the floor."""
+    then = time.time() - 3600
+    for v in range(version + 1):
+        os.utime(root / root_path(v), (then, then))
+    with catalog.open(url, poll_interval_s=0) as collector:
+        return collector.gc().floor_version
 
 
 def test_renamed_table_keeps_its_changes(lake: catalog.Lakehouse) -> None:
