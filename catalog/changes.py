@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from catalog.timetravel import PastLakehouse
 
 
-class Lakehouse(Protocol):
+class LakeHandle(Protocol):
     """What this module needs of a lakehouse (:class:`catalog.Lakehouse` is one): it never imports the facade."""
 
     context: LakeContext
@@ -107,7 +107,7 @@ class TableVersion:
     removed: tuple[DataFile, ...]
 
 
-def _check_range(lake: Lakehouse, start: object, end: object) -> tuple[int, int]:
+def _check_range(lake: LakeHandle, start: object, end: object) -> tuple[int, int]:
     for name, value in (("start", start), ("end", end)):
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{name} must be a lakehouse version (int), not {type(value).__name__}")
@@ -123,7 +123,7 @@ def _check_range(lake: Lakehouse, start: object, end: object) -> tuple[int, int]
     return start, end
 
 
-def _touching(lake: Lakehouse, table_id: str, start: int, end: int) -> list[tuple[int, float, tuple[str, ...]]]:
+def _touching(lake: LakeHandle, table_id: str, start: int, end: int) -> list[tuple[int, float, tuple[str, ...]]]:
     """The versions in ``(start, end]`` whose ops name ``table_id``, oldest first, with their time and op kinds."""
     found: list[tuple[int, float, tuple[str, ...]]] = []
     cursor = end
@@ -147,14 +147,14 @@ def _touching(lake: Lakehouse, table_id: str, start: int, end: int) -> list[tupl
     return found
 
 
-def _live(lake: Lakehouse, table_id: str, version: int) -> dict[str, DataFile]:
+def _live(lake: LakeHandle, table_id: str, version: int) -> dict[str, DataFile]:
     with lake.at(version=version) as past, past.reading() as reader:
         if reader.table_def(table_id) is None:
             return {}
         return {f.id: f for f in reader.live_files(table_id)}
 
 
-def _resolve(lake: Lakehouse, table: object, end: int) -> tuple[str, pa.Schema, str]:
+def _resolve(lake: LakeHandle, table: object, end: int) -> tuple[str, pa.Schema, str]:
     if not isinstance(table, str):
         raise TypeError(f"table must be a table name (str), not {type(table).__name__}")
     with lake.at(version=end) as past:
@@ -164,7 +164,7 @@ def _resolve(lake: Lakehouse, table: object, end: int) -> tuple[str, pa.Schema, 
         return loaded.id, loaded.schema, loaded.name
 
 
-def table_versions(lake: Lakehouse, table: str, start: int, end: int) -> list[TableVersion]:
+def table_versions(lake: LakeHandle, table: str, start: int, end: int) -> list[TableVersion]:
     """The commits in ``(start, end]`` that touched table ``table`` (named at ``end``), oldest first.
 
     Raises:
@@ -178,7 +178,7 @@ def table_versions(lake: Lakehouse, table: str, start: int, end: int) -> list[Ta
     return _versions(lake, table_id, start, end)
 
 
-def touching_versions(lake: Lakehouse, table: str, start: int, end: int) -> list[int]:
+def touching_versions(lake: LakeHandle, table: str, start: int, end: int) -> list[int]:
     """The versions in ``(start, end]`` whose commits name table ``table`` (at ``end``), oldest first.
 
     Read from the history alone (no snapshot is opened): what a stream polls.
@@ -192,7 +192,7 @@ def touching_versions(lake: Lakehouse, table: str, start: int, end: int) -> list
     return [version for version, _, _ in _touching(lake, table_id, start, end)]
 
 
-def _versions(lake: Lakehouse, table_id: str, start: int, end: int) -> list[TableVersion]:
+def _versions(lake: LakeHandle, table_id: str, start: int, end: int) -> list[TableVersion]:
     out = []
     before = _live(lake, table_id, start)
     for version, timestamp, kinds in _touching(lake, table_id, start, end):
@@ -226,13 +226,13 @@ def _rows(data: pa.Table) -> list[tuple[Any, ...]]:
     return [tuple(_hashable(c[r]) for c in columns) for r in range(data.num_rows)]
 
 
-def _read(lake: Lakehouse, files: Sequence[DataFile], schema: pa.Schema, name: str) -> pa.Table:
+def _read(lake: LakeHandle, files: Sequence[DataFile], schema: pa.Schema, name: str) -> pa.Table:
     if not files:
         return schema.empty_table()
     return pa.concat_tables([read_file(lake.context.objects, f, schema, table=name) for f in files])
 
 
-def _net_change(lake: Lakehouse, v: TableVersion, schema: pa.Schema, name: str) -> tuple[pa.Table, pa.Table]:
+def _net_change(lake: LakeHandle, v: TableVersion, schema: pa.Schema, name: str) -> tuple[pa.Table, pa.Table]:
     """The rows version ``v`` deleted and those it inserted, without the rows its rewrites carried over."""
     removed = _read(lake, v.removed, schema, name)
     added = _read(lake, v.added, schema, name)
@@ -277,7 +277,7 @@ def changelog_schema(schema: pa.Schema) -> pa.Schema:
 
 
 def table_changes(
-    lake: Lakehouse, table: str, start: int, end: int, identifier_columns: Sequence[str] | None = None
+    lake: LakeHandle, table: str, start: int, end: int, identifier_columns: Sequence[str] | None = None
 ) -> pa.Table:
     """The changelog of ``table`` over ``(start, end]`` (see the module docstring), ordered by version.
 
@@ -351,7 +351,7 @@ def _version_pieces(deleted: pa.Table, inserted: pa.Table, ids: list[str], v: Ta
 
 
 def appended_files(
-    lake: Lakehouse, table: str, start: int, end: int, skip: Sequence[str] = ()
+    lake: LakeHandle, table: str, start: int, end: int, skip: Sequence[str] = ()
 ) -> tuple[str, list[tuple[int, list[DataFile]]]]:
     """The table's id and the data files appended in ``(start, end]``, per version, oldest first.
 
@@ -394,7 +394,7 @@ def appended_files(
     return table_id, out
 
 
-def appended(lake: Lakehouse, table: str, start: int, end: int, skip: Sequence[str] = ()) -> pa.Table:
+def appended(lake: LakeHandle, table: str, start: int, end: int, skip: Sequence[str] = ()) -> pa.Table:
     """The rows appended to ``table`` in ``(start, end]`` (see :func:`appended_files`), in the table's schema at ``end``."""
     _, per_version = appended_files(lake, table, start, end, skip)
     with lake.at(version=end) as past:
