@@ -245,3 +245,25 @@ def test_a_stream_refuses_a_version_that_deleted_rows_and_batch_options(
         stream(**{"start-version": str(start)})
     with pytest.raises(Exception, match="option end-version is for a batch read"):
         stream(**{"start-version": str(start), "end-version": str(deleted)})
+
+
+def test_a_stream_takes_one_version_per_micro_batch_unless_told_more(spark: SparkSession, ns: str, tmp_path: Path) -> None:
+    t = f"{ns}.t"
+    spark.sql(f"CREATE TABLE {t} (id BIGINT, v STRING)")
+    with catalog.open(lake_url_of(spark)) as lake:
+        start = lake.refresh()
+    for i in range(3):
+        spark.sql(f"INSERT INTO {t} VALUES ({i}, 'x')")
+
+    def batches(name: str, **options: str) -> list[int]:
+        query = (
+            spark.readStream.option("start-version", start).options(**options).table(t).writeStream.format("noop")
+            .option("checkpointLocation", str(tmp_path / name)).trigger(availableNow=True).start()
+        )
+        query.awaitTermination()
+        return [p["numInputRows"] for p in query.recentProgress]
+
+    assert batches("one") == [1, 1, 1]
+    assert batches("two", **{"streaming-max-versions-per-micro-batch": "2"}) == [2, 1]
+    with pytest.raises(Exception, match="must be a positive number of versions"):
+        batches("zero", **{"streaming-max-versions-per-micro-batch": "0"})
