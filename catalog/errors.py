@@ -195,6 +195,15 @@ class CorruptDataFileError(CatalogError, CorruptionError):
 
 # Old names of classes renamed so that each name has one meaning (issue 24),
 # kept for one release (CHANGELOG.md): importing one still works but warns.
+class NonAppendVersionError(CatalogError, ValueError):
+    """A read of appended rows over a range of versions holds one that deleted or changed rows (``catalog.changes``)."""
+
+    def __init__(self, message: str, *, version: int, kind: str) -> None:
+        super().__init__(message)
+        self.version = version
+        self.kind = kind
+
+
 # The same mechanism as kvstore.errors.RENAMED (kvstore.errors.deprecated_name), for the catalog's names.
 RENAMED: Final[dict[str, type[CatalogError]]] = {
     "TransactionExpiredError": DurableTransactionExpiredError,

@@ -22,7 +22,9 @@ import warnings
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from catalog import maintenance, retention, timetravel
+import pyarrow as pa
+
+from catalog import changes, maintenance, retention, timetravel
 from catalog.arguments import checked
 from catalog.context import LakeContext
 from catalog.datafiles import DEFAULT_TARGET_FILE_BYTES
@@ -223,6 +225,24 @@ class Lakehouse(TreeMethods):
             NoSuchTableError: ``table`` does not exist.
         """
         return timetravel.history(self.context, self.tree, limit, table)
+
+    @checked
+    def changes(
+        self, table: str, start: int, end: int | None = None, identifier_columns: list[str] | None = None
+    ) -> pa.Table:
+        """The changelog of ``table`` over versions (``start``, ``end``]: see :mod:`catalog.changes`.
+
+        ``end`` None is the latest version. Each changed row once, with
+        ``_change_type`` (insert, delete, update_preimage, update_postimage;
+        updates need ``identifier_columns``), ``_commit_version`` and ``_commit_timestamp``.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: ``start > end``, ``end`` not committed, a non-native table, or an unknown identifier column.
+            NoSuchTableError: no table ``table`` at ``end``.
+            SnapshotTooOldError: ``start`` is past retention (the message names the floor).
+        """
+        return changes.table_changes(self, table, start, self.refresh() if end is None else end, identifier_columns)
 
     @property
     def retention_window_s(self) -> float:

@@ -49,6 +49,7 @@ from catalog import errors, iceberg_tables
 from catalog.spark.types import column_metadata
 from catalog.datafiles import DataFile, entry_from_footer
 from catalog.maintenance import purge_dropped
+from catalog.spark.control_changes import ChangesOps
 from catalog.spark.commits import files_read_at, reads_checked, replaced_rows
 from catalog.spark.conditions import exact_condition, literal, spark_filters
 from catalog.spark.control_metadata import MetadataOps
@@ -56,6 +57,7 @@ from catalog.spark.write_order import WRITE_ORDER_PROPERTY, check_write_order
 from catalog.spark.errors import NotAtVersionError, ProtocolError, annotated_conflicts
 from catalog.spark.filters import pruning_expression
 from catalog.spark.options import store_options
+from catalog.spark.planned_files import planned_file as _planned_file
 from kvstore.backoff import backoff_delay
 from catalog.schema import COMMENT as COMMENT_KEY
 from kvstore.format.names import IDENTITY_PATH
@@ -253,7 +255,7 @@ def _iceberg_view_version(metadata: Mapping[str, Any]) -> Mapping[str, Any]:
 # -- the control plane -----------------------------------------------------------------
 
 
-class ControlPlane(MetadataOps):
+class ControlPlane(MetadataOps, ChangesOps):
     """Answers the plugin's requests against one lakehouse (see the module docstring).
 
     Each ``op_<name>`` method answers op ``<name>``: it takes the request's
@@ -1321,26 +1323,6 @@ class ControlPlane(MetadataOps):
 
 _STREAM_PREFIX: Final = "lakekv.stream."
 _STREAM_ATTEMPTS: Final = 20
-
-
-def _planned_file(entry: DataFile) -> dict[str, Any]:
-    """One file of a scan plan: path, size, rows and the checksums its JVM reader checks.
-
-    ``footer_size`` and ``footer_crc32c``: the file's footer region (page
-    indexes, footer, its length and magic), which the reader checks with
-    one read at the end of the file before Spark reads the footer; the
-    pages are then checked by their Parquet page checksums. ``crc32c``:
-    the whole file's, checked whole by the reader only for a file from
-    before footer checksums were recorded. A checksum the entry lacks is
-    left out.
-    """
-    planned: dict[str, Any] = {"path": entry.path, "size": entry.size, "rows": entry.rows}
-    if entry.footer_size is not None:
-        planned["footer_size"] = entry.footer_size
-        planned["footer_crc32c"] = entry.footer_crc32c
-    elif entry.crc32c is not None:
-        planned["crc32c"] = entry.crc32c
-    return planned
 
 
 def _stream_arg(args: Mapping[str, Any]) -> tuple[str, int] | None:

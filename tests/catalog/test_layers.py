@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("tables and the tree", {"catalog.table", "catalog.tree", "catalog.iceberg_tables"}),
     ("sessions and parts", {
         "catalog.timetravel", "catalog.durable.session", "catalog.durable.lake", "catalog.maintenance", "catalog.verify",
-        "catalog.iceberg_export",
+        "catalog.iceberg_export", "catalog.changes",
     }),
     ("facade and commands", {"catalog", "catalog.lakehouse", "catalog.cli", "catalog.durable.cli"}),
 ]

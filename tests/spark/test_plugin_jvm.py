@@ -73,6 +73,10 @@ def test_spark_sql_shell_runs_ddl_dml_and_time_travel(tmp_path: Path) -> None:
             "SELECT 'rows', count(*), sum(id) FROM lake.shell.t",
             "SELECT 'first', count(*) FROM lake.shell.t VERSION AS OF 3",
             "SELECT 'pruned', count(*) FROM lake.shell.t WHERE p = 'a'",
+            # Incremental reads (SQL's table options) and the changelog procedure (catalog/changes.py).
+            "SELECT 'appended', count(*) FROM lake.shell.t WITH ('start-version' = '3', 'end-version' = '4')",
+            "DELETE FROM lake.shell.t WHERE id = 2",
+            "CALL lake.system.table_changes('shell.t', 4, 5)",
         ]
     )
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(SPARK_HOME))
@@ -98,6 +102,8 @@ def test_spark_sql_shell_runs_ddl_dml_and_time_travel(tmp_path: Path) -> None:
     assert ["rows", "3", "6"] in lines
     assert ["first", "2"] in lines
     assert ["pruned", "2"] in lines
+    assert ["appended", "1"] in lines
+    assert [line[:2] for line in lines if line[-3:-1] == ["delete", "5"]] == [["2", "b"]]
 
 
 def test_catalog_through_a_shared_lakekv_serve(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

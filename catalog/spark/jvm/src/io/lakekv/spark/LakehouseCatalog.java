@@ -198,12 +198,14 @@ public class LakehouseCatalog
     /** {@code CALL <catalog>.system.begin_transaction()} and its kin ({@link TransactionProcedures}). */
     @Override
     public UnboundProcedure loadProcedure(Identifier ident) {
-        return TransactionProcedures.load(this, ident);
+        UnboundProcedure changes = ChangesProcedure.load(this, ident);  // table_changes
+        return changes != null ? changes : TransactionProcedures.load(this, ident);
     }
 
     @Override
     public Identifier[] listProcedures(String[] namespace) {
-        return TransactionProcedures.list(namespace);
+        return java.util.stream.Stream.concat(Arrays.stream(TransactionProcedures.list(namespace)),
+                Arrays.stream(ChangesProcedure.list(namespace))).toArray(Identifier[]::new);
     }
 
     ControlPlane control() {

@@ -55,12 +55,22 @@ final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters
     private final LakehouseTable table;
     /** The UPDATE or MERGE this scan reads for, or null for a query. */
     private final RowLevelRewrite rewrite;
+    /** The read's options ({@link IncrementalRead}): an incremental read, or a stream's settings; null for none. */
+    private final IncrementalRead read;
+    /** A plan already made (a stream's micro-batch), or null: the builder asks the control plane. */
+    private final JsonNode given;
     private Filter[] pushed = new Filter[0];
     private StructType required;
 
     LakehouseScanBuilder(LakehouseTable table, RowLevelRewrite rewrite) {
+        this(table, rewrite, null, null);
+    }
+
+    LakehouseScanBuilder(LakehouseTable table, RowLevelRewrite rewrite, IncrementalRead read, JsonNode given) {
         this.table = table;
         this.rewrite = rewrite;
+        this.read = read;
+        this.given = given;
         this.required = table.schema;
     }
 
@@ -82,12 +92,26 @@ final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters
 
     @Override
     public Scan build() {
+        if (rewrite == null && given == null && calledByStreaming()) {
+            // A stream's scan plans each micro-batch itself (VersionStream), not the loaded version.
+            return new VersionStream.StreamScan(table, read);
+        }
+        boolean incremental = given != null || (read != null && read.incremental());
+        if (read != null && given == null) {
+            read.checkBatch();
+        }
         ArrayNode filters = Filters.encode(pushed);
-        JsonNode plan = table.catalog.scanPlans().plan(table, filters);
+        JsonNode plan = given != null ? given
+                : incremental ? read.plan(table, read.start, read.end != null ? read.end : table.version)
+                : table.catalog.scanPlans().plan(table, filters);
         QueryReads.record(table, filters);
         if (rewrite != null) {
             rewrite.scanned(plan, filters);  // refuses files without field ids: no Python scan for a rewrite
         } else if (!plan.path("parquet_field_ids").asBoolean(false)) {
+            if (incremental) {
+                throw IncrementalRead.invalid("table " + table.name() + " has data files written without Parquet field"
+                        + " ids (before lakekv recorded them), which only a full read of the table takes");
+            }
             return pythonScan();
         }
 
@@ -123,6 +147,21 @@ final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters
             parquet.pushedDataFilters_$eq(parquet.pushDataFilters(pushed));
         }
         return new PlannedParquetScan((ParquetScan) parquet.build(), rows, checks, rewrite == null);
+    }
+
+    /**
+     * Whether Spark's streaming engine (MicroBatchExecution) is building this scan. Spark builds a
+     * stream's scan as it builds a batch scan (newScanBuilder, pruneColumns, build) and then asks it
+     * for a MicroBatchStream; nothing in the builder's calls tells the two apart, so its caller does.
+     * Anything else that built a {@link VersionStream.StreamScan} would still read right through its
+     * {@code toBatch}.
+     */
+    private static boolean calledByStreaming() {
+        return StackWalker.getInstance().walk(frames -> frames
+                .dropWhile(f -> f.getClassName().equals(LakehouseScanBuilder.class.getName()))
+                .findFirst()
+                .map(f -> f.getClassName().startsWith("org.apache.spark.sql.execution.streaming."))
+                .orElse(false));
     }
 
     /** The same scan through the Python source (files whose Parquet schema lacks field ids). */

@@ -52,7 +52,7 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, Sup
                     TableCapability.OVERWRITE_BY_FILTER, TableCapability.OVERWRITE_DYNAMIC);
     /** Streaming writes go through Spark's Parquet writer only ({@link NativeWrite}): storage it writes. */
     private static final Set<TableCapability> WITH_STREAMING_WRITE =
-            EnumSet.of(TableCapability.STREAMING_WRITE, TableCapability.BATCH_READ, TableCapability.BATCH_WRITE,
+            EnumSet.of(TableCapability.STREAMING_WRITE, TableCapability.MICRO_BATCH_READ, TableCapability.BATCH_READ, TableCapability.BATCH_WRITE,
                     TableCapability.TRUNCATE, TableCapability.OVERWRITE_BY_FILTER, TableCapability.OVERWRITE_DYNAMIC);
 
     final LakehouseCatalog catalog;
@@ -133,13 +133,17 @@ class LakehouseTable implements SupportsRead, SupportsWrite, SupportsDelete, Sup
 
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-        Options.refuseAll(options, "read");
+        IncrementalRead read = IncrementalRead.parse(this, options);  // refuses any other option
+        if (!options.isEmpty() && dataRoot == null) {
+            throw IncrementalRead.invalid("table " + name() + " is read through the Python source, which reads no versions"
+                    + " incrementally (a column type Spark's reader cannot read, or storage the JVM cannot open)");
+        }
         if (dataRoot == null) {
             QueryReads.record(this, ControlPlane.JSON.createArrayNode());  // every row of this version: no filter known here
             CaseInsensitiveStringMap pythonOptions = catalog.pythonSource().readOptions(this);
             return ((SupportsRead) catalog.pythonSource().table(this, pythonOptions)).newScanBuilder(pythonOptions);
         }
-        return new LakehouseScanBuilder(this, null);
+        return new LakehouseScanBuilder(this, null, options.isEmpty() ? null : read, null);
     }
 
     @Override
