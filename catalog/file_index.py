@@ -102,8 +102,9 @@ def summarize(files: list[DataFile], schema: pa.Schema) -> dict[str, Any]:
         if not has_stats(f.type):
             continue
         fid = str(field_id(f))
-        entries = [e.stats.get(fid) for e in files]
-        if any(s is None for s in entries):
+        found = [e.stats.get(fid) for e in files]
+        entries = [s for s in found if s is not None]
+        if len(entries) < len(found):
             continue
         nulls = [s[2] for s in entries]
         total = None if any(n is None for n in nulls) else sum(nulls)
