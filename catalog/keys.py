@@ -21,7 +21,7 @@ safe separators):
                                        its partition's token; value: its group id
 ``tbl/<id>/grp/<group id>``            one group (the files one commit added):
                                        per-column min/max/null count, rows
-``tbl/<id>/gfile/<group id>/<file id>`` the group's live files (empty values)
+``tbl/<id>/gfile/<group>/<file id>``   the group's live files (empty values)
 ``sys/...``                            durable transactions and locks
 ``lake/retention/window``              the lakehouse's retention window: JSON
                                        {window_s} (absent: the engine default)
@@ -29,9 +29,9 @@ safe separators):
                                        files: JSON {version} (never lowered)
 =====================================  =========================================
 
-Appends only create ``file/`` keys with fresh ids and read ``def``, so
-appends to one table never touch a shared key and never conflict with each
-other; an overwrite scans the ``file/`` range, so it conflicts with an append
+Appends only create ``file/`` keys (and their ``pidx/``, ``grp/`` and
+``gfile/`` index keys) with fresh ids and read ``def``, so appends to one
+table never touch a shared key and never conflict with each other; an overwrite scans the ``file/`` range, so it conflicts with an append
 that lands inside it (SERIALIZABLE range validation).
 """
 
