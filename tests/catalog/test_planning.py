@@ -66,6 +66,7 @@ _action = st.one_of(
     st.tuples(st.just("add"), st.none()),
     st.tuples(st.just("drop"), st.none()),
     st.tuples(st.just("widen"), st.none()),
+    st.tuples(st.just("compact"), st.none()),
 )
 
 
@@ -134,6 +135,10 @@ def test_indexed_plans_give_the_linear_plan_s_files(
                 version = table.update_schema().drop_column(names[-1]).commit()
             elif kind == "widen" and table.schema.field("q").type == pa.int32():
                 version = table.update_schema().widen("q", pa.int64()).commit()
+            elif kind == "compact":
+                version = lake.compact_table("n.t").version
+                if version is None:
+                    continue  # nothing to compact
             else:
                 continue
             versions.append(version)
