@@ -15,6 +15,13 @@ safe separators):
 ``tbl/<id>/prop/<key>``                one table property
 ``tbl/<id>/file/<file id>``            one live data file and its statistics
 ``tbl/<id>/gone/<file id>``            a removed file: path and removing version
+``tbl/<id>/layout``                    the table keeps the planning index below for
+                                       every live file (:mod:`catalog.file_index`)
+``tbl/<id>/pidx/<part>/<file id>``     partition index: one key per live file under
+                                       its partition's token; value: its group id
+``tbl/<id>/grp/<group id>``            one group (the files one commit added):
+                                       per-column min/max/null count, rows
+``tbl/<id>/gfile/<group>/<file id>``   the group's live files (empty values)
 ``sys/...``                            durable transactions and locks
 ``lake/retention/window``              the lakehouse's retention window: JSON
                                        {window_s} (absent: the engine default)
@@ -22,9 +29,9 @@ safe separators):
                                        files: JSON {version} (never lowered)
 =====================================  =========================================
 
-Appends only create ``file/`` keys with fresh ids and read ``def``, so
-appends to one table never touch a shared key and never conflict with each
-other; an overwrite scans the ``file/`` range, so it conflicts with an append
+Appends only create ``file/`` keys (and their ``pidx/``, ``grp/`` and
+``gfile/`` index keys) with fresh ids and read ``def``, so appends to one
+table never touch a shared key and never conflict with each other; an overwrite scans the ``file/`` range, so it conflicts with an append
 that lands inside it (SERIALIZABLE range validation).
 """
 
@@ -116,6 +123,41 @@ def table_gone(table_id: str) -> bytes:
 def table_gone_file(table_id: str, file_id: str) -> bytes:
     """The key of the table's removed data file ``file_id``."""
     return table_gone(table_id) + file_id.encode()
+
+
+def table_layout(table_id: str) -> bytes:
+    """The key whose presence says every live file of the table is in its planning index."""
+    return TBL + table_id.encode() + b"/layout"
+
+
+def partition_index(table_id: str, token: str) -> bytes:
+    """Prefix of the partition index keys of the files in the partition with ``token``."""
+    return TBL + table_id.encode() + b"/pidx/" + token.encode() + b"/"
+
+
+def partition_index_prefix(table_id: str) -> bytes:
+    """Prefix of every partition index key of the table."""
+    return TBL + table_id.encode() + b"/pidx/"
+
+
+def file_groups(table_id: str) -> bytes:
+    """Prefix of the table's file group summaries."""
+    return TBL + table_id.encode() + b"/grp/"
+
+
+def file_group(table_id: str, group_id: str) -> bytes:
+    """The key of the summary of file group ``group_id``."""
+    return file_groups(table_id) + group_id.encode()
+
+
+def group_files_prefix(table_id: str) -> bytes:
+    """Prefix of every group membership key of the table."""
+    return TBL + table_id.encode() + b"/gfile/"
+
+
+def group_files(table_id: str, group_id: str) -> bytes:
+    """Prefix of the membership keys of the live files of group ``group_id``."""
+    return group_files_prefix(table_id) + group_id.encode() + b"/"
 
 
 def table_prefix(table_id: str) -> bytes:

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from catalog import keys
+from catalog import file_index, keys
 from catalog.access import CatalogWriter
 from catalog.context import Context
 from catalog.datafiles import DataFile, read_file, write_files
@@ -279,6 +279,8 @@ class CreateTable(_NamedOp):
         w.put(keys.table_def(self.definition.id), self.definition.encode())
         for k, v in self.properties.items():
             w.put(keys.table_property(self.definition.id, k), v.encode())
+        if self.definition.format == "parquet":
+            file_index.mark_indexed(w, self.definition.id)
         return summary(self.kind, self.object_name, table_id=self.definition.id, format=self.definition.format)
 
 
@@ -287,6 +289,7 @@ def _drop_table_keys(w: CatalogWriter, table_id: str, purge: bool) -> tuple[int,
     for f in files:
         w.delete(keys.table_file(table_id, f.id))
         w.put(keys.table_gone_file(table_id, f.id), _gone(f, purge))
+    file_index.drop_all(w, table_id)
     for prop in w.table_properties(table_id):
         w.delete(keys.table_property(table_id, prop))
     w.delete(keys.table_def(table_id))
@@ -399,6 +402,7 @@ class Append(Op):
         _check_files_fit(self.schema, definition, self.table)
         for f in self.files:
             w.put(keys.table_file(self.table_id, f.id), f.encode())
+        file_index.add_files(w, self.table_id, self.files, self.schema)
         return summary(
             self.kind,
             self.table,
@@ -408,6 +412,13 @@ class Append(Op):
             files_removed=0,
             rows_removed=0,
         )
+
+
+def _current_schema(w: CatalogWriter, table_id: str, fallback: pa.Schema | None) -> pa.Schema:
+    """The table's schema now (its group summaries decode statistics by it)."""
+    definition = w.table_def(table_id)
+    schema = definition.schema if definition is not None else None
+    return schema if schema is not None else (fallback if fallback is not None else pa.schema([]))
 
 
 def _check_native(definition: TableDef, name: str) -> None:
@@ -498,9 +509,11 @@ class _Rewrite(Op):
         for f in self.removed:
             w.delete(keys.table_file(self.table_id, f.id))
             w.put(keys.table_gone_file(self.table_id, f.id), _gone(f))
+        file_index.remove_files(w, self.table_id, self.removed)
         added = self.added + extra_added
         for f in added:
             w.put(keys.table_file(self.table_id, f.id), f.encode())
+        file_index.add_files(w, self.table_id, added, _current_schema(w, self.table_id, self.schema))
         return summary(
             self.kind,
             self.table,

@@ -7,20 +7,33 @@ statistics prove every row matches (a delete can drop them unread), and
 :func:`matches` evaluates the filter on rows that were read. The statistics
 arrays of recent plans are cached, so planning the same table again costs
 no JSON decoding.
+
+:func:`plan_files` is the plan itself: on a table with a planning index
+(:mod:`catalog.file_index`) a filter reads only the partitions it fixes, or
+only the groups whose summaries may match, then prunes their files as
+above; the answer is the same list of files the linear plan gives
+(tests/catalog/test_planning.py checks it against random tables).
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any, Callable, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from catalog.datafiles import DataFile, decode_values, has_stats
-from catalog.predicates import ColumnBounds, from_expression, may_match, must_match
+from catalog import file_index, keys
+from catalog.access import FILE_CACHE, CatalogReader
+from catalog.datafiles import DataFile, decode_values, encode_value, has_stats
+from catalog.predicates import And, ColumnBounds, Compare, IsIn, IsNull, Pred, from_expression, may_match, must_match
 from catalog.schema import field_id
+
+# A filter fixing the partition columns to more value combinations than this
+# is planned through the group summaries instead (one prefix read per combination).
+_MAX_PARTITIONS: Final = 256
 
 
 class _BoundsCache:
@@ -104,3 +117,148 @@ def matches(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
 
     mask = ds.dataset(table).to_table(columns={"m": expr}).column("m")
     return pc.fill_null(mask, False)
+
+
+def plan_files(
+    reader: CatalogReader, table_id: str, schema: pa.Schema, partition_by: list[str], expr: pc.Expression | None
+) -> list[DataFile]:
+    """The live files of the table a scan with ``expr`` reads, in file-key order.
+
+    With no filter, or on a table without a planning index, or where the
+    reader records what it reads (a multi-table transaction, whose reads
+    must cover every file), every entry is read and pruned. Otherwise only
+    the index keys that can match are read (see :mod:`catalog.file_index`).
+    """
+    if expr is None or reader.recorded is not None or not file_index.indexed(reader.kv, table_id):
+        return prune(reader.live_files(table_id), schema, expr)
+    pred = from_expression(expr)
+    tokens = _partition_tokens(pred, schema, partition_by)
+    if tokens is not None:
+        fids = [
+            key.rsplit(b"/", 1)[1]
+            for token in sorted(tokens)
+            for key, _ in reader.kv.scan(prefix=keys.partition_index(table_id, token))
+        ]
+    else:
+        fids = [
+            key.rsplit(b"/", 1)[1]
+            for group in _matching_groups(reader, table_id, schema, pred)
+            for key, _ in reader.kv.scan(prefix=keys.group_files(table_id, group))
+        ]
+    fids.sort()  # file-key order, as the linear plan lists them
+    return prune(_entries(reader, table_id, fids), schema, expr)
+
+
+def _entries(reader: CatalogReader, table_id: str, fids: list[bytes]) -> list[DataFile]:
+    """The entries of live files ``fids`` (their index keys at this view prove them live)."""
+    prefix = keys.table_files(table_id)
+    cached = FILE_CACHE.entries.get
+    out = []
+    for fid in fids:
+        key = prefix + fid
+        entry = cached(key)
+        if entry is None:
+            raw = reader.kv.get(key)
+            if raw is None:
+                continue  # not live after all: an index key without its file would be a bug, never a file
+            entry = FILE_CACHE.get(key, raw)
+        out.append(entry)
+    return out
+
+
+def _partition_tokens(pred: Pred, schema: pa.Schema, partition_by: list[str]) -> set[str] | None:
+    """The tokens of every partition ``pred`` can match, or None when it does not fix every partition column."""
+    if not partition_by:
+        return None
+    conjuncts = list(pred.children) if isinstance(pred, And) else [pred]
+    choices: dict[str, list[Any]] = {}
+    for name in partition_by:
+        f = schema.field(name) if name in schema.names else None
+        if f is None:
+            return None
+        values = None
+        for c in conjuncts:
+            found = _fixed_values(c, f)
+            if found is not None:
+                values = found if values is None else [v for v in values if v in found]
+        if values is None:
+            return None
+        choices[str(field_id(f))] = values
+    combos: list[dict[str, Any]] = [{}]
+    for fid, values in choices.items():
+        combos = [{**combo, fid: v} for combo in combos for v in values]
+        if len(combos) > _MAX_PARTITIONS:
+            return None
+    return {file_index.partition_token(combo) for combo in combos}
+
+
+def _fixed_values(pred: Pred, f: pa.Field) -> list[Any] | None:
+    """The encoded values ``pred`` allows column ``f``, if it is ``f == v``, ``f IN (...)`` or ``f IS NULL``; else None."""
+    try:
+        if isinstance(pred, Compare) and pred.column == f.name and pred.op == "==":
+            if not pred.value.is_valid:
+                return []  # x = NULL matches no row
+            return [encode_value(pred.value.cast(f.type))]
+        if isinstance(pred, IsIn) and pred.column == f.name:
+            values = pred.values.drop_null().cast(f.type)
+            return list(dict.fromkeys(encode_value(v) for v in values))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError, ValueError):
+        return None  # a value the column cannot hold exactly: let the statistics decide
+    if isinstance(pred, IsNull) and pred.column == f.name:
+        return [None]
+    return None
+
+
+class _SummaryCache:
+    """Decoded group summaries by their stored bytes (a summary key's value may change; equal bytes decode equal)."""
+
+    def __init__(self, entries: int = 200_000) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[bytes, dict[str, Any]] = {}
+        self._entries = entries
+
+    def get(self, raw: bytes) -> dict[str, Any]:
+        found = self._items.get(raw)
+        if found is None:
+            found = json.loads(raw)
+            with self._lock:
+                if len(self._items) >= self._entries:
+                    self._items.clear()
+                self._items[raw] = found
+        return found
+
+
+_SUMMARIES = _SummaryCache()
+
+
+def _matching_groups(reader: CatalogReader, table_id: str, schema: pa.Schema, pred: Pred) -> list[str]:
+    """The ids of the table's groups whose summaries say they may hold rows matching ``pred``."""
+    prefix = keys.file_groups(table_id)
+    groups: list[str] = []
+    summaries: list[dict[str, Any]] = []
+    for key, raw in reader.kv.scan(prefix=prefix):
+        groups.append(key[len(prefix) :].decode())
+        summaries.append(_SUMMARIES.get(raw))
+    if not groups:
+        return []
+    fields = {f.name: f for f in schema}
+    rows = pa.array([s["rows"] for s in summaries], pa.int64())
+
+    def bounds(column: str) -> ColumnBounds | None:
+        f = fields.get(column)
+        if f is None or not has_stats(f.type):
+            return None
+        fid = str(field_id(f))
+        stats = [s["stats"].get(fid) for s in summaries]
+        try:
+            return ColumnBounds(
+                mins=decode_values([None if s is None else s[0] for s in stats], f.type),
+                maxs=decode_values([None if s is None else s[1] for s in stats], f.type),
+                nulls=pa.array([None if s is None else s[2] for s in stats], pa.int64()),
+                rows=rows,
+            )
+        except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError):
+            return None
+
+    mask = may_match(pred, len(groups), bounds)
+    return [g for g, keep in zip(groups, mask.to_pylist()) if keep]

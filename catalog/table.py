@@ -29,7 +29,7 @@ from catalog.errors import NoSuchTableError, UnreadableMetadataError
 from catalog.lazy_module import LazyModule
 from catalog.names import Namespace, join
 from catalog.ops import Append, Delete, Op, Overwrite, UpdateProperties, UpdateSchema
-from catalog.planning import matches, prune
+from catalog.planning import matches, plan_files
 from catalog.predicates import check_expression
 from catalog.records import ICEBERG, TableDef
 from catalog.schema import SchemaChange, check_column_name, conform
@@ -495,8 +495,7 @@ class Table:
         with self._host.reading() as r:
             if r.recorded is not None:
                 r.table_def(self.id)  # in a transaction, reading the data depends on the table still being there
-            live = r.live_files(self.id)
-        return prune(live, self.schema, expr)
+            return plan_files(r, self.id, self.schema, self.partition_by, expr)
 
     @checked
     def scan(self, filter: object = None, columns: list[str] | None = None, limit: int | None = None) -> Scan:  # noqa: A002
