@@ -51,6 +51,7 @@ from catalog.datafiles import DataFile, entry_from_footer
 from catalog.maintenance import purge_dropped
 from catalog.spark.commits import files_read_at, reads_checked, replaced_rows
 from catalog.spark.conditions import exact_condition, literal, spark_filters
+from catalog.spark.control_procedures import ProcedureOps
 from catalog.spark.errors import NotAtVersionError, ProtocolError, annotated_conflicts
 from catalog.spark.filters import pruning_expression
 from catalog.spark.options import store_options
@@ -249,7 +250,7 @@ def _iceberg_view_version(metadata: Mapping[str, Any]) -> Mapping[str, Any]:
 # -- the control plane -----------------------------------------------------------------
 
 
-class ControlPlane:
+class ControlPlane(ProcedureOps):
     """Answers the plugin's requests against one lakehouse (see the module docstring).
 
     Each ``op_<name>`` method answers op ``<name>``: it takes the request's

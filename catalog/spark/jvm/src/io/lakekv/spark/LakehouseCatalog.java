@@ -195,15 +195,20 @@ public class LakehouseCatalog
         return QueryReads.begin(this);
     }
 
-    /** {@code CALL <catalog>.system.begin_transaction()} and its kin ({@link TransactionProcedures}). */
+    /**
+     * {@code CALL <catalog>.system.begin_transaction()} and its kin ({@link TransactionProcedures}),
+     * and the maintenance procedures ({@link MaintenanceProcedures}).
+     */
     @Override
     public UnboundProcedure loadProcedure(Identifier ident) {
-        return TransactionProcedures.load(this, ident);
+        UnboundProcedure maintenance = MaintenanceProcedures.load(this, ident);
+        return maintenance != null ? maintenance : TransactionProcedures.load(this, ident);
     }
 
     @Override
     public Identifier[] listProcedures(String[] namespace) {
-        return TransactionProcedures.list(namespace);
+        return java.util.stream.Stream.concat(Arrays.stream(TransactionProcedures.list(namespace)),
+                Arrays.stream(MaintenanceProcedures.list(namespace))).toArray(Identifier[]::new);
     }
 
     ControlPlane control() {
