@@ -382,18 +382,22 @@ class Lakehouse(TreeMethods):
         return maintenance.export(self.context, dest_url, version, progress, **dest_options)
 
     @checked
-    def verify(self) -> LakeVerifyReport:
-        """Check the catalog's store and every data file of every retained version.
+    def verify(self, table: str | None = None) -> LakeVerifyReport:
+        """Check the catalog's store and every data file of every retained version (with ``table``, that table's).
 
         Returns a :class:`catalog.verify.LakeVerifyReport`: ``ok``, and one
         problem per bad file (missing, wrong size, failed CRC32C,
         undecodable), each naming the file and its table. Reads every
-        retained data file once.
+        retained data file (of ``table``) once.
 
         Raises:
             ObjectStoreError: the storage failed (a bad file is a problem in the report, not an error).
+            NoSuchTableError: ``table`` does not exist.
         """
-        return verify_lake(self.context)
+        if table is not None:
+            self.refresh()
+            table = self.load_table(table).name
+        return verify_lake(self.context, table)
 
     # -- durable transactions and locks (catalog/durable/, YTsaurus model) ----------
 

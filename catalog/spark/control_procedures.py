@@ -14,7 +14,7 @@ rollback_to_timestamp  ``lake.rollback_table(timestamp=)``
 expire_versions        ``lake.expire_versions`` (:mod:`catalog.expiry`)
 remove_orphan_files    ``lake.remove_orphan_files``
 add_files              ``lake.add_files`` (:mod:`catalog.import_files`)
-verify                 ``lake.verify``
+verify                 ``lake.verify(table)``
 =====================  ===================================================
 
 They all act on the live lakehouse and commit on their own (the JVM refuses
@@ -179,18 +179,14 @@ class ProcedureOps:
         }
 
     def op_verify(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """``lake.verify()``: the store and every retained data file; with ``table``, that table's problems only.
+        """``lake.verify(table)``: the store and every retained data file (with ``table``, that table's).
 
         Raises:
             ProtocolError: ``table`` is not a list of names.
             NoSuchTableError: ``table`` does not exist.
         """
-        name = None if args.get("table") is None else _table(args)
-        if name is not None:
-            self._lake.refresh()
-            name = self._lake.load_table(name).name
-        report = self._lake.verify()
-        problems = [str(p) for p in report.problems if name is None or p.table == name]
+        report = self._lake.verify(None if args.get("table") is None else _table(args))
+        problems = [str(p) for p in report.problems]
         return {
             "ok": report.store.ok and not problems,
             "store_ok": report.store.ok,

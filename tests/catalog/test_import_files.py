@@ -68,6 +68,10 @@ def test_the_checksum_computed_at_import_catches_a_later_corruption(local_lake: 
     with pytest.raises(CorruptDataFileError, match="in/one.parquet"):
         local_lake.load_table("ns.t").scan().to_arrow()
     assert not local_lake.verify().ok
+    scoped = local_lake.verify("ns.t")
+    assert scoped.files_checked == 1 and [p.path for p in scoped.problems] == ["in/one.parquet"]
+    local_lake.create_table("ns.other", SCHEMA).append(pa.table({"id": [1], "day": ["x"], "v": [1.0]}))
+    assert local_lake.verify("ns.other").ok and local_lake.verify("ns.other").files_checked == 1
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ Every answer is checked against the Python API on the same lakehouse
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -76,7 +77,8 @@ def test_rewrite_and_rollback_answer_as_the_python_api(spark: SparkSession, ns: 
         assert ids(spark, table, bad) == python_ids(lake, name, bad) == [12, 13]  # history kept
 
         at = lake.history(limit=None, table=name)
-        when_us = int(next(e.timestamp for e in at if e.version == bad) * 1_000_000)
+        # Commit times are finer than Spark's microseconds: round up, or the instant falls before the commit.
+        when_us = math.ceil(next(e.timestamp for e in at if e.version == bad) * 1_000_000) + 1
         by_time = call(spark, f"CALL lake.system.rollback_to_timestamp(table => '{table}', "
                               f"timestamp => timestamp_micros({when_us}))")
         assert by_time["target_version"] == bad and ids(spark, table) == [12, 13] == python_ids(lake, name)
@@ -99,9 +101,9 @@ def test_add_files_verify_expire_and_orphans_answer_as_the_python_api(spark: Spa
         assert rows(spark, f"SELECT count(*) FROM {table} WHERE day = 'y'") == [(1,)]
 
         verified = call(spark, f"CALL lake.system.verify(table => '{table}')")
-        report = lake.verify()
+        report = lake.verify(name)
         assert verified["ok"] is report.ok is True and verified["problems"] == []
-        assert verified["head_version"] == report.head_version and verified["files_checked"] == report.files_checked
+        assert verified["head_version"] == report.head_version and verified["files_checked"] == report.files_checked == 2
 
         # The shared lakehouse keeps the default 24 h window: expiry may delete nothing younger.
         expired = call(spark, "CALL lake.system.expire_versions(retain_last => 1, dry_run => true)")
@@ -121,36 +123,43 @@ def test_add_files_verify_expire_and_orphans_answer_as_the_python_api(spark: Spa
         assert rows(spark, f"SELECT count(*) FROM {table}") == [(3,)]
 
 
-@pytest.mark.parametrize(
-    ("sql", "match"),
-    [
-        ("CALL lake.system.rewrite_data_files(tabel => 'T')", "UNRECOGNIZED_PARAMETER_NAME.*tabel"),
-        ("CALL lake.system.rewrite_data_files()", "REQUIRED_PARAMETER_NOT_FOUND.*table"),
-        ("CALL lake.system.rollback_to_version(table => 'T')", "REQUIRED_PARAMETER_NOT_FOUND.*version"),
-        ("CALL lake.system.rollback_to_version(table => 'T', version => 'x')", "argument version must be BIGINT, not STRING"),
-        ("CALL lake.system.expire_versions(retain_last => 'all')", "argument retain_last must be INT, not STRING"),
-        ("CALL lake.system.rollback_to_version(table => 'T', version => NULL)", "argument version must not be NULL"),
-        ("CALL lake.system.rewrite_data_files(table => 'T', strategy => 'zorder')", "strategy must be one of binpack, sort"),
-        ("CALL lake.system.rewrite_data_files(table => 'T', target_file_size_bytes => 10)", "target_file_size_bytes must be"),
-        ("CALL lake.system.rewrite_data_files(table => 'T', strategy => 'sort', sort_order => 'nope')", "sort_order names column 'nope'"),
-        ("CALL lake.system.rewrite_data_files(table => 'T', where => 'nope = 1')", "where 'nope = 1'"),
-        ("CALL lake.system.expire_versions(retain_last => 0)", "retain_last must be at least 1"),
-        ("CALL lake.system.remove_orphan_files(older_than => current_timestamp())", "older_than must be at least gc_grace_s"),
-        ("CALL lake.system.add_files(table => 'T', source => '/elsewhere')", "not inside the lakehouse's storage"),
-        ("CALL lake.system.rollback_to_version(table => 'T', version => 1)", "rollback_to_version|SnapshotTooOld|another table|NoSuchTable"),
-    ],
-)
-def test_bad_arguments_are_named_and_change_nothing(spark: SparkSession, ns: str, sql: str, match: str) -> None:
+BAD_CALLS = [
+    ("CALL lake.system.rewrite_data_files(tabel => 'T')", "UNRECOGNIZED_PARAMETER_NAME.*tabel"),
+    ("CALL lake.system.rewrite_data_files()", "REQUIRED_PARAMETER_NOT_FOUND.*table"),
+    ("CALL lake.system.rollback_to_version(table => 'T')", "REQUIRED_PARAMETER_NOT_FOUND.*version"),
+    ("CALL lake.system.rollback_to_version(table => 'T', version => 'x')", "argument version must be BIGINT, not STRING"),
+    ("CALL lake.system.expire_versions(retain_last => 'all')", "argument retain_last must be INT, not STRING"),
+    ("CALL lake.system.rollback_to_version(table => 'T', version => NULL)", "argument version must not be NULL"),
+    ("CALL lake.system.rewrite_data_files(table => 'T', strategy => 'zorder')", "strategy must be one of binpack, sort"),
+    ("CALL lake.system.rewrite_data_files(table => 'T', target_file_size_bytes => 10)", "target_file_size_bytes must be"),
+    ("CALL lake.system.rewrite_data_files(table => 'T', strategy => 'sort', sort_order => 'nope')", "sort_order names column 'nope'"),
+    ("CALL lake.system.rewrite_data_files(table => 'T', where => 'nope = 1')", "where 'nope = 1'"),
+    ("CALL lake.system.rewrite_data_files(table => 'nons')", "table 'nons' needs a namespace"),
+    ("CALL lake.system.expire_versions(retain_last => 0)", "retain_last must be at least 1"),
+    ("CALL lake.system.remove_orphan_files(older_than => current_timestamp())", "older_than must be at least gc_grace_s"),
+    ("CALL lake.system.add_files(table => 'T', source => '/elsewhere')", "not inside the lakehouse's storage"),
+    ("CALL lake.system.verify(table => 'T_nope')", "t_nope' does not exist"),
+]
+
+
+def test_bad_arguments_are_named_and_change_nothing(spark: SparkSession, ns: str) -> None:
     table = f"{ns}.t"
     spark.sql(f"CREATE TABLE {table} (id BIGINT, day STRING)")
     spark.sql(f"INSERT INTO {table} VALUES (1, 'a')")
     spark.sql(f"INSERT INTO {table} VALUES (2, 'a')")
     with catalog.open(lake_url_of(spark)) as lake:
         head = lake.refresh()
-        with pytest.raises(PySparkException, match=match):
-            spark.sql(sql.replace("'T'", f"'{table}'")).collect()
-        assert lake.refresh() == head
+        for sql, match in BAD_CALLS:
+            with pytest.raises(PySparkException, match=match):
+                spark.sql(sql.replace("'T", f"'{table}")).collect()
+            assert lake.refresh() == head, sql
     assert ids(spark, table) == [1, 2]
+    spark.sql("CALL lake.system.begin_transaction()")
+    try:
+        with pytest.raises(PySparkException, match="cannot run inside this session's transaction"):
+            spark.sql(f"CALL lake.system.rewrite_data_files(table => '{table}')").collect()
+    finally:
+        spark.sql("CALL lake.system.abort_transaction()")
 
 
 def test_rewrite_runs_while_another_process_keeps_appending(spark: SparkSession, ns: str, tmp_path: Path) -> None:
