@@ -128,11 +128,12 @@ def _widens(have: pa.DataType, want: pa.DataType) -> bool:
     if have == want:
         return True
     if pa.types.is_signed_integer(have) and pa.types.is_signed_integer(want):
-        return have.bit_width <= want.bit_width
+        return bool(have.bit_width <= want.bit_width)
     if pa.types.is_floating(have) and pa.types.is_floating(want):
-        return have.bit_width <= want.bit_width
-    return (pa.types.is_string(have) and pa.types.is_large_string(want)) or (
-        pa.types.is_large_string(have) and pa.types.is_string(want)
+        return bool(have.bit_width <= want.bit_width)
+    return bool(
+        (pa.types.is_string(have) and pa.types.is_large_string(want))
+        or (pa.types.is_large_string(have) and pa.types.is_string(want))
     )
 
 
