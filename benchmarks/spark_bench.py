@@ -393,7 +393,8 @@ def compaction(spark: Any, url: str, work: str, small_files: int, repeat: int) -
         f"{scan_before / scan_after:.2f}x |",
         f"| the rewrite: {rewrite_s:.2f} s, {answer.rewritten_data_files_count} files in, "
         f"{answer.added_data_files_count} out, attempt {answer.attempts}; another process committed "
-        f"{max(0, during)} appends during it, {appended} in all, none lost | | | |",
+        f"{max(0, during)} appends before its commit (after the 200), {appended} in all, none lost; "
+        f"'after' counts the files appended since its plan | | | |",
     ]
 
 
