@@ -199,7 +199,10 @@ def test_rewrite_runs_while_another_process_keeps_appending(spark: SparkSession,
     assert answers[0]["rewritten_data_files_count"] >= 12
     with catalog.open(lake_url_of(spark)) as lake:
         expected = sorted(list(range(6)) + [100 + i for i in range(6)] + appended)
-        assert python_ids(lake, name) == ids(spark, table) == expected
+        got_python, got_spark = python_ids(lake, name), ids(spark, table)
+        history = [(e.version, [op.get("kind") for op in e.operations]) for e in lake.history(limit=None, table=name)]
+        assert got_python == expected, (sorted(set(expected) - set(got_python)), sorted(set(got_python) - set(expected)), history)
+        assert got_spark == expected, (sorted(set(expected) - set(got_spark)), sorted(set(got_spark) - set(expected)))
         kinds = [op["kind"] for e in lake.history(limit=None, table=name) for op in e.operations]
         assert kinds.count("compact") >= 1 and kinds.count("append") >= 6 + len(appended)
 
