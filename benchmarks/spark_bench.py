@@ -37,7 +37,12 @@ Measures, best of ``--repeat`` runs with the two sides in turns:
   runs just this);
 * the Python-source path: the same full-scan aggregation through a second
   catalog on SeaweedFS S3 (no JVM S3 file system here, so the Python source
-  reads), as a ratio to local ``spark.read.parquet``.
+  reads), as a ratio to local ``spark.read.parquet``;
+* compaction (``--compaction-only`` runs just this): a table of
+  ``--small-files`` small files written by 200 appends, its file count and
+  full-scan time before and after ``CALL lake.system.rewrite_data_files``,
+  which runs while another process keeps appending (the rows are checked:
+  nothing lost; the appends it made meanwhile are counted).
 
 Data: TPC-H ``lineitem`` (DuckDB tpch extension) at ``--scale`` (default
 0.2), range-partitioned on ``l_orderkey`` into ``--files`` tasks.
@@ -217,7 +222,11 @@ def main() -> int:
     parser.add_argument("--plans", type=int, default=100, help="queries planned for the latency figures (default 100)")
     parser.add_argument("--no-s3", action="store_true", help="skip the Python-source path on SeaweedFS S3")
     parser.add_argument("--write-order-only", action="store_true", help="run only the write ordering comparison")
+    parser.add_argument("--small-files", type=int, default=2000, help="files of the compaction table (200 appends)")
+    parser.add_argument("--compaction-only", action="store_true", help="run only the compaction measurement")
     args = parser.parse_args()
+    if args.compaction_only:
+        return compaction_main(args)
 
     from catalog.spark import local_spark
     from catalog.spark.plugin import catalog_conf
@@ -295,6 +304,7 @@ def main() -> int:
         # The writes come last: they replace lake.tpch.lineitem's files (with the same rows).
         t_write_lake, t_write_pq = writes(spark, os.path.join(work, "written"), args.repeat)
         t_merge_lake, t_merge_pq, merged_rows = merges(spark, os.path.join(work, "merged"), args.repeat)
+        compaction_lines = compaction(spark, os.path.join(work, "lake"), work, args.small_files, args.repeat)
 
         s3_line = "skipped (--no-s3)"
         if not args.no_s3:
@@ -350,10 +360,111 @@ def main() -> int:
             ("the same: spark.read.parquet, V1 file source (default)", pq_plans, ""),
         ):
             print(f"| {label} | {1000 * p(times, 0.5):.1f} | {1000 * p(times, 0.99):.1f} | {goal} |")
+        print()
+        for line in compaction_lines:
+            print(line)
     finally:
         spark.stop()
         if seaweed is not None:
             seaweed.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+COMPACTION_SCAN = "SELECT day, count(*), sum(v), sum(id) FROM lake.bench.small GROUP BY day ORDER BY day"
+APPENDER = """
+import pathlib, sys, pyarrow as pa, catalog
+stop, url = pathlib.Path(sys.argv[1]), sys.argv[2]
+schema = pa.schema([("id", pa.int64()), ("day", pa.string()), ("v", pa.float64())])
+with catalog.open(url) as lake:
+    t = lake.load_table("bench.small")
+    i = 10_000_000
+    while not stop.exists():
+        t.append(pa.table({"id": [i], "day": ["d0"], "v": [1.0]}, schema=schema))
+        print(i, flush=True)
+        i += 1
+"""
+
+
+def compaction(spark: Any, url: str, work: str, small_files: int, repeat: int) -> list[str]:
+    """The compaction lines of the report: see the module docstring."""
+    import pyarrow as pa
+
+    import catalog
+
+    appends, partitions = 200, max(1, small_files // 200)
+    schema = pa.schema([("id", pa.int64()), ("day", pa.string()), ("v", pa.float64())])
+    with catalog.open(url) as lake:
+        lake.create_namespace("bench")
+        table = lake.create_table("bench.small", schema, partition_by=["day"])
+        n = 0
+        for _ in range(appends):  # each append: one small file per partition
+            ids = list(range(n, n + 50 * partitions))
+            n += len(ids)
+            table.append(pa.table({"id": ids, "day": [f"d{i % partitions}" for i in ids], "v": [i * 0.5 for i in ids]},
+                                  schema=schema))
+        files_before = len(lake.load_table("bench.small").files())
+    expected = spark.sql(COMPACTION_SCAN).collect()
+    scan_before = min(latencies(lambda: spark.sql(COMPACTION_SCAN).collect(), repeat))
+    stop = os.path.join(work, "stop-appending")
+    appender = subprocess.Popen([sys.executable, "-c", APPENDER, stop, url], stdout=subprocess.PIPE, text=True)
+    try:
+        assert appender.stdout is not None
+        appender.stdout.readline()  # it is committing
+        started = time.perf_counter()
+        answer = spark.sql("CALL lake.system.rewrite_data_files(table => 'bench.small')").first()
+        rewrite_s = time.perf_counter() - started
+        with catalog.open(url) as lake:
+            during = sum(1 for e in lake.history(limit=None, table="bench.small")
+                         if e.version < answer.version and any(op["kind"] == "append" for op in e.operations)) - appends
+        open(stop, "w").close()
+        out, _ = appender.communicate(timeout=300)
+    finally:
+        open(stop, "w").close()
+        if appender.poll() is None:
+            appender.kill()
+    assert appender.returncode == 0, f"the appending process failed (exit {appender.returncode})"
+    appended = 1 + len(out.split())
+    with catalog.open(url) as lake:
+        live = lake.load_table("bench.small")
+        files_after = len(live.files())
+        data = live.scan().to_arrow()
+        assert data.num_rows == n + appended, f"rows lost: {data.num_rows} != {n} + {appended}"
+        assert sorted(data.column("id").to_pylist())[-appended:] == list(range(10_000_000, 10_000_000 + appended))
+    got = spark.sql(COMPACTION_SCAN).collect()
+    d0 = [r for r in got if r[0] == "d0"][0]
+    assert [r for r in got if r[0] != "d0"] == [r for r in expected if r[0] != "d0"], "the rewrite changed rows"
+    assert d0[1] == [r for r in expected if r[0] == "d0"][0][1] + appended, "the rewrite changed rows"
+    scan_after = min(latencies(lambda: spark.sql(COMPACTION_SCAN).collect(), repeat))
+    return [
+        "| compaction: CALL lake.system.rewrite_data_files | before | after | ratio |",
+        "|---|---:|---:|---:|",
+        f"| data files ({appends} appends x {partitions} partitions) | {files_before} | {files_after} | "
+        f"{files_before / max(1, files_after):.0f}x fewer |",
+        f"| full-scan aggregation s (best of {repeat}) | {scan_before:.3f} | {scan_after:.3f} | "
+        f"{scan_before / scan_after:.2f}x |",
+        f"| the rewrite: {rewrite_s:.2f} s, {answer.rewritten_data_files_count} files in, "
+        f"{answer.added_data_files_count} out, attempt {answer.attempts}; another process committed "
+        f"{max(0, during)} appends before its commit (after the 200), {appended} in all, none lost; "
+        f"'after' counts the files appended since its plan | | | |",
+    ]
+
+
+def compaction_main(args: argparse.Namespace) -> int:
+    from catalog.spark import local_spark
+
+    work = tempfile.mkdtemp(prefix="lakekv-spark-compaction-")
+    url = os.path.join(work, "lake")
+    spark = local_spark("local[2]", app_name="lakekv-spark-compaction", catalogs={"lake": url})
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        print(f"# Spark compaction benchmark  {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+        print(f"machine: {platform.machine()} {os.cpu_count()} cores, pyspark {spark.version}, local[2], commit {commit}")
+        print()
+        for line in compaction(spark, url, work, args.small_files, args.repeat):
+            print(line)
+    finally:
+        spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

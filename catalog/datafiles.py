@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from catalog.errors import CorruptDataFileError
-from catalog.schema import PARQUET_FIELD_ID, field_id, project
+from catalog.schema import FIELD_ID, PARQUET_FIELD_ID, field_id, project
 from kvstore.format.checksum import crc32c
 from kvstore.objstore.base import ObjectStore
 
@@ -145,6 +145,11 @@ class DataFile:
     # recorded; such readers check the whole file.
     footer_size: int | None = None
     footer_crc32c: int | None = None
+    # A file imported in place (catalog.import_files) whose Parquet schema has
+    # no field ids: its column names -> the table's field ids, as they were
+    # matched at import (so a later rename still reads them). Partition
+    # columns a Hive-style file leaves out are filled from ``partition``.
+    column_ids: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The entry as a JSON-serialisable dict (optional fields only when set)."""
@@ -163,6 +168,8 @@ class DataFile:
         if self.footer_size is not None:
             out["footer_size"] = self.footer_size
             out["footer_crc32c"] = self.footer_crc32c
+        if self.column_ids is not None:
+            out["column_ids"] = self.column_ids
         return out
 
     def encode(self) -> bytes:
@@ -194,6 +201,7 @@ class DataFile:
                 parquet_field_ids=d.get("parquet_field_ids") is True,
                 footer_size=None if d.get("footer_size") is None else int(d["footer_size"]),
                 footer_crc32c=None if d.get("footer_crc32c") is None else int(d["footer_crc32c"]),
+                column_ids=None if d.get("column_ids") is None else {str(k): str(v) for k, v in d["column_ids"].items()},
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise ValueError(f"malformed data file entry {str(d)[:200]}: {exc!r}") from None
@@ -559,6 +567,27 @@ def read_body(objects: ObjectStore, entry: DataFile, table: str | None = None) -
     return body
 
 
+def imported_view(data: pa.Table, entry: DataFile, schema: pa.Schema) -> pa.Table:
+    """``data`` of an imported file (``entry.column_ids``) with the table's field ids, and the partition
+    columns it leaves out (Hive style) filled from its entry; any other file's ``data`` as it is."""
+    if entry.column_ids is None:
+        return data
+    fields, arrays = [], []
+    for f, col in zip(data.schema, data.columns):
+        fid = entry.column_ids.get(f.name)
+        if fid is not None:
+            fields.append(f.with_metadata({**(f.metadata or {}), FIELD_ID: fid.encode()}))
+            arrays.append(col)
+    present = {entry.column_ids[f.name] for f in data.schema if f.name in entry.column_ids}
+    for f in schema:
+        fid = str(field_id(f))
+        if fid in entry.partition and fid not in present:
+            value = decode_values([entry.partition[fid]], f.type)[0]
+            fields.append(pa.field(f.name, f.type, metadata={FIELD_ID: fid.encode()}))
+            arrays.append(pa.repeat(value, data.num_rows))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
 def read_file(
     objects: ObjectStore,
     entry: DataFile,
@@ -581,7 +610,7 @@ def read_file(
         data = pq.read_table(pa.BufferReader(body), page_checksum_verification=True)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise _undecodable(entry, table, exc) from exc
-    return project(data, schema, columns)
+    return project(imported_view(data, entry, schema), schema, columns)
 
 
 def read_file_batches(
@@ -609,7 +638,7 @@ def read_file_batches(
         parquet = pq.ParquetFile(pa.BufferReader(body), page_checksum_verification=True)
         batches = parquet.iter_batches(batch_size=batch_size, use_threads=False)
         for batch in batches:
-            yield from project(pa.Table.from_batches([batch]), schema).to_batches()
+            yield from project(imported_view(pa.Table.from_batches([batch]), entry, schema), schema).to_batches()
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise _undecodable(entry, table, exc) from exc
 

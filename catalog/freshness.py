@@ -45,6 +45,8 @@ from kvstore.store import Store
 # each HEAD is a round trip of milliseconds.
 _PARALLEL_HEADS_FROM: Final = 4
 _HEAD_THREADS: Final = 16
+# Where GC looks for orphans (catalog.tree.DATA_PREFIX, which this module cannot import: a cycle).
+GC_COLLECTED_PREFIX: Final = "data/"
 
 
 def publish_deadline(store: Store, objects: ObjectStore, files: Iterable[DataFile]) -> float | None:
@@ -58,7 +60,9 @@ def publish_deadline(store: Store, objects: ObjectStore, files: Iterable[DataFil
         ObjectStoreError: a HEAD or the storage clock's probe failed.
     """
     half_grace = float(store.options.gc_grace_s) / 2
-    files = list(files)
+    # GC takes unreferenced files only under data/ (catalog.maintenance): a file elsewhere
+    # (one catalog.import_files imported in place) is no orphan it could take, whatever its age.
+    files = [f for f in files if f.path.startswith(GC_COLLECTED_PREFIX)]
     if not files:
         return None
     if len(files) > _PARALLEL_HEADS_FROM:

@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from catalog import changes, maintenance, retention, timetravel
+from catalog import changes, expiry, import_files, maintenance, retention, rewrite, rollback, timetravel
 from catalog.arguments import checked
 from catalog.context import LakeContext
 from catalog.datafiles import DEFAULT_TARGET_FILE_BYTES
@@ -32,7 +32,10 @@ from catalog.durable.lake import DurableLake
 from catalog.durable.manager import DurableTransaction
 from catalog.durable.records import LockRecord, TxnRecord
 from catalog.durable.session import DurableCatalogTransaction
+from catalog.import_files import ImportReport
 from catalog.maintenance import CompactionReport, ExportReport, GCReport
+from catalog.rewrite import RewriteReport
+from catalog.rollback import RollbackReport
 from catalog.timetravel import HistoryEntry, PastLakehouse
 from catalog.transactions import LiveHost, OpenTransaction
 from catalog.tree import LakeTree, TreeMethods
@@ -293,6 +296,83 @@ class Lakehouse(TreeMethods):
         return maintenance.compact_table(self.context, name, target_file_bytes, progress)
 
     @checked
+    def rewrite_data_files(
+        self,
+        name: str,
+        where: str | None = None,
+        target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
+        strategy: str = "binpack",
+        sort_order: str | None = None,
+    ) -> RewriteReport:
+        """Compact table ``name``'s files matching the SQL condition ``where``, bin-packed or sorted, in one commit.
+
+        Rebases over concurrent appends and redoes itself when a concurrent
+        commit removed an input; see :mod:`catalog.rewrite`.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: a bad ``target_file_bytes``, ``strategy``, ``sort_order`` or ``where``.
+            NoSuchTableError: no such table.
+            RetryableConflictError: concurrent commits removed an input on every attempt.
+        """
+        return rewrite.rewrite_data_files(self.context, name, where, target_file_bytes, strategy, sort_order)
+
+    @checked
+    def rollback_table(self, name: str, version: int | None = None, timestamp: float | None = None) -> RollbackReport:
+        """Make table ``name`` hold again its rows and schema of lakehouse ``version`` (or storage time ``timestamp``).
+
+        A NEW commit: the versions in between stay in the history and stay
+        readable. See :mod:`catalog.rollback`.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: neither or both of ``version`` and ``timestamp``, or a column that cannot be restored.
+            NoSuchTableError: no such table (now, or then under that name).
+            SnapshotTooOldError: the version is past retention.
+            RetryableConflictError: concurrent commits changed the table on every attempt.
+        """
+        return rollback.rollback_table(self.context, name, version, timestamp)
+
+    @checked
+    def add_files(self, name: str, source: str) -> ImportReport:
+        """Import the Parquet files at ``source`` (inside the lakehouse's storage) into table ``name`` without copying.
+
+        See :mod:`catalog.import_files`.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: ``source`` is not importable, or a file does not fit the table (naming file and column).
+            NoSuchTableError: no such table.
+        """
+        return import_files.add_files(self.context, name, source)
+
+    @checked
+    def expire_versions(self, older_than: float | None = None, retain_last: int = 1, dry_run: bool = False) -> GCReport:
+        """Delete the data files only versions before ``older_than`` read, keeping the newest ``retain_last``.
+
+        Never past the recorded retention window; see :mod:`catalog.expiry`.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: ``retain_last`` below 1 or ``older_than`` in the future.
+        """
+        return expiry.expire_versions(self.context, older_than, retain_last, dry_run)
+
+    @checked
+    def remove_orphan_files(self, older_than: float | None = None, dry_run: bool = False) -> GCReport:
+        """Delete files no version references, older than ``older_than`` (default ``gc_grace_s`` ago).
+
+        Also the staged files of dead durable transactions; see :mod:`catalog.expiry`.
+
+        Raises:
+            TypeError: an argument of the wrong type.
+            ValueError: ``older_than`` is later than ``gc_grace_s`` ago.
+        """
+        report = expiry.remove_orphan_files(self.context, older_than, dry_run)
+        report.orphan_files.extend(self.durable.collect(dry_run))
+        return report
+
+    @checked
     def gc(self, dry_run: bool = False, grace_s: float | None = None, progress: bool = False) -> GCReport:
         """Delete data files no retained version can reach, and the staged files of dead durable transactions.
 
@@ -322,18 +402,22 @@ class Lakehouse(TreeMethods):
         return maintenance.export(self.context, dest_url, version, progress, **dest_options)
 
     @checked
-    def verify(self) -> LakeVerifyReport:
-        """Check the catalog's store and every data file of every retained version.
+    def verify(self, table: str | None = None) -> LakeVerifyReport:
+        """Check the catalog's store and every data file of every retained version (with ``table``, that table's).
 
         Returns a :class:`catalog.verify.LakeVerifyReport`: ``ok``, and one
         problem per bad file (missing, wrong size, failed CRC32C,
         undecodable), each naming the file and its table. Reads every
-        retained data file once.
+        retained data file (of ``table``) once.
 
         Raises:
             ObjectStoreError: the storage failed (a bad file is a problem in the report, not an error).
+            NoSuchTableError: ``table`` does not exist.
         """
-        return verify_lake(self.context)
+        if table is not None:
+            self.refresh()
+            table = self.load_table(table).name
+        return verify_lake(self.context, table)
 
     # -- durable transactions and locks (catalog/durable/, YTsaurus model) ----------
 

@@ -150,8 +150,21 @@ def _scan_tables(reader: CatalogReader) -> Iterator[tuple[bytes, bytes]]:
     return reader.kv.scan(prefix=keys.TBL)
 
 
-def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -> GCReport:
+def gc(
+    ctx: LakeContext,
+    dry_run: bool,
+    grace_s: float | None,
+    progress: bool,
+    *,
+    orphans: bool = True,
+    removals: bool = True,
+    max_floor: int | None = None,
+) -> GCReport:
     """Delete data files no retained version can reach; see the module docstring.
+
+    ``orphans=False`` leaves unreferenced and temp files alone, ``removals=False``
+    the files of committed removals (catalog.expiry runs one half each);
+    ``max_floor`` lowers the floor GC deletes under (never raises it past the window's).
 
     Raises:
         ValueError: ``grace_s`` is not a non-negative number.
@@ -169,6 +182,8 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
     cutoff = _orphan_cutoff(ctx, grace_s)
     ctx.store.refresh()
     floor, window = retention.gc_floor(ctx.store)
+    if max_floor is not None:
+        floor = min(floor, max_floor)
     report = GCReport(dry_run=dry_run, floor_version=floor)
     live_paths: set[str] = set()
     live_tables: set[str] = set()
@@ -181,30 +196,30 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
                 gone.append((key, json.loads(value)))
             elif key.endswith(b"/def"):
                 live_tables.add(key[len(keys.TBL) : -len(b"/def")].decode())
-    deletable = _past_floor(ctx, gone, floor)
+    deletable = _past_floor(ctx, gone, floor) if removals else []
     referenced = live_paths | {record["path"] for _, record in gone}
     referenced |= staged_paths(ctx.store)  # staged by durable transactions not yet committed
-    orphans: list[tuple[str, int]] = []
+    orphan_files: list[tuple[str, int]] = []
     derived: list[str] = []  # derived Iceberg metadata of native tables (catalog.iceberg_derived)
     for meta in ctx.objects.list(DATA_PREFIX + "/"):
         if iceberg_derived.is_derived_path(meta.path):
             derived.append(meta.path)  # no orphan: collected by its own rule below
-        elif meta.path not in referenced and meta.mtime <= cutoff:
-            orphans.append((meta.path, meta.size))
+        elif orphans and meta.path not in referenced and meta.mtime <= cutoff:
+            orphan_files.append((meta.path, meta.size))
     # Temp files of writers killed mid-write (a local directory's .tmp/): they
     # hold space on a full disk and no version will ever name them.
     objects = ctx.objects
-    temps = objects.stale_temp_files(cutoff) if isinstance(objects, TempFileStore) else []
+    temps = objects.stale_temp_files(cutoff) if orphans and isinstance(objects, TempFileStore) else []
     for meta in temps:
         report.temp_files.append(meta.path)
         report.bytes_freed += meta.size
         if not dry_run and isinstance(objects, TempFileStore):
             objects.delete_temp_file(meta.path)
-    total = len(deletable) + len(orphans)
+    total = len(deletable) + len(orphan_files)
     done = 0
     # Orphans first: no version reads them, and the space they free lets the
     # floor's commit below succeed on a full disk.
-    for path, size in orphans:
+    for path, size in orphan_files:
         report.orphan_files.append(path)
         report.bytes_freed += size
         if not dry_run:
@@ -214,7 +229,7 @@ def gc(ctx: LakeContext, dry_run: bool, grace_s: float | None, progress: bool) -
     # A lakehouse that never recorded a floor may have lost files to a GC from
     # before floors were recorded: its first GC records one whatever it deletes.
     unrecorded = floor > 0 and retention.recorded_floor(ctx.store) is None
-    if not dry_run and (unrecorded or any(not record.get("purge") for _, record in deletable)):
+    if removals and not dry_run and (unrecorded or any(not record.get("purge") for _, record in deletable)):
         # The floor is recorded in the lakehouse before any file below it
         # goes: every reader then answers SnapshotTooOldError, never a
         # missing file (catalog.retention).

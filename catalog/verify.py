@@ -78,8 +78,11 @@ class LakeVerifyReport:
         return self.store.ok and not self.problems
 
 
-def verify(ctx: LakeContext) -> LakeVerifyReport:
+def verify(ctx: LakeContext, table: str | None = None) -> LakeVerifyReport:
     """Check the lakehouse of ``ctx``: see the module docstring.
+
+    With ``table`` (a table's current name), only the data files of that
+    table (as it is named at the floor or the head) are read; the store is checked whole.
 
     Raises:
         ObjectStoreError: the storage failed (a bad file is a problem in the report, not an error).
@@ -87,7 +90,7 @@ def verify(ctx: LakeContext) -> LakeVerifyReport:
     ctx.store.refresh()
     store_report = ctx.store.verify()
     head = ctx.store.version
-    floor, wanted = _retained(ctx, head)
+    floor, wanted = _only(table, *_retained(ctx, head))
     report = LakeVerifyReport(store=store_report, floor_version=floor, head_version=head)
     for path in sorted(wanted):
         entry, table, purged = wanted[path]
@@ -99,12 +102,20 @@ def verify(ctx: LakeContext) -> LakeVerifyReport:
         # it took is past retention now, not missing (GC records the floor first).
         ctx.store.refresh()
         if retention.floor(ctx.store) > floor:
-            report.floor_version, still = _retained(ctx, head)
+            report.floor_version, still = _only(table, *_retained(ctx, head))
             report.problems = [p for p in report.problems if p.problem != MISSING or p.path in still]
     return report
 
 
 MISSING = "missing: a retained version references it"
+
+
+def _only(
+    table: str | None, floor: int, wanted: dict[str, tuple[DataFile, str | None, bool]]
+) -> tuple[int, dict[str, tuple[DataFile, str | None, bool]]]:
+    if table is None:
+        return floor, wanted
+    return floor, {path: found for path, found in wanted.items() if found[1] == table}
 
 
 def _retained(ctx: LakeContext, head: int) -> tuple[int, dict[str, tuple[DataFile, str | None, bool]]]:

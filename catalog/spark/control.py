@@ -54,6 +54,7 @@ from catalog.spark.commits import files_read_at, reads_checked, replaced_rows
 from catalog.spark.conditions import exact_condition, literal, spark_filters
 from catalog.spark.control_metadata import MetadataOps
 from catalog.spark.write_order import WRITE_ORDER_PROPERTY, check_write_order
+from catalog.spark.control_procedures import ProcedureOps
 from catalog.spark.errors import NotAtVersionError, ProtocolError, annotated_conflicts
 from catalog.spark.filters import pruning_expression
 from catalog.spark.options import store_options
@@ -255,7 +256,7 @@ def _iceberg_view_version(metadata: Mapping[str, Any]) -> Mapping[str, Any]:
 # -- the control plane -----------------------------------------------------------------
 
 
-class ControlPlane(MetadataOps, ChangesOps):
+class ControlPlane(MetadataOps, ChangesOps, ProcedureOps):
     """Answers the plugin's requests against one lakehouse (see the module docstring).
 
     Each ``op_<name>`` method answers op ``<name>``: it takes the request's

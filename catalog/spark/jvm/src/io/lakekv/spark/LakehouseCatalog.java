@@ -195,17 +195,24 @@ public class LakehouseCatalog
         return QueryReads.begin(this);
     }
 
-    /** {@code CALL <catalog>.system.begin_transaction()} and its kin ({@link TransactionProcedures}). */
+    /**
+     * {@code CALL <catalog>.system.begin_transaction()} and its kin ({@link TransactionProcedures}),
+     * and the maintenance procedures ({@link MaintenanceProcedures}).
+     */
     @Override
     public UnboundProcedure loadProcedure(Identifier ident) {
         UnboundProcedure changes = ChangesProcedure.load(this, ident);  // table_changes
-        return changes != null ? changes : TransactionProcedures.load(this, ident);
+        if (changes != null) {
+            return changes;
+        }
+        UnboundProcedure maintenance = MaintenanceProcedures.load(this, ident);
+        return maintenance != null ? maintenance : TransactionProcedures.load(this, ident);
     }
 
     @Override
     public Identifier[] listProcedures(String[] namespace) {
-        return java.util.stream.Stream.concat(Arrays.stream(TransactionProcedures.list(namespace)),
-                Arrays.stream(ChangesProcedure.list(namespace))).toArray(Identifier[]::new);
+        return java.util.stream.Stream.of(TransactionProcedures.list(namespace), ChangesProcedure.list(namespace),
+                MaintenanceProcedures.list(namespace)).flatMap(Arrays::stream).toArray(Identifier[]::new);
     }
 
     ControlPlane control() {

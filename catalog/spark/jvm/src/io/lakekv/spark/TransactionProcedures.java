@@ -55,7 +55,8 @@ final class TransactionProcedures {
             throw new LakehouseException.InvalidArgument("no_such_procedure", "no procedure "
                     + catalog.name() + "." + String.join(".", ident.namespace()) + (ident.namespace().length > 0 ? "." : "")
                     + ident.name() + "; the lakehouse catalog has " + catalog.name() + "." + NAMESPACE + "."
-                    + String.join(", " + catalog.name() + "." + NAMESPACE + ".", NAMES));
+                    + String.join(", " + catalog.name() + "." + NAMESPACE + ".",
+                            java.util.stream.Stream.concat(NAMES.stream(), MaintenanceProcedures.names().stream()).toList()));
         }
         return switch (ident.name()) {
             case "begin_transaction" -> new Begin(catalog);
