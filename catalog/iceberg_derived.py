@@ -75,7 +75,10 @@ appends cost exactly what they did. A load derives for the version it reads
 commit sees it. Each derivation builds on the newest earlier derived state
 (this process's cache, else the derived files themselves): right after an
 append that is one scan of the table's file keys, one manifest, one
-manifest list and one ``metadata.json``.
+manifest list and one ``metadata.json``. A first derivation goes through
+every retained change, but scans the file keys once for the newest run of
+changes that removed no file (the keys' revisions say which change added
+each file; see :class:`_Appended`), and once per change before it.
 """
 
 from __future__ import annotations
