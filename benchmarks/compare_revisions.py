@@ -19,7 +19,8 @@ shows (quick mode's 4 appends are too few): the catalog bench's
 ``single_writer`` (N appends), ``many_writers`` (4 processes, N/4 appends
 each) and ``build_files`` (N files, 10 commits) phases, with this checkout's
 benchmark code (``benchmarks/lakehouse``, the same for both sides) against
-each revision's packages; no engine bench. It prints, per measurement,
+each revision's packages, each phase's rate and, for the phases in the
+benchmark's own process, its CPU time per commit; no engine bench. It prints, per measurement,
 the median of the rounds for each revision and head ÷ base (for a rate,
 above 1 is faster; for a time, below 1 is faster), with each side's spread
 (max ÷ min over the rounds).
@@ -124,21 +125,36 @@ def measure_appends(appends: int, root: Path, out: Path) -> None:
     run = Run(config, root, ["lakekv"], None)
     run.setup("lakekv")
     system = run.systems["lakekv"]
-    results = {
-        "single_writer": workloads.single_writer(system, config),
-        "many_writers": workloads.many_writers(system, root / "lakekv", config),
-        "build_files": run.build("lakekv"),
+    phases = {
+        "single_writer": (lambda: workloads.single_writer(system, config), "committed"),
+        "many_writers": (lambda: workloads.many_writers(system, root / "lakekv", config), "committed"),
+        "build_files": (lambda: run.build("lakekv"), "commits"),
     }
-    system.close()
     metrics: dict[str, float] = {}
-    for step, result in results.items():
+    for step, (phase, commits) in phases.items():
+        cpu0 = _cpu_s()
+        result = phase()
+        cpu = _cpu_s() - cpu0
         failed = workloads.failed_checks(result)
         if failed or result["metrics"].get("gave_up"):
             raise SystemExit(f"{step}: failed checks {failed} or appends given up: {result['metrics']}")
         for key in RATE_KEYS:
             if key in result["metrics"]:
                 metrics[f"catalog {step}: {key}"] = float(result["metrics"][key])
+        if step != "many_writers":
+            # CPU per commit: on a loaded machine it moves less than a rate. Not for the writer processes,
+            # whose CPU would include their start (imports), which their rate leaves out.
+            metrics[f"catalog {step}: cpu_ms_per_commit"] = cpu * 1000 / max(1, int(result["metrics"][commits]))
+    system.close()
     out.write_text(json.dumps(metrics))
+
+
+def _cpu_s() -> float:
+    """CPU time (user + system) of this process so far."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
 
 
 def measure(tree: Path, full: bool, scratch: Path, appends: int | None = None) -> dict[str, float]:

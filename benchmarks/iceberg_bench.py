@@ -167,7 +167,11 @@ def compare(base: str, rounds: int, appends: int) -> None:
         elif line.startswith("| catalog "):
             cells = [c.strip() for c in line.strip("|").split("|")]
             ratio = float(cells[3].split(" ", 1)[0])
-            print("  " + line + f"  goal >= 0.95 {'MET' if ratio >= 0.95 else 'NOT MET'}")
+            if cells[0].endswith("cpu_ms_per_commit"):
+                # A time: 0.95x the rate is 1/0.95 the time per commit.
+                print("  " + line + f"  goal <= {1 / 0.95:.2f} {'MET' if ratio <= 1 / 0.95 else 'NOT MET'}")
+            else:
+                print("  " + line + f"  goal >= 0.95 {'MET' if ratio >= 0.95 else 'NOT MET'}")
 
 
 def main() -> int:

@@ -896,6 +896,12 @@ class _Appended:
             run = min(run, len(pending) - 1)  # the first change is derived from a scan of its own
         if run < 2:
             return None
+        # The state the run builds on: every key written after it must be one a change of the run wrote. A
+        # commit whose summary was cut to fit the root file (transactions.bounded) may not name the table.
+        before = pending[run].version if run < len(pending) else base.derived.snapshot_version  # type: ignore[union-attr]
+        with ctx.store.at(version=before) as snap:
+            before_seq = snap.seq
+        run_seqs = frozenset().union(*(change.seqs for change in pending[:run]))
         by_seq: dict[int, list[tuple[bytes, bytes]]] = {}
         keys_: list[bytes] = []
         values: list[bytes] = []
@@ -904,6 +910,8 @@ class _Appended:
                 by_seq.setdefault(revision, []).append((key, value))
                 keys_.append(key)
                 values.append(value)
+        if any(seq > before_seq and seq not in run_seqs for seq in by_seq):
+            return None  # files no change of the run says it added: scan each change
         files = _FileKeys(pa.array(keys_, pa.binary()), pa.array(values, pa.binary()))
         return cls(pending[0].version, by_seq, files)
 

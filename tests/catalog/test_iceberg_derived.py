@@ -475,6 +475,27 @@ def test_a_first_derivation_writes_the_bytes_a_version_by_version_one_writes(
         assert _rows(table.scan().to_arrow()) == _native(lake, lake.version)
 
 
+def test_a_first_derivation_keeps_files_of_a_commit_whose_summary_left_the_table_out(tmp_path: Path) -> None:
+    # A transaction of hundreds of operations keeps only its first summaries
+    # in the history: its append to ns.t is in no summary that names the
+    # table, yet its files are live in every later version.
+    with catalog.open(str(tmp_path / "lake"), poll_interval_s=0) as lake:
+        lake.create_namespace("ns")
+        t = lake.create_table("ns.t", SCHEMA, partition_by=["day"])
+        t.append(pa.table({"id": [1], "day": ["mon"], "name": ["a"], "amount": [1]}))
+        with lake.transaction() as tx:
+            for i in range(450):
+                tx.create_table(f"ns.filler_{i}", pa.schema([("x", pa.int64())]))
+            tx.load_table("ns.t").append(pa.table({"id": [2], "day": ["tue"], "name": ["b"], "amount": [2]}))
+        hidden = lake.version
+        assert not [e for e in lake.history(limit=None, table="ns.t") if e.version == hidden]
+        t = lake.load_table("ns.t")
+        t.append(pa.table({"id": [3], "day": ["wed"], "name": ["c"], "amount": [3]}))
+        t.append(pa.table({"id": [4], "day": ["mon"], "name": ["d"], "amount": [4]}))
+        derived = StaticTable.from_metadata(iceberg_derived.derive(lake, "ns.t").metadata_location)
+        assert _rows(derived.scan().to_arrow()) == _native(lake, lake.version)
+
+
 def _conformed(t: catalog.Table, columns: dict[str, list[Any]]) -> pa.Table:
     """Rows for the table's current schema: the given columns, every other column a value derived from the id."""
     ids = columns["id"]
