@@ -1,8 +1,9 @@
 """Before/after a change, in one run: lakekv at two git revisions, taking turns.
 
 Run: ``.venv/bin/python benchmarks/compare_revisions.py --base REV [--head REV]
-[--rounds N] [--full]``. Each round runs, for the base and then the head (the
-order alternates every round, so drift of a shared machine falls on both):
+[--rounds N] [--full | --appends N]``. Each round runs, for the base and then
+the head (the order alternates every round, so drift of a shared machine falls
+on both):
 
 * the catalog bench, lakekv only (``catalog_bench.py --systems lakekv``);
 * the engine bench's W1 (the load W4 reads), W2 and W4, lakekv only
@@ -11,7 +12,15 @@ order alternates every round, so drift of a shared machine falls on both):
 Both are ``--quick`` unless ``--full``. Each revision runs its own benchmark
 code against its own packages (a ``git worktree``, on ``PYTHONPATH``), with
 this checkout's compiled extensions copied in: the script refuses when the
-extensions' sources differ between the revisions. It prints, per measurement,
+extensions' sources differ between the revisions.
+
+``--appends N`` measures native appends alone, at sizes where a 5% change
+shows (quick mode's 4 appends are too few): the catalog bench's
+``single_writer`` (N appends), ``many_writers`` (4 processes, N/4 appends
+each) and ``build_files`` (N files, 10 commits) phases, with this checkout's
+benchmark code (``benchmarks/lakehouse``, the same for both sides) against
+each revision's packages, each phase's rate and, for the phases in the
+benchmark's own process, its CPU time per commit; no engine bench. It prints, per measurement,
 the median of the rounds for each revision and head ÷ base (for a rate,
 above 1 is faster; for a time, below 1 is faster), with each side's spread
 (max ÷ min over the rounds).
@@ -87,7 +96,70 @@ def engine_metrics(data: dict) -> dict[str, float]:
     return out
 
 
-def measure(tree: Path, full: bool, scratch: Path) -> dict[str, float]:
+def append_metrics(tree: Path, appends: int, scratch: Path) -> dict[str, float]:
+    """The catalog bench's append phases, this checkout's benchmark code on ``tree``'s packages (a process of its own)."""
+    out = scratch / "appends.json"
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    command = [sys.executable, str(Path(__file__).resolve()), "--measure-appends", str(appends), str(scratch / "lake"), str(out)]
+    subprocess.run(command, cwd=tree, env=env, check=True, stdout=subprocess.DEVNULL)
+    data: dict[str, float] = json.loads(out.read_text())
+    out.unlink()
+    shutil.rmtree(scratch / "lake", ignore_errors=True)
+    return data
+
+
+def measure_appends(appends: int, root: Path, out: Path) -> None:
+    """Run in the revision's process: setup, single_writer, many_writers, build_files of lakekv at ``appends``."""
+    from dataclasses import replace
+
+    # This checkout's benchmark code (sys.path[0] is this file's folder); catalog comes from PYTHONPATH.
+    from lakehouse import workloads
+    from lakehouse.config import CatalogBenchConfig
+    from lakehouse.run import Run
+
+    files_per_commit = max(1, appends // 10)
+    config = replace(
+        CatalogBenchConfig.quick(), single_writer_appends=appends, appends_per_writer=max(1, appends // 4),
+        files=files_per_commit * 10, files_per_commit=files_per_commit,
+    )
+    run = Run(config, root, ["lakekv"], None)
+    run.setup("lakekv")
+    system = run.systems["lakekv"]
+    phases = {
+        "single_writer": (lambda: workloads.single_writer(system, config), "committed"),
+        "many_writers": (lambda: workloads.many_writers(system, root / "lakekv", config), "committed"),
+        "build_files": (lambda: run.build("lakekv"), "commits"),
+    }
+    metrics: dict[str, float] = {}
+    for step, (phase, commits) in phases.items():
+        cpu0 = _cpu_s()
+        result = phase()
+        cpu = _cpu_s() - cpu0
+        failed = workloads.failed_checks(result)
+        if failed or result["metrics"].get("gave_up"):
+            raise SystemExit(f"{step}: failed checks {failed} or appends given up: {result['metrics']}")
+        for key in RATE_KEYS:
+            if key in result["metrics"]:
+                metrics[f"catalog {step}: {key}"] = float(result["metrics"][key])
+        if step != "many_writers":
+            # CPU per commit: on a loaded machine it moves less than a rate. Not for the writer processes,
+            # whose CPU would include their start (imports), which their rate leaves out.
+            metrics[f"catalog {step}: cpu_ms_per_commit"] = cpu * 1000 / max(1, int(result["metrics"][commits]))
+    system.close()
+    out.write_text(json.dumps(metrics))
+
+
+def _cpu_s() -> float:
+    """CPU time (user + system) of this process so far."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
+def measure(tree: Path, full: bool, scratch: Path, appends: int | None = None) -> dict[str, float]:
+    if appends is not None:
+        return append_metrics(tree, appends, scratch)
     quick = [] if full else ["--quick"]
     metrics = catalog_metrics(run(tree, "catalog_bench.py", ["--systems", "lakekv", *quick], scratch / "catalog"))
     engine = run(tree, "bench.py", ["--engines", "lakekv", "--workloads", "W1,W2,W4", *quick], scratch / "engine")
@@ -100,8 +172,16 @@ def main() -> int:
     parser.add_argument("--base", required=True, help="the revision before the change")
     parser.add_argument("--head", default="HEAD", help="the revision after it (default HEAD)")
     parser.add_argument("--rounds", type=int, default=3, help="turns per revision (default 3)")
-    parser.add_argument("--full", action="store_true", help="full benchmark sizes instead of --quick")
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument("--full", action="store_true", help="full benchmark sizes instead of --quick")
+    sizes.add_argument("--appends", type=int, default=None, metavar="N",
+                       help="native appends alone: the catalog bench's append phases at N appends (see above)")
+    if len(sys.argv) == 5 and sys.argv[1] == "--measure-appends":  # the per-revision process of --appends
+        measure_appends(int(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]))
+        return 0
     args = parser.parse_args()
+    if args.appends is not None and args.appends < 4:
+        parser.error(f"--appends must be at least 4 (one per writer process), got {args.appends}")
     scratch = Path(tempfile.mkdtemp(prefix="lakekv-compare-"))
     trees: dict[str, Path] = {}
     try:
@@ -111,7 +191,7 @@ def main() -> int:
             order = ["base", "head"] if round_ % 2 == 0 else ["head", "base"]
             for side in order:
                 print(f"round {round_ + 1}/{args.rounds}: {side}", file=sys.stderr, flush=True)
-                results[side].append(measure(trees[side], args.full, scratch))
+                results[side].append(measure(trees[side], args.full, scratch, args.appends))
         report(args, results)
     finally:
         for tree in trees.values():
@@ -123,7 +203,7 @@ def main() -> int:
 def report(args: argparse.Namespace, results: dict[str, list[dict[str, float]]]) -> None:
     load = os.getloadavg()
     print(f"base {git('rev-parse', '--short', args.base)}, head {git('rev-parse', '--short', args.head)}; "
-          f"{args.rounds} rounds each, {'full' if args.full else 'quick'} sizes; load average now {load[0]:.1f}")
+          f"{args.rounds} rounds each, {sizes(args)}; load average now {load[0]:.1f}")
     print("| measurement | base (median) | head (median) | head ÷ base | base spread | head spread |")
     print("|---|---:|---:|---:|---:|---:|")
     keys = [k for k in results["base"][0] if all(k in r for side in results.values() for r in side)]
@@ -133,6 +213,12 @@ def report(args: argparse.Namespace, results: dict[str, list[dict[str, float]]])
         b, h = statistics.median(base), statistics.median(head)
         better = "faster" if (h > b) == (key.split(": ")[-1] in RATE_KEYS) else "slower"
         print(f"| {key} | {b:,.4g} | {h:,.4g} | {h / b:.2f} ({better}) | {spread(base):.2f} | {spread(head):.2f} |")
+
+
+def sizes(args: argparse.Namespace) -> str:
+    if args.appends is not None:
+        return f"append phases only, {args.appends} appends (this checkout's benchmark code)"
+    return "full sizes" if args.full else "quick sizes"
 
 
 def spread(values: list[float]) -> float:

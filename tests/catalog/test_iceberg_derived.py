@@ -424,6 +424,78 @@ def test_any_history_reads_as_the_native_table_at_every_version(tmp_path_factory
             assert _rows(derived.scan(snapshot_id=sid).to_arrow()) == _native(lake, entry.version), entry
 
 
+_HISTORY_STEP = st.one_of(
+    st.tuples(st.just("append"), st.lists(st.sampled_from(["mon", "tue", "wed"]), min_size=1, max_size=3)),
+    st.tuples(st.just("append"), st.lists(st.sampled_from(["mon", "tue", "wed"]), min_size=1, max_size=3)),
+    st.tuples(st.just("delete"), st.integers(0, 20)),
+    st.tuples(st.just("overwrite"), st.sampled_from(["mon", "tue", "wed"])),
+    st.tuples(st.just("evolve"), st.sampled_from(["rename", "add", "drop", "widen"])),
+)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_HISTORY_STEP, min_size=2, max_size=9))
+def test_a_first_derivation_writes_the_bytes_a_version_by_version_one_writes(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, Any]]
+) -> None:
+    # A first derivation finds the files of a run of appends from one scan
+    # of the newest one's keys; deriving each version as it lands scans each.
+    # Both must write the same files, byte for byte.
+    root = tmp_path_factory.mktemp("firstload")
+    with catalog.open(str(root / "lake"), poll_interval_s=0) as lake:
+        lake.create_namespace("ns")
+        lake.create_table("ns.t", pa.schema([("id", pa.int64()), ("day", pa.string()), ("v", pa.int32())]), partition_by=["day"])
+        next_id = 0
+        for kind, arg in steps:
+            t = lake.load_table("ns.t")
+            if kind == "append":
+                ids = list(range(next_id, next_id + len(arg)))
+                next_id += len(arg)
+                t.append(_conformed(t, {"id": ids, "day": arg}))
+            elif kind == "delete":
+                t.delete(pc.field("id") < arg)
+            elif kind == "overwrite":
+                t.overwrite(_conformed(t, {"id": [next_id], "day": [arg]}), filter=pc.field("day") == arg)
+                next_id += 1
+            else:
+                _evolve(t, arg)
+        for entry in reversed(lake.history(limit=None, table="ns.t")):
+            iceberg_derived.derive(lake, "ns.t", entry.version)
+        head = iceberg_derived.derive(lake, "ns.t")
+        directory = _local_path(head.metadata_location).parent
+        step_by_step = {name: (directory / name).read_bytes() for name in os.listdir(directory)}
+        for name in step_by_step:
+            (directory / name).unlink()
+        first = iceberg_derived.derive(lake, "ns.t")
+        assert first.metadata_location == head.metadata_location
+        written = {name: (directory / name).read_bytes() for name in os.listdir(directory)}
+        assert set(written) <= set(step_by_step)
+        assert [n for n in written if written[n] != step_by_step[n]] == []
+        table = StaticTable.from_metadata(first.metadata_location)
+        assert _rows(table.scan().to_arrow()) == _native(lake, lake.version)
+
+
+def test_a_first_derivation_keeps_files_of_a_commit_whose_summary_left_the_table_out(tmp_path: Path) -> None:
+    # A transaction of hundreds of operations keeps only its first summaries
+    # in the history: its append to ns.t is in no summary that names the
+    # table, yet its files are live in every later version.
+    with catalog.open(str(tmp_path / "lake"), poll_interval_s=0) as lake:
+        lake.create_namespace("ns")
+        t = lake.create_table("ns.t", SCHEMA, partition_by=["day"])
+        t.append(pa.table({"id": [1], "day": ["mon"], "name": ["a"], "amount": [1]}))
+        with lake.transaction() as tx:
+            for i in range(450):
+                tx.create_table(f"ns.filler_{i}", pa.schema([("x", pa.int64())]))
+            tx.load_table("ns.t").append(pa.table({"id": [2], "day": ["tue"], "name": ["b"], "amount": [2]}))
+        hidden = lake.version
+        assert not [e for e in lake.history(limit=None, table="ns.t") if e.version == hidden]
+        t = lake.load_table("ns.t")
+        t.append(pa.table({"id": [3], "day": ["wed"], "name": ["c"], "amount": [3]}))
+        t.append(pa.table({"id": [4], "day": ["mon"], "name": ["d"], "amount": [4]}))
+        derived = StaticTable.from_metadata(iceberg_derived.derive(lake, "ns.t").metadata_location)
+        assert _rows(derived.scan().to_arrow()) == _native(lake, lake.version)
+
+
 def _conformed(t: catalog.Table, columns: dict[str, list[Any]]) -> pa.Table:
     """Rows for the table's current schema: the given columns, every other column a value derived from the id."""
     ids = columns["id"]
