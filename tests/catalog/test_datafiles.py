@@ -2,6 +2,7 @@
 
 import datetime as dt
 import decimal
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -321,3 +322,58 @@ def test_footer_checksums_round_trip_and_old_entries_have_none() -> None:
     ]:
         with pytest.raises(ValueError, match=match):
             DataFile.from_json({**base, **bad})
+
+
+# Arrow types a native table keeps whose Iceberg type pyiceberg reads back as
+# the same Arrow type (strings and binaries: pyiceberg asks for large_string
+# / large_binary but passes a file's string / binary through, uncast).
+PYICEBERG_NATIVE_TYPES = [
+    pa.bool_(), pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.string(), pa.large_string(), pa.binary(),
+    pa.date32(), pa.time64("us"), pa.timestamp("us"), pa.timestamp("us", "UTC"), pa.decimal128(10, 2), pa.decimal128(30, 4),
+]
+
+
+def test_pyiceberg_reads_written_files_without_a_cast(tmp_path: Path) -> None:
+    """pyiceberg's scan hands back a data file's columns as the file has them.
+
+    pyiceberg converts every batch to the table's schema and casts a column
+    whose Arrow type is not the one its Iceberg type asks for (int8 -> int32,
+    timestamp[ms] -> [us], ...): per-batch work its full scan pays beside a
+    plain ``read_table``. What lakekv writes for these types is read with no
+    cast: the scan's types are the file's types, and so are the values.
+    """
+    import pyarrow.parquet as pq
+    from pyiceberg.table import StaticTable
+
+    import catalog
+
+    schema = pa.schema([pa.field(f"c{i}", t) for i, t in enumerate(PYICEBERG_NATIVE_TYPES)] + [pa.field("part", pa.int32())])
+    columns = {f"c{i}": _sample(t, 5) for i, t in enumerate(PYICEBERG_NATIVE_TYPES)}
+    data = pa.table({**columns, "part": pa.array([0, 0, 1, 1, 1], pa.int32())}, schema=schema)
+    with catalog.open(str(tmp_path), poll_interval_s=0) as lake:
+        lake.create_namespace("ns")
+        table = lake.create_table("ns.t", schema, partition_by=["part"])
+        table.append(data)
+        table = lake.load_table("ns.t")
+        location = table.metadata_location
+        assert location is not None
+        file_schemas = {pq.read_schema(str(tmp_path / f.path)).remove_metadata() for f in table.files()}
+    assert len(file_schemas) == 1
+    (file_schema,) = file_schemas
+    scanned = StaticTable.from_metadata(location).scan().to_arrow()
+    assert [f.type for f in scanned.schema] == [f.type for f in file_schema] == list(schema.types)
+    assert scanned.sort_by([("part", "ascending"), ("c1", "ascending")]).equals(data.sort_by([("part", "ascending"), ("c1", "ascending")]))
+
+
+def _sample(t: pa.DataType, rows: int) -> pa.Array:
+    """``rows`` values of ``t``: a null, then distinct values."""
+    ints = pa.array([None, *range(1, rows)], pa.int64())
+    if pa.types.is_boolean(t):
+        return pa.array([None, *[i % 2 == 0 for i in range(1, rows)]], t)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t):
+        return ints.cast(pa.string()).cast(t)
+    if pa.types.is_decimal(t):
+        return pa.array([None, *[decimal.Decimal(i).scaleb(-2) for i in range(1, rows)]], t)
+    if pa.types.is_date32(t) or pa.types.is_time64(t) or pa.types.is_timestamp(t):
+        return ints.cast(pa.int32() if pa.types.is_date32(t) else pa.int64()).cast(t)
+    return ints.cast(t)
