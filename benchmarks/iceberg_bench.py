@@ -24,8 +24,9 @@ Run: ``.venv/bin/python benchmarks/iceberg_bench.py [--files N] [--appends K]
    to :data:`BEFORE_ISSUE_34`.
 4. **Full scans**: DuckDB ``iceberg_scan`` and pyiceberg through the
    derived metadata vs reading the same Parquet files directly, goal >= 0.9x
-   (``iceberg_derived_bench``'s comparison: interleaved rounds, the median
-   ratio with its spread).
+   (``iceberg_derived_bench``'s comparison: interleaved rounds, each
+   pair's two reads back to back in an order swapped every round, the
+   median ratio with its spread and the CPU ratio).
 
 Wall times on a shared machine include waiting for a core: the server's
 CPU time (from ``/proc``) and the in-process derivation's are printed beside
