@@ -203,8 +203,7 @@ def attach_in(txn: Any, key: bytes, value: bytes, lease_id: LeaseId) -> None:
         LeaseNotFoundError: the lease has expired or was revoked.
     """
     expire = _record(txn, lease_id)["expire_ms"]
-    if _is_marked(lease_id):
-        assert isinstance(lease_id, int)
+    if isinstance(lease_id, int):  # a marked lease (_is_marked)
         txn.put(key, value, expire_at_ms=marker(lease_id))
         txn.put(_attached_prefix(lease_id) + key, b"")
         return
@@ -220,9 +219,8 @@ def _attached(txn: Any, lease_id: LeaseId) -> list[bytes]:
 
 def _still_attached(txn: Any, lease_id: LeaseId, key: bytes) -> bool:
     """The key was last put with this lease (no later plain put, or put with another lease)."""
-    if _is_marked(lease_id):
-        assert isinstance(lease_id, int)
-        return txn.expires_at(key) == marker(lease_id)
+    if isinstance(lease_id, int):  # a marked lease (_is_marked)
+        return bool(txn.expires_at(key) == marker(lease_id))
     expire = _record(txn, lease_id)["expire_ms"]
     return bool(txn.get(_OWNER + key) == _text(lease_id) and txn.expires_at(key) == expire)
 
