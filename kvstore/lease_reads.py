@@ -32,19 +32,20 @@ _RECORDS_END: Final = _RECORDS_START[:-1] + bytes([_RECORDS_START[-1] + 1])
 class LeaseReads:
     """One store handle's lease filter: whether a view holds leases, and each lease's cached deadline."""
 
-    __slots__ = ("_seen", "_deadlines")
+    __slots__ = ("seen", "_deadlines")
 
     def __init__(self) -> None:
-        self._seen: tuple[int, bool] = (-1, False)  # (view seq, any lease record in it)
+        # (view seq, whether it holds a lease record): read without a call by Store.get's fast path.
+        self.seen: tuple[int, bool] = (-1, False)
         self._deadlines: dict[int, int] = {}
 
     def active(self, layers: Any, seq: int) -> bool:
         """True when the view at ``seq`` holds a lease record (only then may a row carry a marker)."""
-        seen = self._seen
+        seen = self.seen
         if seen[0] == seq:
             return seen[1]
         present = next(scan_rows(layers, seq, _RECORDS_START, _RECORDS_END), None) is not None
-        self._seen = (seq, present)
+        self.seen = (seq, present)
         return present
 
     def alive(self, lease_id: int, layers: Any, seq: int) -> bool:

@@ -480,11 +480,12 @@ class Store:
         value = self._getter.get(key)
         if value is None:
             return None
+        # Inlined LeaseReads.active for the common case: this view holds no lease record.
+        seen = self._lease_reads.seen
         state = self._state
-        seq = state.head[1]
-        if not self._lease_reads.active(state.layers, seq):
+        if seen[0] == state.head[1] and not seen[1]:
             return value
-        return self._lease_reads.value(key, value, state.layers, seq)
+        return self._lease_reads.value(key, value, state.layers, state.head[1])
 
     def reads_without_waiting(self) -> bool:
         """True when a linearizable read now would need no storage request and no lock:
