@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Final
 
+import pyarrow as pa
+
 from kvstore import leases
 from kvstore.format.rows import PUT
 from kvstore.reader import get_row, get_value, scan_rows
@@ -84,3 +86,10 @@ class LeaseReads:
             if row is None or self.shows(row[4], layers, seq):
                 shown += 1
                 yield item
+
+    def batches(self, batches: Iterator[pa.RecordBatch], layers: Any, seq: int) -> Iterator[pa.RecordBatch]:
+        """Arrow scan batches (a ``key`` column) without the rows of ended leases. Call only when :meth:`active`."""
+        for batch in batches:
+            keys = batch.column("key").to_pylist()
+            keep = [row is None or self.shows(row[4], layers, seq) for row in (get_row(layers, k, seq) for k in keys)]
+            yield batch if all(keep) else batch.filter(pa.array(keep, pa.bool_()))

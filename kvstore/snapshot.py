@@ -111,7 +111,10 @@ class Snapshot:
     ) -> Iterator[pa.RecordBatch]:
         """Forward scan as Arrow record batches (columns ``key``, ``value``)."""
         self._check_open()
-        return scan_view_batches(self._layers, self.seq, start, end, prefix, batch_rows)
+        batches = scan_view_batches(self._layers, self.seq, start, end, prefix, batch_rows)
+        if self._lease_reads is not None and self._lease_reads.active(self._layers, self.seq):
+            return self._lease_reads.batches(batches, self._layers, self.seq)
+        return batches
 
     def close(self) -> None:
         """Release the snapshot (and its pin). Idempotent."""

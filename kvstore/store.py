@@ -664,7 +664,9 @@ class Store:
         """Like :meth:`scan` (forward) but yields Arrow batches with columns key, value."""
         self._sync()
         seq = self._state.head[1]
-        return scan_view_batches(self._state.layers, seq, start, end, prefix, batch_rows)
+        layers = self._state.layers
+        batches = scan_view_batches(layers, seq, start, end, prefix, batch_rows)
+        return self._lease_reads.batches(batches, layers, seq) if self._lease_reads.active(layers, seq) else batches
 
     def snapshot(self, fresh: bool | None = None) -> Snapshot:
         """A read-only view at the current version.

@@ -92,9 +92,11 @@ def test_keys_of_an_expired_lease_vanish_for_every_read_and_process_then_the_rea
         assert list(db.scan(prefix=b"svc/")) == [(b"svc/plain", b"3")]
         assert list(db.scan(prefix=b"svc/", reverse=True, limit=1)) == [(b"svc/plain", b"3")]
         assert [k for k, _, _ in db.scan_with_revision(prefix=b"svc/")] == [b"svc/plain"]
+        assert [b.column("key").to_pylist() for b in db.scan_batches(prefix=b"svc/")] == [[b"svc/plain"]]
         with db.snapshot() as snap:
             assert [snap.get(k) for k in keys] == [None, None, b"3"]
             assert list(snap.scan(prefix=b"svc/", limit=1)) == [(b"svc/plain", b"3")]
+            assert sum(b.num_rows for b in snap.scan_batches(prefix=b"svc/")) == 1
         with db.transaction() as txn:
             assert [txn.get(k) for k in keys] == [None, None, b"3"]
             assert list(txn.scan(prefix=b"svc/")) == [(b"svc/plain", b"3")]
