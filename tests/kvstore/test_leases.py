@@ -68,7 +68,7 @@ def test_keepalive_writes_no_key_so_watchers_hear_nothing(tmp_path: Path) -> Non
         start = db.seq + 1
         assert lease.keepalive() > 29
         assert revisions(db, [b"svc/a", b"svc/b"]) == before
-        assert list(db.watch(b"svc/", start=start, end=db.seq)) == []
+        assert list(db.watch(b"svc/", start_revision=start, end=db.version)) == []
         assert lease.keys() == [b"svc/a", b"svc/b"]
 
 
@@ -109,7 +109,7 @@ def test_keys_of_an_expired_lease_vanish_for_every_read_and_process_then_the_rea
         assert db.leases() == []
         start = db.seq + 1
         assert db.reap_leases() == [lease.id]
-        events = [(e.version, e.key, e.kind) for e in db.watch(b"svc/", start=start, end=db.seq)]
+        events = [(e.seq, e.key, e.kind) for e in db.watch(b"svc/", start_revision=start, end=db.version)]
         assert events == [(start, b"svc/a", "delete"), (start, b"svc/b", "delete")]  # one commit, as etcd's lessor
         assert elsewhere.read(keys) == [None, None, b"3"]  # deleted: gone by every clock
         assert db.reap_leases() == []
@@ -130,6 +130,23 @@ def test_a_key_put_again_without_its_lease_leaves_it(monkeypatch: pytest.MonkeyP
         assert [db.get(k) for k in (b"a", b"b", b"c")] == [None, b"plain", b"4"]
         assert db.reap_leases() == [lease.id]
         assert [db.get(k) for k in (b"a", b"b", b"c")] == [None, b"plain", b"4"]
+
+
+def test_a_keepalive_that_commits_after_the_deadline_revokes_the_lease(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A slow machine: 10 s pass at each look at the lease clock, so the keepalive's commit lands after
+    # the deadline it extended. A reader may have seen the lease expire by then: it must stay dead.
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(kvstore.leases, "clock_ms", lambda: int(time.time() * 1000) + 10_000 * next(ticks))
+    with kvstore.open(MemoryStore(), **QUIET) as db:
+        lease = db.grant_lease(30)  # deadline: tick 0 + 30 s
+        db.put(b"a", b"1", lease=lease.id)  # checked alive at tick 1
+        start = db.seq + 1
+        with pytest.raises(kvstore.LeaseNotFoundError, match="before its keepalive committed"):
+            lease.keepalive()  # alive at tick 2, committed by tick 3: at the old deadline
+        events = [(e.key, e.kind) for e in db.watch(b"a", start_revision=start, end=db.version)]
+        assert events == [(b"a", "delete")]
+        with pytest.raises(kvstore.LeaseNotFoundError):
+            db.lease(lease.id)
 
 
 CALLS_TO_REAP = 3  # storage calls of one reap (a commit): a crash before each, and none
