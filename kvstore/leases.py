@@ -270,6 +270,11 @@ def _keepalive_record(run: Run, lease_id: LeaseId) -> float:
     return (expire - clock_ms()) / 1000
 
 
+def revoke_if_expired(run: Run, lease_id: LeaseId) -> bool:
+    """Revoke ``lease_id`` (one commit) if its deadline has passed; False if it was gone or kept alive."""
+    return _is_marked(lease_id) and _delete_lease(run, lease_id, only_expired=True)
+
+
 def reap(run: Run) -> list[LeaseId]:
     """Revoke every lease whose deadline has passed, one commit each (etcd's lessor); the ids revoked."""
 

@@ -69,6 +69,7 @@ from kvstore.oracle import ISOLATION_LEVELS, SERIALIZABLE, Oracle, TxnValidation
 from kvstore.reader import get_row, now_ms, scan_rows, visible_value
 from kvstore.retrying import run_with_retries, transaction_scope
 from kvstore.lease_reads import LeaseReads
+from kvstore.leases import lease_of_expiry
 from kvstore.options import StoreOptions
 from kvstore.state import EngineState, Layers
 from kvstore.watermark import Watermark
@@ -467,6 +468,18 @@ class Transaction:
         row = get_row(self._layers, key, self.start_seq)
         assert row is not None  # get saw its value
         return value, int(row[1])
+
+    def ended_lease(self, key: bytes) -> int | None:
+        """The lease ``key``'s value was put with, if that lease has ended and its keys are not yet
+        deleted (hidden from reads, waiting for a revoke: :func:`kvstore.leases.reap`); else None.
+        Recorded as a read of ``key``."""
+        reads = self._services.lease_reads
+        if not reads.active(self._layers, self.start_seq):
+            return None  # no lease record in this view: no key names a lease
+        lease_id = lease_of_expiry(self.expires_at(key))
+        if lease_id is None or reads.alive(lease_id, self._layers, self.start_seq):
+            return None
+        return lease_id
 
     def expires_at(self, key: bytes) -> int | None:
         """When ``key``'s value (as :meth:`get` sees it) expires, in ms since the epoch; None: no value, or never."""

@@ -149,6 +149,19 @@ def test_a_keepalive_that_commits_after_the_deadline_revokes_the_lease(monkeypat
             db.lease(lease.id)
 
 
+def test_a_new_holder_s_put_follows_the_delete_of_an_ended_lease_s_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = LeaseClock(monkeypatch)
+    with kvstore.open(MemoryStore(), **QUIET) as db:
+        old = db.grant_lease(30)
+        db.write(kvstore.WriteBatch().put(b"leader", b"node0", if_absent=True, lease=old.id))
+        start = db.seq + 1
+        clock.ahead_ms = 31_000  # node0's lease ends; nobody has reaped it
+        new = db.grant_lease(30)
+        db.write(kvstore.WriteBatch().put(b"leader", b"node1", if_absent=True, lease=new.id))
+        events = [(e.key, e.value, e.kind) for e in db.watch(b"leader", start_revision=start, end=db.version)]
+        assert events == [(b"leader", None, "delete"), (b"leader", b"node1", "put")]  # as etcd's lessor orders them
+
+
 CALLS_TO_REAP = 3  # storage calls of one reap (a commit): a crash before each, and none
 
 
