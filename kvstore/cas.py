@@ -5,6 +5,12 @@ Such a batch commits as one SERIALIZABLE transaction on the newest version
 reads each compared key's revision and each lease's record, then writes
 the batch. A commit racing it conflicts and the attempt is made again, so
 exactly one of several racing compare-and-sets on a key wins.
+
+A batch that meets a key of an ended lease (hidden from reads, not yet
+deleted) revokes that lease first, in a commit of its own, then tries again:
+as with etcd's lessor, a lease's keys are deleted (watchers see "delete")
+before anyone else's put of them, so a new leader's put never follows the
+old leader's put directly.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import Any
 
 from kvstore import leases
 from kvstore.batch import WriteBatch
-from kvstore.errors import PreconditionFailedError
+from kvstore.errors import ConflictError, PreconditionFailedError
 from kvstore.format.rows import PUT
 
 
@@ -33,7 +39,24 @@ def write(run_on_newest: Callable[[Callable[[Any], int]], int], batch: WriteBatc
             txn.set_summary(summary)
         return int(txn.commit())
 
-    return run_on_newest(attempt)
+    for _ in range(_ENDED_LEASE_ROUNDS):
+        try:
+            return run_on_newest(attempt)
+        except EndedLeaseError as ended:
+            leases.revoke_if_expired(run_on_newest, ended.lease)  # False: reaped or kept alive meanwhile
+    raise ConflictError(f"a lease of the batch's keys kept ending and coming back {_ENDED_LEASE_ROUNDS} times")
+
+
+# Each round revokes one ended lease; a batch's keys name few.
+_ENDED_LEASE_ROUNDS = 64
+
+
+class EndedLeaseError(Exception):
+    """Raised inside :func:`apply`: a key of the batch belongs to a lease that has ended (``lease``)."""
+
+    def __init__(self, lease: int) -> None:
+        super().__init__(f"lease {lease} has ended; its keys are not yet deleted")
+        self.lease = lease
 
 
 def apply(txn: Any, batch: WriteBatch) -> None:
@@ -45,7 +68,12 @@ def apply(txn: Any, batch: WriteBatch) -> None:
     Raises:
         PreconditionFailedError: a compare failed (nothing staged).
         LeaseNotFoundError: a lease of the batch expired or was revoked.
+        EndedLeaseError: a key of the batch belongs to an ended lease (revoke it, then try again).
     """
+    for key in (*batch.conditions, *batch.mutations):
+        ended = txn.ended_lease(key)
+        if ended is not None:
+            raise EndedLeaseError(ended)
     for key, expected in batch.conditions.items():
         _, actual = txn.get_with_revision(key)
         if actual != expected:

@@ -109,8 +109,11 @@ class Housekeeper:
         options: StoreOptions,
         clock: StorageClock,
         check_open: Callable[[], None],
+        reap_leases: Callable[[], object] | None = None,
     ) -> None:
+        """``reap_leases``: revokes expired leases (``Store.reap_leases``), run each maintenance interval."""
         self._state = state
+        self._reap_leases = reap_leases
         self._committer = committer
         self._options = options
         self._check_open = check_open
@@ -132,7 +135,10 @@ class Housekeeper:
         """Start the background threads if the options ask for them."""
         if not (self._options.background_maintenance and self._options.background_threads):
             return
-        for name, step in (("flush", self._flush_tick), ("compact", self._compact_tick)):
+        steps: list[tuple[str, Callable[[], object]]] = [("flush", self._flush_tick), ("compact", self._compact_tick)]
+        if self._reap_leases is not None:
+            steps.append(("leases", self._reap_leases))
+        for name, step in steps:
             thread = threading.Thread(target=self._loop, args=(step,), name=f"lakekv-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -144,7 +150,7 @@ class Housekeeper:
             thread.join()
         self._threads.clear()
 
-    def _loop(self, step: Callable[[], None]) -> None:
+    def _loop(self, step: Callable[[], object]) -> None:
         while not self._stop.wait(self._options.maintenance_interval_s):
             try:
                 step()

@@ -13,6 +13,7 @@ import pyarrow as pa
 from kvstore.batch import check_key, check_limit, scan_bounds
 from kvstore.errors import StoreClosedError
 from kvstore.format.rows import Row
+from kvstore.lease_reads import LeaseReads
 from kvstore.iterators.arrow_scan import scan_kv_batches, scan_kv_pairs
 from kvstore.reader import get_row, get_value, now_ms, scan_rows
 from kvstore.state import Layers
@@ -35,9 +36,13 @@ class Snapshot:
         *,
         check_open: Callable[[], None],
         watermark: Watermark | None = None,
+        lease_reads: LeaseReads | None = None,
     ) -> None:
         """Made by the store. ``check_open`` raises once the store is closed;
-        with ``watermark`` the snapshot pins ``seq`` there until closed."""
+        with ``watermark`` the snapshot pins ``seq`` there until closed; with
+        ``lease_reads`` it hides the keys of ended leases (a view of the present;
+        a read at an old revision shows them as they were, as etcd's does)."""
+        self._lease_reads = lease_reads
         self.version = version
         self.seq = seq
         self._layers = layers
@@ -58,7 +63,11 @@ class Snapshot:
     def get(self, key: bytes) -> bytes | None:
         """The value of ``key`` at this snapshot, or None."""
         self._check_open()
-        return get_value(self._layers, check_key(key), self.seq)
+        key = check_key(key)
+        value = get_value(self._layers, key, self.seq)
+        if self._lease_reads is None:
+            return value
+        return self._lease_reads.value(key, value, self._layers, self.seq)
 
     def get_row(self, key: bytes) -> Row | None:
         """The raw newest row of ``key`` at this snapshot (DELETEs and expired rows included)."""
@@ -75,6 +84,9 @@ class Snapshot:
     ) -> Iterator[tuple[bytes, bytes]]:
         """Yield ``(key, value)`` for live keys in ``[start, end)`` and ``prefix``, in key order."""
         self._check_open()
+        if self._lease_reads is not None and self._lease_reads.active(self._layers, self.seq):
+            pairs = scan_view(self._layers, self.seq, start, end, prefix, reverse, None)
+            return self._lease_reads.pairs(pairs, self._layers, self.seq, check_limit(limit))
         return scan_view(self._layers, self.seq, start, end, prefix, reverse, limit)
 
     def scan_with_revision(
@@ -88,6 +100,9 @@ class Snapshot:
         """Like :meth:`scan`, yielding ``(key, value, revision)``: the revision is the
         seq of the commit that wrote the value (as ``Store.get_with_revision``)."""
         self._check_open()
+        if self._lease_reads is not None and self._lease_reads.active(self._layers, self.seq):
+            triples = scan_revision_view(self._layers, self.seq, start, end, prefix, reverse, None)
+            return self._lease_reads.pairs(triples, self._layers, self.seq, check_limit(limit))
         return scan_revision_view(self._layers, self.seq, start, end, prefix, reverse, limit)
 
     def scan_batches(
@@ -96,7 +111,10 @@ class Snapshot:
     ) -> Iterator[pa.RecordBatch]:
         """Forward scan as Arrow record batches (columns ``key``, ``value``)."""
         self._check_open()
-        return scan_view_batches(self._layers, self.seq, start, end, prefix, batch_rows)
+        batches = scan_view_batches(self._layers, self.seq, start, end, prefix, batch_rows)
+        if self._lease_reads is not None and self._lease_reads.active(self._layers, self.seq):
+            return self._lease_reads.batches(batches, self._layers, self.seq)
+        return batches
 
     def close(self) -> None:
         """Release the snapshot (and its pin). Idempotent."""

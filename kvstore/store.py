@@ -18,7 +18,9 @@ from typing import Any, Callable, Iterator, TypeVar, overload
 import pyarrow as pa
 
 from kvstore.api import KeyValueStore
-from kvstore.batch import DELETE_MUTATION, Mutation, WriteBatch, check_key, check_lease_id, check_summary, put_mutation
+from kvstore.batch import (
+    DELETE_MUTATION, Mutation, WriteBatch, check_key, check_lease_id, check_limit, check_summary, put_mutation,
+)
 from kvstore.cache import BlockCache
 from kvstore.chain import HintWriter, VersionChain
 from kvstore.clock import StorageClock
@@ -35,6 +37,7 @@ from kvstore.housekeeping import CompactionResult, Housekeeper
 from kvstore.identity import check_identity, create_store
 from kvstore import cas, leases, revisions
 from kvstore.keyrange import prefix_bounds
+from kvstore.lease_reads import LeaseReads
 from kvstore.objstore.base import ObjectStore
 from kvstore.objstore.local import LocalStore
 from kvstore.oracle import SERIALIZABLE, Oracle
@@ -199,6 +202,8 @@ class Store:
         self._state = EngineState(objects, self._chain, self._cache, options.open_parallelism if threaded else 1)
         # Store.get's whole path in one compiled call (kvstore.reader.StoreGetter).
         self._getter = StoreGetter(self._state, check_key, MAX_KEY_BYTES, self._check_open)
+        # Reads hide the keys of ended leases (a keepalive rewrites no key: kvstore.lease_reads).
+        self._lease_reads = LeaseReads()
         self._clock = StorageClock(objects)
         # Seqs pinned by this handle's open snapshots and transactions.
         self.watermark = Watermark()
@@ -238,7 +243,8 @@ class Store:
             else None
         )
         self._housekeeper = Housekeeper(
-            self._state, self._committer, self.watermark, options, self._clock, self._check_open
+            self._state, self._committer, self.watermark, options, self._clock, self._check_open,
+            reap_leases=lambda: self.reap_leases(),
         )
         self._timetravel = TimeTravel(
             objects, self._state, self._committer, self.watermark, options, self._housekeeper.index, self._check_open
@@ -378,6 +384,17 @@ class Store:
         self._check_open()
         return leases.every(self._txns.run_on_newest)
 
+    def reap_leases(self) -> list[int | str]:
+        """Revoke every lease whose deadline has passed, one delete commit each (as etcd's lessor),
+        so watchers see its keys' "delete" events; the ids revoked. Reads hide those keys already;
+        background maintenance (and ``lakekv serve``) calls this every ``maintenance_interval_s``.
+        """
+        self._check_open()
+        state = self._state
+        if not self._lease_reads.active(state.layers, state.head[1]):
+            return []  # no lease record in the view: nothing to read or revoke
+        return leases.reap(self._txns.run_on_newest)
+
     def delete(self, key: bytes) -> int:
         """Durably delete ``key``; return the commit's seq.
 
@@ -460,7 +477,15 @@ class Store:
                 self._barrier.sync()
         elif consistency != "serializable":
             self._sync(consistency)
-        return self._getter.get(key)
+        value = self._getter.get(key)
+        if value is None:
+            return None
+        # Inlined LeaseReads.active for the common case: this view holds no lease record.
+        seen = self._lease_reads.seen
+        state = self._state
+        if seen[0] == state.head[1] and not seen[1]:
+            return value
+        return self._lease_reads.value(key, value, state.layers, state.head[1])
 
     def reads_without_waiting(self) -> bool:
         """True when a linearizable read now would need no storage request and no lock:
@@ -492,9 +517,12 @@ class Store:
         key = check_key(key)
         self._sync(consistency)
         seq = self._state.head[1]  # head first: the layers read after it hold every row up to seq
-        row = get_row(self._state.layers, key, seq)
+        layers = self._state.layers
+        row = get_row(layers, key, seq)
         value = visible_value(row)
-        return (None, None) if value is None or row is None else (value, int(row[1]))
+        if value is None or row is None or not self._lease_reads.shows(row[4], layers, seq):
+            return None, None
+        return value, int(row[1])
 
     def watch(
         self, prefix: bytes = b"", start: int | None = None, end: int | None = None, poll_interval_s: float = 0.05,
@@ -598,7 +626,11 @@ class Store:
         self._sync(consistency)
         # An unpinned view, as _view() makes, without building the Snapshot object.
         seq = self._state.head[1]
-        return scan_view(self._state.layers, seq, start, end, prefix, reverse, limit)
+        layers = self._state.layers
+        if self._lease_reads.active(layers, seq):
+            pairs = scan_view(layers, seq, start, end, prefix, reverse, None)
+            return self._lease_reads.pairs(pairs, layers, seq, check_limit(limit))
+        return scan_view(layers, seq, start, end, prefix, reverse, limit)
 
     def scan_with_revision(
         self,
@@ -619,7 +651,11 @@ class Store:
         """
         self._sync(consistency)
         seq = self._state.head[1]
-        return scan_revision_view(self._state.layers, seq, start, end, prefix, reverse, limit)
+        layers = self._state.layers
+        if self._lease_reads.active(layers, seq):
+            triples = scan_revision_view(layers, seq, start, end, prefix, reverse, None)
+            return self._lease_reads.pairs(triples, layers, seq, check_limit(limit))
+        return scan_revision_view(layers, seq, start, end, prefix, reverse, limit)
 
     def scan_batches(
         self, start: bytes | None = None, end: bytes | None = None, prefix: bytes | None = None,
@@ -628,7 +664,9 @@ class Store:
         """Like :meth:`scan` (forward) but yields Arrow batches with columns key, value."""
         self._sync()
         seq = self._state.head[1]
-        return scan_view_batches(self._state.layers, seq, start, end, prefix, batch_rows)
+        layers = self._state.layers
+        batches = scan_view_batches(layers, seq, start, end, prefix, batch_rows)
+        return self._lease_reads.batches(batches, layers, seq) if self._lease_reads.active(layers, seq) else batches
 
     def snapshot(self, fresh: bool | None = None) -> Snapshot:
         """A read-only view at the current version.
@@ -652,7 +690,8 @@ class Store:
         # than the head (apply_root installs layers before moving the head).
         version, seq = self._state.head
         return Snapshot(
-            version, seq, self._state.layers, check_open=self._check_open, watermark=self.watermark if pin else None
+            version, seq, self._state.layers, check_open=self._check_open, watermark=self.watermark if pin else None,
+            lease_reads=self._lease_reads,
         )
 
     def stats(self) -> dict[str, Any]:

@@ -68,6 +68,8 @@ from kvstore.keylocks import KeyLocks
 from kvstore.oracle import ISOLATION_LEVELS, SERIALIZABLE, Oracle, TxnValidation
 from kvstore.reader import get_row, now_ms, scan_rows, visible_value
 from kvstore.retrying import run_with_retries, transaction_scope
+from kvstore.lease_reads import LeaseReads
+from kvstore.leases import lease_of_expiry
 from kvstore.options import StoreOptions
 from kvstore.state import EngineState, Layers
 from kvstore.watermark import Watermark
@@ -88,6 +90,8 @@ class TxnServices:
     # The store's current (version, seq) and the layers to read it with.
     head: Callable[[], tuple[int, int, Layers]]
     lock_timeout_s: float
+    # Hides the keys of ended leases from get/scan (kvstore.lease_reads).
+    lease_reads: LeaseReads
 
 
 class Transaction:
@@ -423,7 +427,15 @@ class Transaction:
     # -- reads ---------------------------------------------------------------
 
     def get(self, key: bytes) -> bytes | None:
-        """The value of ``key`` in this transaction: own writes, else the snapshot."""
+        """The value of ``key`` in this transaction: own writes, else the snapshot
+        (without the keys of a lease that has ended, :mod:`kvstore.lease_reads`)."""
+        value = self._get_unleased(key)
+        if value is None or (key in self._writes) or not self._services.lease_reads.active(self._layers, self.start_seq):
+            return value
+        return self._services.lease_reads.value(key, value, self._layers, self.start_seq)
+
+    def _get_unleased(self, key: bytes) -> bytes | None:
+        """:meth:`get` with every row's value, leased or not (recorded as a read all the same)."""
         self._check_active()
         key = check_key(key)
         local = self._writes.get(key)
@@ -457,6 +469,18 @@ class Transaction:
         assert row is not None  # get saw its value
         return value, int(row[1])
 
+    def ended_lease(self, key: bytes) -> int | None:
+        """The lease ``key``'s value was put with, if that lease has ended and its keys are not yet
+        deleted (hidden from reads, waiting for a revoke: :func:`kvstore.leases.reap`); else None.
+        Recorded as a read of ``key``."""
+        reads = self._services.lease_reads
+        if not reads.active(self._layers, self.start_seq):
+            return None  # no lease record in this view: no key names a lease
+        lease_id = lease_of_expiry(self.expires_at(key))
+        if lease_id is None or reads.alive(lease_id, self._layers, self.start_seq):
+            return None
+        return lease_id
+
     def expires_at(self, key: bytes) -> int | None:
         """When ``key``'s value (as :meth:`get` sees it) expires, in ms since the epoch; None: no value, or never."""
         self._check_active()
@@ -466,7 +490,7 @@ class Transaction:
             local = self._inherited.get(key)
         if local is not None:
             return local[2] if _local_value(local) is not None else None
-        if self.get(key) is None:  # records the read like get
+        if self._get_unleased(key) is None:  # records the read like get; a leased key's marker is its expiry
             return None
         row = get_row(self._layers, key, self.start_seq)
         assert row is not None
@@ -594,6 +618,10 @@ class Transaction:
             in_range.reverse()
         local = [(k, writes[k]) for k in in_range]
         base = scan_rows(self._layers, self.start_seq, lo, hi, bool(reverse))
+        if self._services.lease_reads.active(self._layers, self.start_seq):
+            shows = self._services.lease_reads.shows
+            layers, seq = self._layers, self.start_seq
+            base = (row for row in base if shows(row[4], layers, seq))
         return _overlay(base, local, bool(reverse), limit)
 
 
@@ -683,7 +711,10 @@ class OptimisticTransactions:
             version, seq = state.head
             return version, seq, state.layers  # layers never older than the head read just before
 
-        self._services = TxnServices(committer, oracle, watermark, check_open, self.locks, head, options.lock_timeout_s)
+        self.lease_reads = LeaseReads()
+        self._services = TxnServices(
+            committer, oracle, watermark, check_open, self.locks, head, options.lock_timeout_s, self.lease_reads
+        )
         state.listeners.append(oracle.record_version)
         state.reload_listeners.append(oracle.set_horizon)
 

@@ -142,6 +142,9 @@ def commit_batch(
             return txn.commit(), False
         except ConflictError:
             txn.rollback()
+        except cas.EndedLeaseError:
+            txn.rollback()
+            store.reap_leases()  # its keys go first (a delete commit), as with etcd's lessor; then again
         except BaseException:
             txn.rollback()
             raise

@@ -7,7 +7,8 @@ POST     /kv/v1/leases                     grant ``{"ttl": seconds}`` -> 201 ``{
 GET      /kv/v1/leases                     ``{"leases": [{"id", "ttl", "remaining"}]}``: every live lease
 GET      /kv/v1/leases/{id}                ``{"id", "ttl", "remaining", "keys"}`` (keys still attached, base64);
                                            ``remaining`` is read without extending the lease
-POST     /kv/v1/leases/{id}/keepalive      restart its ttl -> ``{"id", "ttl", "remaining"}``
+POST     /kv/v1/leases/{id}/keepalive      restart its ttl -> ``{"id", "ttl", "remaining"}`` (writes the lease's
+                                           record only: its keys keep their revisions, watchers hear nothing)
 DELETE   /kv/v1/leases/{id}                revoke: the lease and its keys go in one commit
 =======  ================================  ==============================================
 

@@ -167,6 +167,22 @@ def test_leases_over_http_and_through_the_remote_client(server: ServerProcess) -
     assert call(server, "POST", f"/kv/v1/leases/{'0' * 32}/keepalive")[0] == 404
 
 
+def test_a_keepalive_over_http_rewrites_no_key(server: ServerProcess) -> None:
+    with kvstore.open(server.url) as db:
+        lease = db.grant_lease(30)
+        key = _key()
+        db.put(key, b"held", lease=lease.id)
+        held = db.get_with_revision(key)
+        start = db.seq + 1
+        assert lease.keepalive() > 29  # POST /kv/v1/leases/{id}/keepalive
+        assert db.get_with_revision(key) == held  # no new revision
+        lease.revoke()
+        watch = db.watch(key, start_revision=start)
+        first = next(iter(watch))  # the revoke's delete, with no put before it
+        watch.close()
+        assert (first.key, first.kind) == (key, "delete")
+
+
 def test_remote_compare_and_set_raises_the_embedded_error(server: ServerProcess) -> None:
     with kvstore.open(server.url) as db:
         key = _key()
