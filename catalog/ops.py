@@ -655,16 +655,22 @@ class Compact(_Rewrite):
     def apply(self, w: CatalogWriter, ctx: Context, rebase: bool) -> dict[str, Any]:
         """Replace the ``removed`` files by the ``added`` ones (same rows); return its history summary.
 
+        Every application, the first included, checks that the inputs are
+        still live: they were planned and read at an earlier version than the
+        one this transaction starts at (a linearizable begin catches up with
+        every commit since), and a compaction that committed in between and
+        took them would otherwise have its rows added a second time. Point
+        reads of the inputs' keys, not a listing: a concurrent append (new
+        keys) does not conflict with them, a concurrent removal does.
+
         Raises:
             NoSuchTableError: the table was dropped.
-            StaleObservationError: on a rebase, an input file was removed meanwhile.
+            StaleObservationError: an input file was removed after it was planned.
         """
         _require_def(w, self.table_id, self.table)
-        if rebase:
-            live = {f.id for f in w.live_files(self.table_id)}
-            gone = [f.id for f in self.removed if f.id not in live]
-            if gone:
-                raise StaleObservationError(f"compaction of {self.table!r}: input file {gone[0]} was removed meanwhile")
+        gone = [f.id for f in self.removed if w.kv.get(keys.table_file(self.table_id, f.id)) is None]
+        if gone:
+            raise StaleObservationError(f"compaction of {self.table!r}: input file {gone[0]} was removed meanwhile")
         out = self.write(w, [])
         out["rows_added"] = out["rows_removed"] = 0  # same rows, new files
         return out

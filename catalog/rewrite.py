@@ -16,8 +16,10 @@ every file). Then, per partition:
 The commit is one :class:`~catalog.ops.Compact` operation: same rows, other
 files. By :mod:`catalog.conflicts` it rebases over concurrent appends,
 deletes and compactions that did not touch its inputs; when a concurrent
-commit removed one of its inputs it is retryable, and this module redoes
-the whole rewrite on the new version, up to ``retries`` times. An append
+commit removed one of its inputs (at any time after the plan read them:
+before its commit began, too) it is retryable, and this module redoes
+the whole rewrite on the new version, up to ``retries`` times: never are
+rows another compaction already rewrote added a second time. An append
 is never held up or refused by it (an append never conflicts with a compaction).
 """
 

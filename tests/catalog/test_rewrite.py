@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
 import catalog
+import kvstore
 from catalog import Lakehouse
+from catalog.errors import RetryableConflictError
+from catalog.rewrite import RewriteReport
+from kvstore.objstore.forwarding import ForwardingStore
+from kvstore.objstore.local import LocalStore
+from lake_peer import QUIET
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string()), ("v", pa.float64())])
 
@@ -106,3 +114,61 @@ def test_appends_committed_during_the_rewrite_are_kept(lake: Lakehouse) -> None:
         writer.join()
     ids = {r[0] for r in _rows(lake)}
     assert set(appended) <= ids and len(_rows(lake)) == 12 + len(appended)
+
+
+class _RewriteOnFirstOutput(ForwardingStore):
+    """Runs ``meanwhile`` once, when the first data file is written through this handle.
+
+    A rewrite writes its output after it planned and read its inputs: ``meanwhile``
+    then lands in the window between that plan and the rewrite's commit.
+    """
+
+    def __init__(self, inner: LocalStore) -> None:
+        super().__init__(inner)
+        self.meanwhile: Callable[[], object] | None = None
+
+    def put(self, path: str, data: bytes) -> None:
+        hook, self.meanwhile = (self.meanwhile, None) if path.endswith(".parquet") else (None, self.meanwhile)
+        if hook is not None:
+            hook()
+        super().put(path, data)
+
+
+@pytest.mark.parametrize("compact", ["rewrite_data_files", "compact_table"])
+def test_a_rewrite_whose_inputs_another_rewrite_took_after_its_plan_adds_no_rows_twice(tmp_path: Path, compact: str) -> None:
+    """Two compactions plan the same files; the second to commit must not add their rows again.
+
+    ``rewrite_data_files`` redoes its plan on the new version (nothing is left
+    to rewrite); ``compact_table`` raises RetryableConflictError, as documented.
+
+    The second one's inputs were removed after its plan but before its commit
+    began: its commit must see they are gone (and redo its plan), as it does
+    when they go during its commit. The stores read linearizably (the default):
+    the commit's transaction then starts at the newest version, after the
+    other compaction's, so no conflict at the KV layer reports the race.
+    """
+    store = _RewriteOnFirstOutput(LocalStore(tmp_path, fsync=False))
+    options = dict(QUIET, fsync=False, read_consistency="linearizable")
+    with Lakehouse(kvstore.open(store, **options)) as lake, Lakehouse(kvstore.open(LocalStore(tmp_path, fsync=False), **options)) as other:
+        _small_files(lake)
+        before = _rows(lake)
+
+        def compact_other() -> None:
+            other.refresh()
+            assert getattr(other, compact)("ns.t").version is not None
+
+        store.meanwhile = compact_other
+        outcome: object
+        try:
+            outcome = getattr(lake, compact)("ns.t")
+        except RetryableConflictError as exc:
+            outcome = exc
+        assert store.meanwhile is None  # the other compaction committed inside ours
+        lake.refresh(), other.refresh()
+        assert _rows(lake) == before  # not each row twice
+        assert _rows(other) == before
+        assert len(lake.load_table("ns.t").files()) == 2
+        if compact == "rewrite_data_files":
+            assert isinstance(outcome, RewriteReport) and (outcome.attempts, outcome.version) == (2, None)
+        else:
+            assert isinstance(outcome, RetryableConflictError) and "was removed" in str(outcome)
