@@ -26,7 +26,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("tables and the tree", {"catalog.table", "catalog.tree", "catalog.iceberg_tables"}),
     ("sessions and parts", {
         "catalog.timetravel", "catalog.durable.session", "catalog.durable.lake", "catalog.maintenance", "catalog.verify",
-        "catalog.iceberg_export", "catalog.changes",
+        "catalog.iceberg_export", "catalog.changes", "catalog.import_files", "catalog.rollback", "catalog.rewrite",
+        "catalog.expiry",
     }),
     ("facade and commands", {"catalog", "catalog.lakehouse", "catalog.cli", "catalog.durable.cli"}),
 ]

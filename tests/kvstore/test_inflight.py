@@ -324,7 +324,10 @@ def test_hot_key_histories_stay_serial_with_failed_publishes(seed: int) -> None:
             assert read == previous, f"the commit at seq {next_seq} read {read!r}, but seq {seq} wrote {previous!r}"
     assert final == events[-1][2]
     assert len(events) > 100
-    # Some were rejected because a commit they read did not land.
-    cascaded = sum("did not commit" in str(exc) for exc in rejected)
-    assert cascaded > 0, "no transaction read a commit that then failed: the test lost its point"
+    # Failures were injected and some commits were refused for them. Whether one
+    # of them had a reader (a cascade) depends on thread scheduling: a full
+    # run at load average ~20 once had none. The cascade itself is pinned
+    # deterministically by test_a_failed_commit_takes_down_the_transactions_that_read_it;
+    # here the claim is that histories stay serial whatever failed.
+    assert rejected, "no commit was refused: the injected publish failures did not happen"
     assert faulty.log and any(r.fault for r in faulty.log)

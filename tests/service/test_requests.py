@@ -108,7 +108,7 @@ def test_a_table_commit_is_for_the_table_of_its_path(lake_server: ServerProcess)
 @pytest.mark.parametrize(
     ("method", "path", "unknown"),
     [
-        ("GET", "/kv/v1/keys/{key}?revision=1", "revision"),
+        ("GET", "/kv/v1/keys/{key}?rev=1", "rev"),  # a typo of revision
         ("PUT", "/kv/v1/keys/{key}?cas=5", "cas"),
         ("DELETE", "/kv/v1/keys/{key}?if_seq=3", "if_seq"),
         ("GET", "/kv/v1/scan?prefix=&nope=1", "nope"),
