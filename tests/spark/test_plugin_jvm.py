@@ -7,12 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyspark
 import pytest
 
 from catalog.spark import jar_path
+from tests.spark.spark_shell import SPARK_HOME, run_spark_sql
 
-SPARK_HOME = Path(pyspark.__file__).resolve().parent
 TEST_JAR = Path(jar_path()).with_name("lakekv-spark-tests.jar")
 
 
@@ -64,7 +63,9 @@ def test_reader_factories_are_shared_only_by_equal_settings(tmp_path: Path) -> N
 def test_spark_sql_shell_runs_ddl_dml_and_time_travel(tmp_path: Path) -> None:
     """bin/spark-sql from the pyspark wheel, with only the jar and catalog options: no Python registration."""
     url = str(tmp_path / "lake")
-    statements = ";".join(
+    lines = run_spark_sql(
+        tmp_path,
+        url,
         [
             "CREATE NAMESPACE lake.shell",
             "CREATE TABLE lake.shell.t (id BIGINT, p STRING) PARTITIONED BY (p)",
@@ -77,28 +78,8 @@ def test_spark_sql_shell_runs_ddl_dml_and_time_travel(tmp_path: Path) -> None:
             "SELECT 'appended', count(*) FROM lake.shell.t WITH ('start-version' = '3', 'end-version' = '4')",
             "DELETE FROM lake.shell.t WHERE id = 2",
             "CALL lake.system.table_changes('shell.t', 4, 5)",
-        ]
-    )
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(SPARK_HOME))
-    env.pop("PYSPARK_DRIVER_PYTHON", None)
-    result = subprocess.run(
-        [
-            str(SPARK_HOME / "bin" / "spark-sql"),
-            "--master", "local[1]",
-            "--conf", "spark.ui.enabled=false",
-            "--conf", "spark.driver.bindAddress=127.0.0.1",
-            "--conf", f"spark.sql.warehouse.dir={tmp_path / 'warehouse'}",
-            "--conf", f"spark.driver.extraJavaOptions=-Dderby.system.home={tmp_path}",
-            "--jars", jar_path(),
-            "--conf", "spark.sql.catalog.lake=io.lakekv.spark.LakehouseCatalog",
-            "--conf", f"spark.sql.catalog.lake.url={url}",
-            "--conf", f"spark.sql.catalog.lake.python={sys.executable}",
-            "-e", statements,
         ],
-        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    lines = [line.split("\t") for line in result.stdout.splitlines()]
     assert ["rows", "3", "6"] in lines
     assert ["first", "2"] in lines
     assert ["pruned", "2"] in lines

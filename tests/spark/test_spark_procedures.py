@@ -16,16 +16,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import pyspark
 import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 import catalog
-from catalog.spark import jar_path
+from tests.spark.spark_shell import run_spark_sql
 from tests.spark.test_catalog_plugin import lake_url_of, rows, short
 
-SPARK_HOME = Path(pyspark.__file__).resolve().parent
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string())])
 
 
@@ -220,7 +218,10 @@ def test_spark_sql_shell_runs_the_procedures(tmp_path: Path) -> None:
         bad = lake.version
         (url / "landing").mkdir()
         pq.write_table(pa.table({"id": [50], "day": ["c"]}), url / "landing" / "x.parquet")
-    statements = ";".join(
+    # Imported files (no Parquet field ids) are read through the plugin's Python source.
+    lines = run_spark_sql(
+        tmp_path,
+        str(url),
         [
             f"CALL lake.system.rollback_to_version(table => 'ops.t', version => {good})",
             "CALL lake.system.rewrite_data_files(table => 'ops.t')",
@@ -229,30 +230,9 @@ def test_spark_sql_shell_runs_the_procedures(tmp_path: Path) -> None:
             "CALL lake.system.expire_versions(retain_last => 1)",
             "CALL lake.system.remove_orphan_files(dry_run => true)",
             "SELECT 'rows', count(*), sum(id) FROM lake.ops.t",
-        ]
-    )
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(SPARK_HOME))
-    env.pop("PYSPARK_DRIVER_PYTHON", None)
-    result = subprocess.run(
-        [
-            str(SPARK_HOME / "bin" / "spark-sql"),
-            "--master", "local[1]",
-            "--conf", "spark.ui.enabled=false",
-            "--conf", "spark.driver.bindAddress=127.0.0.1",
-            "--conf", f"spark.sql.warehouse.dir={tmp_path / 'warehouse'}",
-            "--conf", f"spark.driver.extraJavaOptions=-Dderby.system.home={tmp_path}",
-            "--jars", jar_path(),
-            "--conf", "spark.sql.catalog.lake=io.lakekv.spark.LakehouseCatalog",
-            "--conf", f"spark.sql.catalog.lake.url={url}",
-            "--conf", f"spark.sql.catalog.lake.python={sys.executable}",
-            # Imported files (no Parquet field ids) are read through the plugin's Python source.
-            "--conf", "spark.sql.python.filterPushdown.enabled=true",
-            "-e", statements,
         ],
-        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+        conf=("spark.sql.python.filterPushdown.enabled=true",),
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    lines = [line.split("\t") for line in result.stdout.splitlines()]
     with catalog.open(str(url)) as lake:
         history = {e.version: [op["kind"] for op in e.operations] for e in lake.history(limit=None)}
         rollback, compact, imported = bad + 1, bad + 2, bad + 3
