@@ -391,6 +391,21 @@ _STEP = st.one_of(
 )
 
 
+def _play(t: Any, kind: str, arg: Any, next_id: int) -> int:
+    """Apply one step of a generated history to table ``t``; the next unused id."""
+    if kind == "append":
+        t.append(_conformed(t, {"id": list(range(next_id, next_id + len(arg))), "day": arg}))
+        return next_id + len(arg)
+    if kind == "delete":
+        t.delete(pc.field("id") < arg)
+    elif kind == "overwrite":
+        t.overwrite(_conformed(t, {"id": [next_id], "day": [arg]}), filter=pc.field("day") == arg)
+        return next_id + 1
+    else:
+        _evolve(t, arg)
+    return next_id
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(_STEP, min_size=1, max_size=10))
 def test_any_history_reads_as_the_native_table_at_every_version(tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, Any]]) -> None:
@@ -401,22 +416,13 @@ def test_any_history_reads_as_the_native_table_at_every_version(tmp_path_factory
         next_id = 0
         for kind, arg in steps:
             t = lake.load_table("ns.t")
-            if kind == "append":
-                ids = list(range(next_id, next_id + len(arg)))
-                next_id += len(arg)
-                t.append(_conformed(t, {"id": ids, "day": arg}))
-            elif kind == "delete":
-                t.delete(pc.field("id") < arg)
-            elif kind == "overwrite":
-                t.overwrite(_conformed(t, {"id": [next_id], "day": [arg]}), filter=pc.field("day") == arg)
-                next_id += 1
-            elif kind == "evolve":
-                _evolve(t, arg)
-            else:
-                if arg:
-                    for name in _derived_files(lake):
-                        (Path(lake.url[len("file://") :]) / t.location / "metadata" / name).unlink()
-                iceberg_derived.derive(lake, "ns.t")
+            if kind != "derive":
+                next_id = _play(t, kind, arg, next_id)
+                continue
+            if arg:
+                for name in _derived_files(lake):
+                    (Path(lake.url[len("file://") :]) / t.location / "metadata" / name).unlink()
+            iceberg_derived.derive(lake, "ns.t")
         derived = StaticTable.from_metadata(iceberg_derived.derive(lake, "ns.t").metadata_location)
         table_id = lake.load_table("ns.t").id
         for entry in lake.history(limit=None, table="ns.t"):
@@ -447,18 +453,7 @@ def test_a_first_derivation_writes_the_bytes_a_version_by_version_one_writes(
         lake.create_table("ns.t", pa.schema([("id", pa.int64()), ("day", pa.string()), ("v", pa.int32())]), partition_by=["day"])
         next_id = 0
         for kind, arg in steps:
-            t = lake.load_table("ns.t")
-            if kind == "append":
-                ids = list(range(next_id, next_id + len(arg)))
-                next_id += len(arg)
-                t.append(_conformed(t, {"id": ids, "day": arg}))
-            elif kind == "delete":
-                t.delete(pc.field("id") < arg)
-            elif kind == "overwrite":
-                t.overwrite(_conformed(t, {"id": [next_id], "day": [arg]}), filter=pc.field("day") == arg)
-                next_id += 1
-            else:
-                _evolve(t, arg)
+            next_id = _play(lake.load_table("ns.t"), kind, arg, next_id)
         for entry in reversed(lake.history(limit=None, table="ns.t")):
             iceberg_derived.derive(lake, "ns.t", entry.version)
         head = iceberg_derived.derive(lake, "ns.t")
