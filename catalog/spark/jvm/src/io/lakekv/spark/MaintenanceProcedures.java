@@ -4,14 +4,12 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.parser.CatalystSqlParser$;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.connector.catalog.Identifier;
 import org.apache.spark.sql.connector.catalog.procedures.BoundProcedure;
 import org.apache.spark.sql.connector.catalog.procedures.ProcedureParameter;
 import org.apache.spark.sql.connector.catalog.procedures.UnboundProcedure;
-import org.apache.spark.sql.connector.read.LocalScan;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.DataType;
@@ -266,19 +264,7 @@ final class MaintenanceProcedures {
             for (int i = 0; i < values.length; i++) {
                 values[i] = value(output.fields()[i], answer.path(output.fields()[i].name()));
             }
-            InternalRow row = new GenericInternalRow(values);
-            LocalScan scan = new LocalScan() {
-                @Override
-                public InternalRow[] rows() {
-                    return new InternalRow[] {row};
-                }
-
-                @Override
-                public StructType readSchema() {
-                    return output;
-                }
-            };
-            return List.<Scan>of(scan).iterator();
+            return TransactionProcedures.result(output, values);
         }
 
         /** {@code 'ns.t'} (or {@code '<catalog>.ns.t'}, or with backquoted parts) as the name parts. */

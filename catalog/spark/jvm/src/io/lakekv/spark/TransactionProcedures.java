@@ -65,7 +65,8 @@ final class TransactionProcedures {
         };
     }
 
-    private static Iterator<Scan> result(StructType schema, Object... values) {
+    /** One result row, as every procedure of the plugin answers. */
+    static Iterator<Scan> result(StructType schema, Object... values) {
         InternalRow row = new GenericInternalRow(values);
         LocalScan scan = new LocalScan() {
             @Override
