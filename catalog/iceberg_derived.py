@@ -624,7 +624,8 @@ def _files_added(ops: list[dict[str, Any]]) -> int | None:
 _NO_FILE_CHANGES: Final = frozenset({"create_table", "rename_table", "update_schema", "update_properties", "commit_metadata", "check_read"})
 
 
-def _changes_files(ops: list[dict[str, Any]]) -> bool:
+def changes_files(ops: list[dict[str, Any]]) -> bool:
+    """Whether a version's history operations (for one table) added or removed data files."""
     for op in ops:
         if "files_added" in op or "files_removed" in op:
             if op.get("files_added") or op.get("files_removed"):
@@ -777,7 +778,7 @@ def _changes(ctx: LakeContext, table_id: str, version: int, floor: int) -> Itera
                     seqs.add(commit["seq"])
                 ops.extend(mine)
             if ops:
-                yield _Change(info.version, timestamp_ms(info.timestamp), _changes_files(ops), frozenset(seqs), _files_added(ops))
+                yield _Change(info.version, timestamp_ms(info.timestamp), changes_files(ops), frozenset(seqs), _files_added(ops))
                 if info.version <= floor or any(op.get("kind") == "create_table" for op in ops):
                     return
             elif info.version <= floor:

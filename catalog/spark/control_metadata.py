@@ -44,7 +44,7 @@ from pyspark.sql.types import (
 import catalog
 from catalog import errors, iceberg_tables
 from catalog.datafiles import DataFile, decode_values, has_stats
-from catalog.iceberg_derived import base_uri, snapshot_id, timestamp_ms
+from catalog.iceberg_derived import base_uri, changes_files, snapshot_id, timestamp_ms
 from catalog.schema import field_id
 from catalog.spark.errors import ProtocolError
 from catalog.spark.types import spark_type
@@ -58,8 +58,6 @@ TABLE_KINDS: Final = ("history", "snapshots", "files", "partitions")
 # The whole lakehouse's history: ``lake.system.history``.
 LAKEHOUSE_HISTORY: Final = "lakehouse_history"
 
-# Operations that change no data files (their summaries carry no counts).
-_NO_FILE_CHANGES: Final = frozenset({"create_table", "rename_table", "update_schema", "update_properties", "commit_metadata", "check_read"})
 # Operation summary counts -> Iceberg's snapshot summary keys.
 _SUMMARY_KEYS: Final = {
     "files_added": "added-data-files",
@@ -101,16 +99,6 @@ def _summary(ops: list[dict[str, Any]]) -> list[list[str]]:
             elif key not in ("kind", "table_id", "object") and isinstance(value, (str, int, float, bool)):
                 extra[f"lakekv.{key}"] = str(value)
     return [[k, str(v)] for k, v in counts.items()] + sorted([k, v] for k, v in extra.items())
-
-
-def _changes_files(ops: list[dict[str, Any]]) -> bool:
-    for op in ops:
-        if "files_added" in op or "files_removed" in op:
-            if op.get("files_added") or op.get("files_removed"):
-                return True
-        elif op.get("kind") not in _NO_FILE_CHANGES:
-            return True
-    return False
 
 
 def _json_values(values: pa.Array) -> list[Any]:
@@ -415,7 +403,7 @@ class MetadataOps:
         for entry, ops in self._table_versions(table.id, version):
             if len(found) == len(wanted):
                 break
-            if not _changes_files(ops):
+            if not changes_files(ops):
                 continue
             after = self._files_at(table.id, entry.version)
             before = self._files_at(table.id, entry.version - 1) if entry.version > 0 else {}
