@@ -55,7 +55,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from metastore_bench import etcd_binary, process_cpu_seconds  # noqa: E402 - needs the path set above
+from metastore_bench import client_counts, etcd_binary, process_cpu_seconds  # noqa: E402 - needs the path set above
 
 from service.testing import ServerProcess, free_port  # noqa: E402
 
@@ -321,16 +321,9 @@ def render(results: dict[str, Any]) -> str:
 # -- orchestration ----------------------------------------------------------------
 
 
-def _client_counts(text: str) -> list[int]:
-    counts = [int(x) for x in text.split(",") if x.strip()]
-    if not counts or min(counts) < 1:
-        raise argparse.ArgumentTypeError(f"--clients must be positive ints separated by commas, got {text!r}")
-    return counts
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--clients", type=_client_counts, default=[16, 64])
+    parser.add_argument("--clients", type=client_counts, default=[16, 64])
     parser.add_argument("--puts", type=int, default=8000, help="puts per measurement (default 8000)")
     parser.add_argument("--cas", type=int, default=4000, help="CAS txns per measurement (default 4000)")
     parser.add_argument("--gets", type=int, default=16000, help="gets per measurement (default 16000)")

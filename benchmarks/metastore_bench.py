@@ -842,7 +842,7 @@ def render_markdown(results: dict[str, Any]) -> str:
 # -- orchestration ----------------------------------------------------------------
 
 
-def _client_counts(text: str) -> list[int]:
+def client_counts(text: str) -> list[int]:
     counts = [int(x) for x in text.split(",") if x.strip()]
     if not counts or min(counts) < 1:
         raise argparse.ArgumentTypeError(f"--clients must be positive ints separated by commas, got {text!r}")
@@ -852,7 +852,7 @@ def _client_counts(text: str) -> list[int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0, help="per throughput measurement (default 5)")
-    parser.add_argument("--clients", type=_client_counts, default=[16, 64], help="client counts (default 16,64)")
+    parser.add_argument("--clients", type=client_counts, default=[16, 64], help="client counts (default 16,64)")
     parser.add_argument("--procs", type=int, default=4, help="client processes (default 4)")
     parser.add_argument("--keys", type=int, default=10_000, help="keys preloaded for the get workload (default 10000)")
     parser.add_argument("--watch-puts", type=int, default=300, help="puts the watch measurement times (default 300)")
