@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from catalog import iceberg_derived
 from catalog.context import LakeContext
 from catalog.errors import NoSuchTableError
 from kvstore.errors import InjectedFaultError, SnapshotTooOldError
+from kvstore.format.root import root_path
 from kvstore.objstore.faulty import FaultyStore
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.string()), ("name", pa.string()), ("amount", pa.int32())])
@@ -360,12 +362,21 @@ def test_gc_keeps_the_derived_files_of_retained_versions(evolved: tuple[catalog.
 
 
 def test_below_the_floor_is_snapshot_too_old(tmp_path: Path) -> None:
-    with catalog.open(str(tmp_path / "lake"), poll_interval_s=0, retention_window_s=0) as lake:
+    url = str(tmp_path / "lake")
+    with catalog.open(url, poll_interval_s=0, retention_window_s=60) as lake:
         lake.create_namespace("ns")
         t = lake.create_table("ns.t", SCHEMA)
         created = lake.version
-        t.append(pa.table({"id": [1], "day": ["mon"], "name": ["a"], "amount": [1]}))
+        appended = t.append(pa.table({"id": [1], "day": ["mon"], "name": ["a"], "amount": [1]}))
         t.overwrite(pa.table({"id": [2], "day": ["mon"], "name": ["b"], "amount": [2]}))
+    # The versions up to the append an hour old (by their root files' times, the
+    # storage clock the window is measured on): the window's floor passes the
+    # create whatever the machine's speed. A zero window raced the clock: versions
+    # committed within twice its resolution of the GC are not yet "old".
+    then = time.time() - 3600
+    for version in range(appended + 1):
+        os.utime(tmp_path / "lake" / root_path(version), (then, then))
+    with catalog.open(url, poll_interval_s=0) as lake:
         lake.gc(grace_s=0)
         assert created < lake.retention_floor
         with pytest.raises(SnapshotTooOldError):
