@@ -20,7 +20,7 @@ from typing import Any
 
 from kvstore import leases
 from kvstore.batch import WriteBatch
-from kvstore.errors import ConflictError, PreconditionFailedError
+from kvstore.errors import ConflictError, EndedLeaseError, PreconditionFailedError
 from kvstore.format.rows import PUT
 
 
@@ -49,14 +49,6 @@ def write(run_on_newest: Callable[[Callable[[Any], int]], int], batch: WriteBatc
 
 # Each round revokes one ended lease; a batch's keys name few.
 _ENDED_LEASE_ROUNDS = 64
-
-
-class EndedLeaseError(Exception):
-    """Raised inside :func:`apply`: a key of the batch belongs to a lease that has ended (``lease``)."""
-
-    def __init__(self, lease: int) -> None:
-        super().__init__(f"lease {lease} has ended; its keys are not yet deleted")
-        self.lease = lease
 
 
 def apply(txn: Any, batch: WriteBatch) -> None:

@@ -155,6 +155,18 @@ class PreconditionFailedError(StoreError):
         return (self.__class__, self.args, dict(self.__dict__))
 
 
+class EndedLeaseError(Exception):
+    """A conditional or leased write met a key of a lease that has ended (``lease``), not yet reaped.
+
+    Raised inside :func:`kvstore.cas.apply`, which revokes the lease and tries
+    again; it never reaches a caller of the public API.
+    """
+
+    def __init__(self, lease: int) -> None:
+        super().__init__(f"lease {lease} has ended; its keys are not yet deleted")
+        self.lease = lease
+
+
 class LeaseNotFoundError(StoreError):
     """The lease does not exist: it expired, was revoked, or was never granted. ``lease`` names it."""
 

@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from kvstore import SERIALIZABLE, SNAPSHOT, ConflictError, Store, Transaction, WriteBatch
 from kvstore import cas
+from kvstore.errors import EndedLeaseError
 from kvstore.format.rows import PUT
 from kvstore.reader import visible_value
 from service.errors import ApiError
@@ -142,7 +143,7 @@ def commit_batch(
             return txn.commit(), False
         except ConflictError:
             txn.rollback()
-        except cas.EndedLeaseError:
+        except EndedLeaseError:
             txn.rollback()
             store.reap_leases()  # its keys go first (a delete commit), as with etcd's lessor; then again
         except BaseException:
