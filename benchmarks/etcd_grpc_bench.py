@@ -41,7 +41,6 @@ import argparse
 import json
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -55,7 +54,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from metastore_bench import client_counts, etcd_binary, process_cpu_seconds  # noqa: E402 - needs the path set above
+from metastore_bench import client_counts, etcd_binary, process_cpu_seconds, stop_by_pid  # noqa: E402 - needs the path set above
 
 from service.testing import ServerProcess, free_port  # noqa: E402
 
@@ -155,15 +154,7 @@ class Running:
         raise RuntimeError(f"{self.peer.name} not healthy after {START_TIMEOUT_S}s:\n{self.log_tail()}")
 
     def stop(self) -> None:
-        """SIGTERM by PID, SIGKILL by PID if it lingers."""
-        if self.process.poll() is not None:
-            return
-        os.kill(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        stop_by_pid(self.process)
 
     def log_tail(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]

