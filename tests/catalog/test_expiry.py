@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,6 +12,7 @@ import pytest
 import catalog
 from catalog import Lakehouse
 from kvstore.errors import SnapshotTooOldError
+from kvstore.format.root import root_path
 
 SCHEMA = pa.schema([("id", pa.int64())])
 
@@ -29,6 +31,14 @@ def _versions(lake: Lakehouse, n: int) -> list[int]:
 def test_expire_keeps_the_newest_versions_and_never_passes_the_window(tmp_path: Path) -> None:
     with catalog.open(str(tmp_path / "lake"), poll_interval_s=0, retention_window_s=0.0) as lake:
         made = _versions(lake, 5)
+    # Every version an hour old by its root file's time (the storage clock the
+    # window is measured on), so the zero window keeps none of them whatever the
+    # machine's speed: under load a version committed within twice the clock's
+    # resolution of the expiry was not yet "old", and the floor stopped short.
+    then = time.time() - 3600
+    for version in range(made[-1] + 1):
+        os.utime(tmp_path / "lake" / root_path(version), (then, then))
+    with catalog.open(str(tmp_path / "lake"), poll_interval_s=0, retention_window_s=0.0) as lake:
         dry = lake.expire_versions(retain_last=2, dry_run=True)
         assert dry.dry_run and len(dry.removed_files) == 3 and lake.retention_floor == 0
         report = lake.expire_versions(retain_last=2)
