@@ -335,6 +335,13 @@ def test_gc_removes_derived_files_below_the_floor_and_of_dropped_tables(tmp_path
         head = t.overwrite(pa.table({"id": [9], "day": ["tue"], "name": ["y"], "amount": [9]}))
         current = iceberg_derived.derive(lake, "ns.t")
         before = _derived_files(lake)
+    # Every version an hour old by its root file's time: the zero window's floor
+    # reaches the head whatever the machine's speed (a version committed within
+    # twice the clock's resolution of the GC is not yet "old").
+    then = time.time() - 3600
+    for version in range(head + 1):
+        os.utime(tmp_path / "lake" / root_path(version), (then, then))
+    with catalog.open(str(tmp_path / "lake"), poll_interval_s=0, retention_window_s=0) as lake:
         report = lake.gc(grace_s=0)
         assert report.floor_version == head
         assert not dropped.exists() or os.listdir(dropped) == []
