@@ -28,6 +28,16 @@ ones older than the grace period on the same clock whose writer is not
 alive on this host (:meth:`~kvstore.objstore.local.LocalStore.stale_temp_files`
 says why a live writer's temp file is never taken).
 
+Cost: a pass lists the roots once and keeps only the deletable ones and
+the survivors' version range, never an object per retained version. The
+mark reads the surviving roots in chunks of ``_MARK_CHUNK`` and keeps what
+they reference as transitions (the version where the tree changed, each
+delta SST), so its memory follows the live files, not the history; the
+marks carry over to the next pass of the same handle, which reads only the
+roots committed since (roots never change once written, and GC deletes
+them oldest first). A store with 100,000 retained versions held some
+260 MB during a pass that kept every root's summary (issue 38).
+
 Crash safety: roots go before the files they reference, so at every point
 each surviving root's files exist; leftovers are picked up by the next pass.
 
@@ -42,19 +52,23 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvstore.clock import StorageClock
 from kvstore.errors import ObjectStoreError
 from kvstore.format.names import HINT_PATH, is_collectable
 from kvstore.format.root import parse_root_path, root_path
-from kvstore.history import RootIndex
+from kvstore.history import RootIndex, RootSummary
 from kvstore.objstore.base import ObjectMeta, TempFileStore
 from kvstore.options import StoreOptions
 from kvstore.retention import Retention, RetentionFloor
 from kvstore.state import EngineState
 
 log = logging.getLogger(__name__)
+
+# Roots read per step of the mark: enough to keep open_parallelism readers
+# busy, few enough that their futures and summaries stay a few hundred KB.
+_MARK_CHUNK = 256
 
 
 @dataclass(frozen=True)
@@ -86,6 +100,42 @@ class GCReport:
     deleted_temp_files: tuple[str, ...] = ()
 
 
+@dataclass
+class _Marks:
+    """What the surviving roots ``first..upto`` reference, as transitions (one handle's, across passes).
+
+    ``trees``: ``(version, tree)`` at the first version of each run of roots
+    sharing a tree, ascending; the tree in effect at version ``v`` is the
+    last entry at or below ``v``. ``deltas``: ``(version, delta SST)``, ascending.
+    """
+
+    first: int
+    upto: int
+    trees: list[tuple[int, str | None]] = field(default_factory=list)
+    deltas: list[tuple[int, str]] = field(default_factory=list)
+
+    def add(self, summary: RootSummary) -> None:
+        """Record root ``summary.version`` (the next one above ``upto``)."""
+        if not self.trees or self.trees[-1][1] != summary.tree:
+            self.trees.append((summary.version, summary.tree))
+        if summary.delta_sst is not None:
+            self.deltas.append((summary.version, summary.delta_sst))
+        self.upto = summary.version
+
+    def drop_below(self, first: int) -> None:
+        """Forget roots older than ``first`` (GC deleted them), keeping the tree in effect at ``first``."""
+        in_effect = [i for i, (version, _) in enumerate(self.trees) if version <= first]
+        if in_effect:
+            self.trees = self.trees[in_effect[-1]:]
+            self.trees[0] = (first, self.trees[0][1])
+        self.deltas = [(version, path) for version, path in self.deltas if version >= first]
+        self.first = first
+
+    def files(self) -> tuple[set[str], set[str]]:
+        """``(trees, delta SSTs)`` referenced."""
+        return {tree for _, tree in self.trees if tree is not None}, {path for _, path in self.deltas}
+
+
 class GarbageCollector:
     """GC passes for one store handle; serialises its own passes. Thread-safe."""
 
@@ -100,6 +150,8 @@ class GarbageCollector:
         self._lock = threading.Lock()
         # tree path -> SST paths it references; manifests never change.
         self._tree_ssts: dict[str, frozenset[str]] = {}
+        # The previous pass's mark, extended by the next one (see _Marks).
+        self._marks: _Marks | None = None
 
     def run(self, dry_run: bool = False) -> GCReport:
         """One pass (see the module docstring).
@@ -125,15 +177,28 @@ class GarbageCollector:
         # passes only if it is certainly older than the grace period.
         cutoff = self._clock.cutoff(self._options.gc_grace_s)
 
-        roots = sorted(
-            (version, meta) for meta in store.list("_") if (version := parse_root_path(meta.path)) is not None
-        )
+        # One listing; what is kept of it is the roots GC may delete (below
+        # the bound) and the range of the others: versions are dense.
+        below: list[tuple[int, ObjectMeta]] = []
+        oldest_above, newest = None, -1
+        for meta in store.list("_"):
+            version = parse_root_path(meta.path)
+            if version is None:
+                continue
+            newest = max(newest, version)
+            if version < bound:
+                below.append((version, meta))
+            elif oldest_above is None or version < oldest_above:
+                oldest_above = version
+        below.sort()
         doomed: list[tuple[int, ObjectMeta]] = []
-        for version, meta in roots:
-            if version >= bound or meta.mtime > cutoff:
+        for version, meta in below:
+            if meta.mtime > cutoff:
                 break
             doomed.append((version, meta))
-        survivors = [version for version, _ in roots[len(doomed) :]]
+        oldest_kept = below[len(doomed)][0] if len(doomed) < len(below) else oldest_above
+        survivors = range(oldest_kept, newest + 1) if oldest_kept is not None else range(0)
+        del below
         live = self._live_files(survivors)
 
         garbage = [
@@ -166,18 +231,46 @@ class GarbageCollector:
             self._sweep(head, [version for version, _ in doomed], [meta.path for meta in garbage])
         return report
 
-    def _live_files(self, survivors: list[int]) -> set[str]:
-        """Trees, their SSTs and delta SSTs referenced by the surviving roots."""
-        with ThreadPoolExecutor(self._options.open_parallelism) as pool:
-            summaries = [s for s in pool.map(self._index.summary, survivors) if s is not None]
-        trees = {s.tree for s in summaries if s.tree is not None}
-        live: set[str] = {s.delta_sst for s in summaries if s.delta_sst is not None}
+    def _live_files(self, survivors: range) -> set[str]:
+        """Trees, their SSTs and delta SSTs referenced by the surviving roots (ascending versions)."""
+        trees, live = self._mark(survivors).files()
         with ThreadPoolExecutor(self._options.open_parallelism) as pool:
             for tree, ssts in zip(trees, pool.map(self._ssts_of, trees)):
                 live.add(tree)
                 live.update(ssts)
         self._tree_ssts = {tree: self._tree_ssts[tree] for tree in trees if tree in self._tree_ssts}
         return live
+
+    def _mark(self, survivors: range) -> _Marks:
+        """The marks of ``survivors``: the previous pass's, extended by the roots since (or all, read anew)."""
+        if not survivors:
+            self._marks = None
+            return _Marks(0, -1)
+        first, last = survivors[0], survivors[-1]
+        marks = self._marks
+        if marks is not None and marks.first <= first <= marks.upto + 1 and marks.upto <= last:
+            marks.drop_below(first)
+            todo = range(marks.upto + 1, last + 1)
+        else:
+            marks = _Marks(first, first - 1)
+            todo = survivors
+        self._marks = None  # a pass that fails leaves no half-extended marks behind
+        chain = self._state.chain
+
+        def summary(version: int) -> RootSummary | None:
+            # Straight from the chain: the root index's cache would keep one
+            # summary per retained version.
+            root = chain.try_read_root(version)
+            return RootSummary.of(root) if root is not None else None
+
+        with ThreadPoolExecutor(self._options.open_parallelism) as pool:
+            for start in range(0, len(todo), _MARK_CHUNK):
+                for found in pool.map(summary, todo[start : start + _MARK_CHUNK]):
+                    if found is not None:
+                        marks.add(found)
+        marks.upto = max(marks.upto, last)
+        self._marks = marks
+        return marks
 
     def _files_of_versions_after(self, head: int) -> set[str]:
         """Trees, SSTs and delta SSTs of versions committed after ``head``."""
