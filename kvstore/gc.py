@@ -28,8 +28,10 @@ ones older than the grace period on the same clock whose writer is not
 alive on this host (:meth:`~kvstore.objstore.local.LocalStore.stale_temp_files`
 says why a live writer's temp file is never taken).
 
-Cost: a pass lists the roots once and keeps only the deletable ones and
-the survivors' version range, never an object per retained version. The
+Cost: a pass never lists the roots (a listing is an entry per retained
+version; the oldest root is found by probing, since the surviving roots are
+a dense run up to the head) and keeps only the deletable ones and the
+survivors' version range, never an object per retained version. The
 mark reads the surviving roots in chunks of ``_MARK_CHUNK`` and keeps what
 they reference as transitions (the version where the tree changed, each
 delta SST), so its memory follows the live files, not the history; the
@@ -57,11 +59,12 @@ from dataclasses import dataclass, field
 from kvstore.clock import StorageClock
 from kvstore.errors import ObjectStoreError
 from kvstore.format.names import HINT_PATH, is_collectable
-from kvstore.format.root import parse_root_path, root_path
+from kvstore.format.root import root_path
 from kvstore.history import RootIndex, RootSummary
 from kvstore.objstore.base import ObjectMeta, TempFileStore
 from kvstore.options import StoreOptions
 from kvstore.retention import Retention, RetentionFloor
+from kvstore.search import last_true
 from kvstore.state import EngineState
 
 log = logging.getLogger(__name__)
@@ -177,28 +180,23 @@ class GarbageCollector:
         # passes only if it is certainly older than the grace period.
         cutoff = self._clock.cutoff(self._options.gc_grace_s)
 
-        # One listing; what is kept of it is the roots GC may delete (below
-        # the bound) and the range of the others: versions are dense.
-        below: list[tuple[int, ObjectMeta]] = []
-        oldest_above, newest = None, -1
-        for meta in store.list("_"):
-            version = parse_root_path(meta.path)
-            if version is None:
-                continue
-            newest = max(newest, version)
-            if version < bound:
-                below.append((version, meta))
-            elif oldest_above is None or version < oldest_above:
-                oldest_above = version
-        below.sort()
+        # No listing of the roots (it would hold an entry per retained
+        # version): they form a dense run from the oldest to the head (GC
+        # deletes oldest first), so the oldest is found by probing, and only
+        # the ones below the bound are looked at one by one.
+        oldest = self._oldest_root(head)
         doomed: list[tuple[int, ObjectMeta]] = []
-        for version, meta in below:
+        kept_from = max(oldest, min(bound, head))
+        for version in range(oldest, bound):
+            try:
+                meta = store.head(root_path(version))
+            except FileNotFoundError:
+                continue  # another handle's pass deleted it meanwhile
             if meta.mtime > cutoff:
+                kept_from = version
                 break
             doomed.append((version, meta))
-        oldest_kept = below[len(doomed)][0] if len(doomed) < len(below) else oldest_above
-        survivors = range(oldest_kept, newest + 1) if oldest_kept is not None else range(0)
-        del below
+        survivors = range(kept_from, head + 1)
         live = self._live_files(survivors)
 
         garbage = [
@@ -240,6 +238,11 @@ class GarbageCollector:
                 live.update(ssts)
         self._tree_ssts = {tree: self._tree_ssts[tree] for tree in trees if tree in self._tree_ssts}
         return live
+
+    def _oldest_root(self, head: int) -> int:
+        """The oldest version whose root exists (``head``'s does): ``O(log head)`` HEADs."""
+        exists = self._state.chain.exists
+        return last_true(0, head, lambda version: not exists(version)) + 1
 
     def _mark(self, survivors: range) -> _Marks:
         """The marks of ``survivors``: the previous pass's, extended by the roots since (or all, read anew)."""
