@@ -28,17 +28,17 @@ ones older than the grace period on the same clock whose writer is not
 alive on this host (:meth:`~kvstore.objstore.local.LocalStore.stale_temp_files`
 says why a live writer's temp file is never taken).
 
-Cost: a pass never lists the roots (a listing is an entry per retained
-version; the oldest root is found by probing, since the surviving roots are
-a dense run up to the head) and keeps only the deletable ones and the
-survivors' version range, never an object per retained version. The
+Cost: a pass never lists the roots (a listing holds an entry per retained
+version): the surviving roots are a dense run up to the head, since GC
+deletes them oldest first, so the oldest is found by probing (``O(log n)``
+HEADs) and only the roots below the bound are looked at one by one. The
 mark reads the surviving roots in chunks of ``_MARK_CHUNK`` and keeps what
 they reference as transitions (the version where the tree changed, each
 delta SST), so its memory follows the live files, not the history; the
 marks carry over to the next pass of the same handle, which reads only the
-roots committed since (roots never change once written, and GC deletes
-them oldest first). A store with 100,000 retained versions held some
-260 MB during a pass that kept every root's summary (issue 38).
+roots committed since (roots never change once written). A pass over a
+store with 100,000 retained versions used to hold some 290 MB: a listing
+of every root, and a summary and a future per root (issue 38).
 
 Crash safety: roots go before the files they reference, so at every point
 each surviving root's files exist; leftovers are picked up by the next pass.

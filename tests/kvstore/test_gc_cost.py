@@ -1,9 +1,11 @@
 """GC on a long history: memory that follows the live files, and marks carried between passes.
 
 Issue 38: a GC pass over a store with 100,000 retained versions held one
-summary (and one future) per retained root, some 260 MB. A pass now keeps
-transitions (where the tree changed, each delta SST) and reads the roots in
-chunks, and a handle's next pass reads only the roots committed since.
+summary (and one future) per retained root and a listing of every root,
+some 290 MB. A pass now finds the oldest root by probing instead of
+listing, keeps transitions (where the tree changed, each delta SST), reads
+the roots in chunks, and a handle's next pass reads only the roots
+committed since.
 These tests pin that without timing: traced memory against history, the
 roots a second pass reads, the same deletions as a fresh handle's pass
 whatever happened in between (random writes, flushes, compactions,

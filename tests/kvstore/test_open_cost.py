@@ -8,10 +8,12 @@ same unflushed tail, one with 20 versions of history and one with 2,000 (all
 retained), must cost the same to open: the same object-store calls (counted
 through :class:`~kvstore.objstore.counting.CountingStore`) and, within noise,
 the same memory (traced with :mod:`tracemalloc`). No timing is asserted.
+The SSTs' tails, a round trip each on S3, are read side by side.
 """
 
 from __future__ import annotations
 
+import threading
 import tracemalloc
 from collections import Counter
 
@@ -105,3 +107,35 @@ def test_open_memory_does_not_grow_with_the_history(stores: tuple[MemoryStore, M
     # 100x the history; anything kept per version (a root summary is ~300
     # bytes) would add >= 600 KB over the short store's peak.
     assert long_peak < short_peak + 128 * 1024, (short_peak, long_peak)
+
+
+class TailsMeetStore(CountingStore):
+    """Holds the first ``parties`` SST range reads until all of them are in flight at once."""
+
+    def __init__(self, inner: MemoryStore, parties: int) -> None:
+        super().__init__(inner)
+        self.barrier = threading.Barrier(parties, timeout=30)
+        self._waiting = parties
+        self._lock = threading.Lock()
+
+    def get_range(self, path: str, start: int, end: int) -> bytes:
+        with self._lock:
+            meet = path.startswith("sst/") and self._waiting > 0
+            self._waiting -= meet
+        if meet:
+            self.barrier.wait()  # BrokenBarrierError if open reads the tails one after another
+        return super().get_range(path, start, end)
+
+
+def test_open_reads_the_sst_tails_side_by_side() -> None:
+    """On S3 each SST tail is a round trip: open has them in flight together (``open_parallelism``)."""
+    objects = MemoryStore()
+    with kvstore.open(objects, **QUIET) as db:
+        for i in range(3):
+            db.put(b"key%d" % i, b"v")
+            db.flush()  # one L0 SST each
+        assert db.stats()["l0_files"] == 3
+    meeting = TailsMeetStore(objects, parties=3)
+    with kvstore.open(meeting, create=False, **dict(QUIET, background_threads=True)) as db:
+        assert [db.get(b"key%d" % i) for i in range(3)] == [b"v"] * 3
+    assert meeting.counts["get_range"] >= 3
