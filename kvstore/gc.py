@@ -266,9 +266,17 @@ class GarbageCollector:
             root = chain.try_read_root(version)
             return RootSummary.of(root) if root is not None else None
 
+        def summaries(versions: range) -> list[RootSummary | None]:
+            return [summary(version) for version in versions]
+
+        # Each task reads a run of roots: a future per root cost more than
+        # reading it from a local disk.
+        per_task = max(1, _MARK_CHUNK // self._options.open_parallelism)
         with ThreadPoolExecutor(self._options.open_parallelism) as pool:
             for start in range(0, len(todo), _MARK_CHUNK):
-                for found in pool.map(summary, todo[start : start + _MARK_CHUNK]):
+                chunk = todo[start : start + _MARK_CHUNK]
+                runs = [chunk[i : i + per_task] for i in range(0, len(chunk), per_task)]
+                for found in (s for run in pool.map(summaries, runs) for s in run):
                     if found is not None:
                         marks.add(found)
         marks.upto = max(marks.upto, last)
