@@ -155,6 +155,8 @@ class GarbageCollector:
         self._tree_ssts: dict[str, frozenset[str]] = {}
         # The previous pass's mark, extended by the next one (see _Marks).
         self._marks: _Marks | None = None
+        # Readers at once; open_parallelism=0 reads one at a time, as open does.
+        self._parallelism = max(1, options.open_parallelism)
 
     def run(self, dry_run: bool = False) -> GCReport:
         """One pass (see the module docstring).
@@ -232,7 +234,7 @@ class GarbageCollector:
     def _live_files(self, survivors: range) -> set[str]:
         """Trees, their SSTs and delta SSTs referenced by the surviving roots (ascending versions)."""
         trees, live = self._mark(survivors).files()
-        with ThreadPoolExecutor(self._options.open_parallelism) as pool:
+        with ThreadPoolExecutor(self._parallelism) as pool:
             for tree, ssts in zip(trees, pool.map(self._ssts_of, trees)):
                 live.add(tree)
                 live.update(ssts)
@@ -271,8 +273,8 @@ class GarbageCollector:
 
         # Each task reads a run of roots: a future per root cost more than
         # reading it from a local disk.
-        per_task = max(1, _MARK_CHUNK // self._options.open_parallelism)
-        with ThreadPoolExecutor(self._options.open_parallelism) as pool:
+        per_task = max(1, _MARK_CHUNK // self._parallelism)
+        with ThreadPoolExecutor(self._parallelism) as pool:
             for start in range(0, len(todo), _MARK_CHUNK):
                 chunk = todo[start : start + _MARK_CHUNK]
                 runs = [chunk[i : i + per_task] for i in range(0, len(chunk), per_task)]

@@ -200,3 +200,12 @@ def test_passes_failing_mid_mark_leave_the_store_whole(seed: int) -> None:
     assert failed > 0  # the seeds make some passes fail
     with kvstore.open(inner, create=False, **KEEP_NOTHING) as db:
         assert dict(db.scan()) == model and db.verify().ok
+
+
+def test_gc_with_open_parallelism_zero_reads_one_root_at_a_time() -> None:
+    """open_parallelism=0 is a valid option (open reads one root at a time); GC raised ValueError from its thread pool."""
+    objects = history_store(300)
+    with kvstore.open(objects, create=False, **dict(KEEP_ALL, open_parallelism=0)) as db:
+        report = db.gc()
+        assert report.deleted_roots == () and report.live_files > 0
+        assert db.verify().ok
