@@ -33,6 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+import catalog
 from kvstore.errors import StoreError
 from service import durable_api, kv_api, kv_leases, kv_txn, kv_watch, spark_control
 from service.etcd import gateway as etcd_gateway
@@ -41,7 +42,6 @@ from service.config import ServerConfig
 from service.errors import ApiError, error_response, to_api_error
 from service.metrics import Metrics, MetricsAndAccessLog
 from service.security import BearerAuth, BodyLimit
-from service.startup import EarlyOpen, open_lakehouse
 from service.txn_registry import TxnRegistry
 
 _log = logging.getLogger("lakekv.serve")
@@ -79,13 +79,8 @@ async def healthz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok", "version": state.store.version})
 
 
-def create_app(config: ServerConfig, early: EarlyOpen | None = None) -> Starlette:
-    """Build the app for ``config``; the store opens when the app starts.
-
-    ``early``: an open already under way (``lakekv serve`` starts it before
-    importing the server, see :mod:`service.startup`); the app starts with
-    its lakehouse and owns it from then on.
-    """
+def create_app(config: ServerConfig) -> Starlette:
+    """Build the app for ``config``; the store opens when the app starts."""
     metrics = Metrics()
 
     @contextlib.asynccontextmanager
@@ -93,7 +88,7 @@ def create_app(config: ServerConfig, early: EarlyOpen | None = None) -> Starlett
         anyio.to_thread.current_default_thread_limiter().total_tokens = config.worker_threads
         # One store handle serves both APIs: the catalog's keys and the KV
         # API's (under their own prefix) live in the same lakekv store.
-        lake = await run_in_threadpool(early.take if early is not None else lambda: open_lakehouse(config))
+        lake = await run_in_threadpool(lambda: catalog.open(config.url, **dict(config.store_options)))
         store = lake.store
         txns = TxnRegistry(store, config.max_open_txns, config.max_txn_ttl_s)
         app.state.kv = kv_api.KvState(config, store, txns, metrics)

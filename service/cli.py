@@ -72,36 +72,29 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
 def run_serve(args: argparse.Namespace) -> int:
     """Serve until SIGTERM/SIGINT; return the exit code."""
     config = config_from_args(args)
+    import uvicorn
+
+    from service.app import create_app
+    from service.http_protocol import CoalescingHttpToolsProtocol
+
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("lakekv.access").setLevel(logging.WARNING if args.quiet else logging.INFO)
-    from service.startup import EarlyOpen
-
-    # The store opens while the server's modules import (service.startup says why).
-    early = EarlyOpen(config)
-    try:
-        import uvicorn
-
-        from service.app import create_app
-        from service.http_protocol import CoalescingHttpToolsProtocol
-
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(config, early), host=config.host, port=config.port, ssl_certfile=config.tls_cert,
-                ssl_keyfile=config.tls_key, access_log=False, log_level="info", lifespan="on",
-                timeout_graceful_shutdown=int(config.graceful_shutdown_s), server_header=False,
-                http=CoalescingHttpToolsProtocol,
-            )
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(config), host=config.host, port=config.port, ssl_certfile=config.tls_cert,
+            ssl_keyfile=config.tls_key, access_log=False, log_level="info", lifespan="on",
+            timeout_graceful_shutdown=int(config.graceful_shutdown_s), server_header=False,
+            http=CoalescingHttpToolsProtocol,
         )
-        # uvicorn handles SIGTERM/SIGINT itself (stop accepting, finish in-flight
-        # requests, run the lifespan shutdown that closes the store), then
-        # re-raises the signal to whatever handler was installed before it. With
-        # the default handler the process would die of the signal after a clean
-        # shutdown; this one lets it exit 0 instead.
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, _after_graceful_shutdown)
-        server.run()
-    finally:
-        early.close_unless_taken()  # a server that never started its app still closes the store
+    )
+    # uvicorn handles SIGTERM/SIGINT itself (stop accepting, finish in-flight
+    # requests, run the lifespan shutdown that closes the store), then
+    # re-raises the signal to whatever handler was installed before it. With
+    # the default handler the process would die of the signal after a clean
+    # shutdown; this one lets it exit 0 instead.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _after_graceful_shutdown)
+    server.run()
     # uvicorn sets started only once listening: a failed bind or a store that
     # did not open ends run() without it.
     return 0 if server.started else 1
