@@ -14,7 +14,9 @@ checkpoints, deletions by earlier passes), and passes that fail mid-mark.
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 import tracemalloc
 
 import pytest
@@ -40,9 +42,11 @@ class FrozenStorageClock:
 
     A handle measures the storage clock once (then for a minute derives it
     from the local clock). Measured while the clock reads ``FUTURE``
-    (:meth:`future`), a handle sees everything stamped ``DATA`` as far
-    outside the retention window and the grace period, however little time
-    passes, so two handles' GC passes judge every file alike.
+    (inside :meth:`future`), a handle sees everything stamped ``DATA`` as
+    far outside the retention window and the grace period, however little
+    time passes; GC passes run inside :meth:`future` too, so a handle that
+    measures again then still does it at ``FUTURE``. Two handles' passes
+    thus judge every file alike.
     """
 
     DATA = 1_000_000_000.5
@@ -54,11 +58,12 @@ class FrozenStorageClock:
     def __call__(self) -> float:
         return self.value
 
-    def measured_in_the_future(self, db: kvstore.Store) -> None:
-        """Make ``db`` measure the clock now, at ``FUTURE``; the clock then reads ``DATA`` again."""
+    @contextlib.contextmanager
+    def future(self) -> Iterator[None]:
+        """The clock reads ``FUTURE`` inside (what is written then is stamped so), ``DATA`` after."""
         self.value = self.FUTURE
         try:
-            assert db.storage_now() >= self.FUTURE
+            yield
         finally:
             self.value = self.DATA
 
@@ -131,7 +136,8 @@ def test_carried_marks_delete_what_a_fresh_pass_deletes(seed: int) -> None:
     model: dict[bytes, bytes] = {}
     deleted_roots = 0
     with kvstore.open(objects, **KEEP_NOTHING, inline_delta_bytes=512) as db:
-        clock.measured_in_the_future(db)
+        with clock.future():
+            assert db.storage_now() >= clock.FUTURE  # measured now, at FUTURE
         for round_ in range(8):
             for _ in range(rng.randrange(1, 30)):
                 key = b"k%02d" % rng.randrange(40)
@@ -155,10 +161,10 @@ def test_carried_marks_delete_what_a_fresh_pass_deletes(seed: int) -> None:
                 db.checkpoint(f"c{round_}")
             if rng.random() < 0.3 and db.checkpoints():
                 db.remove_checkpoint(rng.choice(db.checkpoints()).name)
-            with kvstore.open(objects, create=False, **KEEP_NOTHING) as fresh:
-                clock.measured_in_the_future(fresh)
-                expected = fresh.gc(dry_run=True)
-            got = db.gc()
+            with clock.future():
+                with kvstore.open(objects, create=False, **KEEP_NOTHING) as fresh:
+                    expected = fresh.gc(dry_run=True)
+                got = db.gc()
             assert deletions(got) == deletions(expected)
             assert got.oldest_kept == expected.oldest_kept and got.live_files == expected.live_files
             deleted_roots += len(got.deleted_roots)
@@ -176,7 +182,8 @@ def test_passes_failing_mid_mark_leave_the_store_whole(seed: int) -> None:
     faulty = FaultyStore(inner, seed=seed)
     model: dict[bytes, bytes] = {}
     with kvstore.open(faulty, **KEEP_NOTHING) as db:
-        clock.measured_in_the_future(db)
+        with clock.future():
+            assert db.storage_now() >= clock.FUTURE  # measured now, at FUTURE
         failed = 0
         for round_ in range(6):
             for i in range(40):
@@ -189,13 +196,16 @@ def test_passes_failing_mid_mark_leave_the_store_whole(seed: int) -> None:
             faulty.error_rate = 0.05  # reads of roots and trees fail now and then, mid-mark
             faulty.ops = frozenset({"get", "list"})
             try:
-                db.gc()
+                with clock.future():
+                    db.gc()
             except InjectedFaultError:
                 failed += 1
             finally:
                 faulty.error_rate = 0.0
             assert dict(db.scan()) == model
-        db.gc()  # a clean pass after the failed ones: nothing it deletes was still needed
+        with clock.future():
+            db.gc()  # a clean pass after the failed ones: nothing it deletes was still needed
+        assert db.history(limit=None)[-1].version > 0  # old roots were deleted
         assert dict(db.scan()) == model and db.verify().ok
     assert failed > 0  # the seeds make some passes fail
     with kvstore.open(inner, create=False, **KEEP_NOTHING) as db:
