@@ -113,7 +113,7 @@ def build(work: Path, keys: int, versions: int, batch: int) -> dict[str, Any]:
     path.mkdir(parents=True)
     print(json.dumps({"building": path.name}), flush=True)
     started = time.monotonic()
-    db = kvstore.open(
+    db = kvstore.open_embedded(
         str(path), fsync=False, background_threads=False, background_maintenance=False,
         retention_window_s=RETENTION_S,
     )
@@ -159,7 +159,7 @@ def child_open(path: str, keys: int) -> dict[str, Any]:
 
     t1 = time.perf_counter()
     rss_import = rss_kib()
-    db = kvstore.open(path, create=False, retention_window_s=RETENTION_S)
+    db = kvstore.open_embedded(path, create=False, retention_window_s=RETENTION_S)
     t2 = time.perf_counter()
     rss_open = rss_kib()
     version = db.version
