@@ -28,6 +28,18 @@ ones older than the grace period on the same clock whose writer is not
 alive on this host (:meth:`~kvstore.objstore.local.LocalStore.stale_temp_files`
 says why a live writer's temp file is never taken).
 
+Cost: a pass never lists the roots (a listing holds an entry per retained
+version): the surviving roots are a dense run up to the head, since GC
+deletes them oldest first, so the oldest is found by probing (``O(log n)``
+HEADs) and only the roots below the bound are looked at one by one. The
+mark reads the surviving roots in chunks of ``_MARK_CHUNK`` and keeps what
+they reference as transitions (the version where the tree changed, each
+delta SST), so its memory follows the live files, not the history; the
+marks carry over to the next pass of the same handle, which reads only the
+roots committed since (roots never change once written). A pass over a
+store with 100,000 retained versions used to hold some 290 MB: a listing
+of every root, and a summary and a future per root (issue 38).
+
 Crash safety: roots go before the files they reference, so at every point
 each surviving root's files exist; leftovers are picked up by the next pass.
 
@@ -42,19 +54,24 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvstore.clock import StorageClock
 from kvstore.errors import ObjectStoreError
 from kvstore.format.names import HINT_PATH, is_collectable
-from kvstore.format.root import parse_root_path, root_path
-from kvstore.history import RootIndex
+from kvstore.format.root import root_path
+from kvstore.history import RootIndex, RootSummary
 from kvstore.objstore.base import ObjectMeta, TempFileStore
 from kvstore.options import StoreOptions
 from kvstore.retention import Retention, RetentionFloor
+from kvstore.search import last_true
 from kvstore.state import EngineState
 
 log = logging.getLogger(__name__)
+
+# Roots read per step of the mark: enough to keep open_parallelism readers
+# busy, few enough that their futures and summaries stay a few hundred KB.
+_MARK_CHUNK = 256
 
 
 @dataclass(frozen=True)
@@ -86,6 +103,42 @@ class GCReport:
     deleted_temp_files: tuple[str, ...] = ()
 
 
+@dataclass
+class _Marks:
+    """What the surviving roots ``first..upto`` reference, as transitions (one handle's, across passes).
+
+    ``trees``: ``(version, tree)`` at the first version of each run of roots
+    sharing a tree, ascending; the tree in effect at version ``v`` is the
+    last entry at or below ``v``. ``deltas``: ``(version, delta SST)``, ascending.
+    """
+
+    first: int
+    upto: int
+    trees: list[tuple[int, str | None]] = field(default_factory=list)
+    deltas: list[tuple[int, str]] = field(default_factory=list)
+
+    def add(self, summary: RootSummary) -> None:
+        """Record root ``summary.version`` (the next one above ``upto``)."""
+        if not self.trees or self.trees[-1][1] != summary.tree:
+            self.trees.append((summary.version, summary.tree))
+        if summary.delta_sst is not None:
+            self.deltas.append((summary.version, summary.delta_sst))
+        self.upto = summary.version
+
+    def drop_below(self, first: int) -> None:
+        """Forget roots older than ``first`` (GC deleted them), keeping the tree in effect at ``first``."""
+        in_effect = [i for i, (version, _) in enumerate(self.trees) if version <= first]
+        if in_effect:
+            self.trees = self.trees[in_effect[-1]:]
+            self.trees[0] = (first, self.trees[0][1])
+        self.deltas = [(version, path) for version, path in self.deltas if version >= first]
+        self.first = first
+
+    def files(self) -> tuple[set[str], set[str]]:
+        """``(trees, delta SSTs)`` referenced."""
+        return {tree for _, tree in self.trees if tree is not None}, {path for _, path in self.deltas}
+
+
 class GarbageCollector:
     """GC passes for one store handle; serialises its own passes. Thread-safe."""
 
@@ -100,6 +153,10 @@ class GarbageCollector:
         self._lock = threading.Lock()
         # tree path -> SST paths it references; manifests never change.
         self._tree_ssts: dict[str, frozenset[str]] = {}
+        # The previous pass's mark, extended by the next one (see _Marks).
+        self._marks: _Marks | None = None
+        # Readers at once; open_parallelism=0 reads one at a time, as open does.
+        self._parallelism = max(1, options.open_parallelism)
 
     def run(self, dry_run: bool = False) -> GCReport:
         """One pass (see the module docstring).
@@ -125,15 +182,23 @@ class GarbageCollector:
         # passes only if it is certainly older than the grace period.
         cutoff = self._clock.cutoff(self._options.gc_grace_s)
 
-        roots = sorted(
-            (version, meta) for meta in store.list("_") if (version := parse_root_path(meta.path)) is not None
-        )
+        # No listing of the roots (it would hold an entry per retained
+        # version): they form a dense run from the oldest to the head (GC
+        # deletes oldest first), so the oldest is found by probing, and only
+        # the ones below the bound are looked at one by one.
+        oldest = self._oldest_root(head)
         doomed: list[tuple[int, ObjectMeta]] = []
-        for version, meta in roots:
-            if version >= bound or meta.mtime > cutoff:
+        kept_from = max(oldest, min(bound, head))
+        for version in range(oldest, bound):
+            try:
+                meta = store.head(root_path(version))
+            except FileNotFoundError:
+                continue  # another handle's pass deleted it meanwhile
+            if meta.mtime > cutoff:
+                kept_from = version
                 break
             doomed.append((version, meta))
-        survivors = [version for version, _ in roots[len(doomed) :]]
+        survivors = range(kept_from, head + 1)
         live = self._live_files(survivors)
 
         garbage = [
@@ -166,18 +231,59 @@ class GarbageCollector:
             self._sweep(head, [version for version, _ in doomed], [meta.path for meta in garbage])
         return report
 
-    def _live_files(self, survivors: list[int]) -> set[str]:
-        """Trees, their SSTs and delta SSTs referenced by the surviving roots."""
-        with ThreadPoolExecutor(self._options.open_parallelism) as pool:
-            summaries = [s for s in pool.map(self._index.summary, survivors) if s is not None]
-        trees = {s.tree for s in summaries if s.tree is not None}
-        live: set[str] = {s.delta_sst for s in summaries if s.delta_sst is not None}
-        with ThreadPoolExecutor(self._options.open_parallelism) as pool:
+    def _live_files(self, survivors: range) -> set[str]:
+        """Trees, their SSTs and delta SSTs referenced by the surviving roots (ascending versions)."""
+        trees, live = self._mark(survivors).files()
+        with ThreadPoolExecutor(self._parallelism) as pool:
             for tree, ssts in zip(trees, pool.map(self._ssts_of, trees)):
                 live.add(tree)
                 live.update(ssts)
         self._tree_ssts = {tree: self._tree_ssts[tree] for tree in trees if tree in self._tree_ssts}
         return live
+
+    def _oldest_root(self, head: int) -> int:
+        """The oldest version whose root exists (``head``'s does): ``O(log head)`` HEADs."""
+        exists = self._state.chain.exists
+        return last_true(0, head, lambda version: not exists(version)) + 1
+
+    def _mark(self, survivors: range) -> _Marks:
+        """The marks of ``survivors``: the previous pass's, extended by the roots since (or all, read anew)."""
+        if not survivors:
+            self._marks = None
+            return _Marks(0, -1)
+        first, last = survivors[0], survivors[-1]
+        marks = self._marks
+        if marks is not None and marks.first <= first <= marks.upto + 1 and marks.upto <= last:
+            marks.drop_below(first)
+            todo = range(marks.upto + 1, last + 1)
+        else:
+            marks = _Marks(first, first - 1)
+            todo = survivors
+        self._marks = None  # a pass that fails leaves no half-extended marks behind
+        chain = self._state.chain
+
+        def summary(version: int) -> RootSummary | None:
+            # Straight from the chain: the root index's cache would keep one
+            # summary per retained version.
+            root = chain.try_read_root(version)
+            return RootSummary.of(root) if root is not None else None
+
+        def summaries(versions: range) -> list[RootSummary | None]:
+            return [summary(version) for version in versions]
+
+        # Each task reads a run of roots: a future per root cost more than
+        # reading it from a local disk.
+        per_task = max(1, _MARK_CHUNK // self._parallelism)
+        with ThreadPoolExecutor(self._parallelism) as pool:
+            for start in range(0, len(todo), _MARK_CHUNK):
+                chunk = todo[start : start + _MARK_CHUNK]
+                runs = [chunk[i : i + per_task] for i in range(0, len(chunk), per_task)]
+                for found in (s for run in pool.map(summaries, runs) for s in run):
+                    if found is not None:
+                        marks.add(found)
+        marks.upto = max(marks.upto, last)
+        self._marks = marks
+        return marks
 
     def _files_of_versions_after(self, head: int) -> set[str]:
         """Trees, SSTs and delta SSTs of versions committed after ``head``."""

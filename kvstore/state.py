@@ -24,7 +24,7 @@ import bisect
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -152,17 +152,26 @@ class EngineState:
     # -- loading -------------------------------------------------------------
 
     def load(self, latest: int) -> None:
-        """Initialise from version ``latest``: its tree plus every unflushed version."""
+        """Initialise from version ``latest``: its tree plus every unflushed version.
+
+        Reads the head root, its tree manifest, the tail of each of the
+        tree's SSTs and the root of each unflushed version (at most
+        ``flush_max_versions``), nothing older: what open costs follows the
+        data and the unflushed tail, never the history. The SST tails and
+        the roots are read ``open_parallelism`` at a time (on S3 each is a
+        round trip).
+        """
         with self.chain_lock:
             head = self.chain.read_root(latest)
-            self._install_tree(head.tree)
-            first = head.oldest_needed
-            versions = list(range(first, latest))
-            if self._open_parallelism == 1 or len(versions) <= 1:
-                roots = [self.chain.read_root(v) for v in versions]  # no thread for a cheap handle
+            versions = list(range(head.oldest_needed, latest))
+            if self._open_parallelism == 1:  # no thread for a cheap handle
+                self._install_tree(head.tree)
+                roots = [self.chain.read_root(v) for v in versions]
             else:
                 with ThreadPoolExecutor(self._open_parallelism) as pool:
-                    roots = list(pool.map(self.chain.read_root, versions))
+                    pending = [pool.submit(self.chain.read_root, v) for v in versions]
+                    self._install_tree(head.tree, pool)
+                    roots = [future.result() for future in pending]
             self.head = (-1, 0)  # accept the first loaded version without a parent check
             for root in [*roots, head]:
                 # Only the head's tree matters (installed above): older
@@ -170,7 +179,7 @@ class EngineState:
                 self.apply_root(root, install_tree=False)
             self.last_sync = time.monotonic()
 
-    def _install_tree(self, tree_path: str | None) -> None:
+    def _install_tree(self, tree_path: str | None, pool: Executor | None = None) -> None:
         if tree_path == self.tree_path:
             return
         try:
@@ -181,7 +190,7 @@ class EngineState:
                 # newer ones, in a new memtable (readers of the old one go on).
                 memtable = memtable.without_upto(tree.flushed_seq)
                 self.delta_ssts = tuple(d for d in self.delta_ssts if d.first_seq > tree.flushed_seq)
-            layers = self.open_layers(tree, memtable)
+            layers = self.open_layers(tree, memtable, pool)
         except FileNotFoundError as exc:
             # Only possible if GC removed the files of a version this handle
             # had not applied yet, i.e. it fell behind the retention window.
@@ -198,14 +207,22 @@ class EngineState:
         """
         return TreeManifest() if tree_path is None else decode_tree(self.store.get(tree_path), tree_path)
 
-    def open_layers(self, tree: TreeManifest, memtable: Memtable) -> Layers:
+    def open_layers(self, tree: TreeManifest, memtable: Memtable, pool: Executor | None = None) -> Layers:
         """Layers over ``tree``'s SSTs (opened through the block cache) and ``memtable``.
+
+        ``pool``: opens the SSTs on its threads (open of the store: each
+        uncached SST is a range read of its tail).
 
         Raises:
             FileNotFoundError: an SST of the tree is missing.
         """
-        l0 = tuple(self._reader(info) for info in tree.l0)
-        runs = tuple(SortedRun(tuple(self._reader(info) for info in run)) for run in tree.runs)
+        if pool is None:
+            l0 = tuple(self._reader(info) for info in tree.l0)
+            runs = tuple(SortedRun(tuple(self._reader(info) for info in run)) for run in tree.runs)
+            return Layers(memtable, l0, runs)
+        opened = iter(list(pool.map(self._reader, [*tree.l0, *(info for run in tree.runs for info in run)])))
+        l0 = tuple(next(opened) for _ in tree.l0)
+        runs = tuple(SortedRun(tuple(next(opened) for _ in run)) for run in tree.runs)
         return Layers(memtable, l0, runs)
 
     def _reader(self, info: dict[str, Any]) -> SSTReader:
