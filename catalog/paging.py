@@ -87,7 +87,7 @@ def resume_after(token: str, kind: str, ns: Namespace) -> str | None:
         or not isinstance(decoded[1], list) or not isinstance(decoded[2], str)
     ):
         raise ValueError(f"page_token {shown!r} is not a page token this catalog returned")
-    token_kind, token_ns, last = decoded
+    token_kind, token_ns, last = decoded[0], decoded[1], str(decoded[2])
     if token_kind != kind or tuple(token_ns) != ns:
         raise ValueError(
             f"page_token {shown!r} continues a listing of the {token_kind}s of namespace "
