@@ -12,7 +12,7 @@ it should not read. At each size:
   ``lake.transaction()`` per ``--per-commit`` tables, DuckLake one SQL
   transaction, pyiceberg its metadata writer and one catalog-row insert per
   commit; see ``benchmarks/lakehouse``), and the p50 of one ``create_table``
-  committed on its own (``--single-creates`` of them, in namespace ``ns000``);
+  committed on its own (``--single-creates`` of them, in namespace ``ns001``);
 - **list 10,000**: list namespace ``big`` (median of ``--repeats``, min-max);
 - **load one**: look one table up by name and read its definition (lakekv
   ``load_table``, pyiceberg ``load_table``, DuckLake ``DESCRIBE``).
@@ -70,8 +70,8 @@ Log = Callable[[str], None]
 
 
 def namespace_names() -> list[str]:
-    """``big`` and the 999 others (``ns000`` is among them: the single creates go there)."""
-    return [LISTED] + [f"ns{i:03d}" for i in range(NAMESPACES - 1)]
+    """``big`` and the 999 others, ``ns001`` .. ``ns999``."""
+    return [LISTED] + [f"ns{i:03d}" for i in range(1, NAMESPACES)]
 
 
 def table_names(first: int, last: int) -> list[str]:
@@ -215,7 +215,7 @@ def run_catalog(
                 raise AssertionError(f"{key} listed {listed['result']} tables in {LISTED}, not {LISTED_TABLES}")
             singles = []
             for _ in range(single_creates):
-                name = f"ns000.single{probes:05d}"
+                name = f"ns001.single{probes:05d}"
                 probes += 1
                 t0 = time.perf_counter()
                 system.create_table(name)
