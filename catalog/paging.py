@@ -38,7 +38,7 @@ from catalog.names import Namespace
 
 
 class NamePage(list[str]):
-    """One page of a listing: the names (a ``list``), and where the next page starts.
+    """One page of a listing: the names (a ``list``, shown as one), and where the next page starts.
 
     ``next_page_token`` is None when no name follows this page.
     """
@@ -46,9 +46,6 @@ class NamePage(list[str]):
     def __init__(self, items: list[str], next_page_token: str | None = None) -> None:
         super().__init__(items)
         self.next_page_token = next_page_token
-
-    def __repr__(self) -> str:
-        return f"NamePage({list(self)!r}, next_page_token={self.next_page_token!r})"
 
 
 def check_page_size(page_size: int | None) -> int | None:
