@@ -165,6 +165,46 @@ class CatalogReader:
         prefix = keys.entries_in(ns)
         return [(k[len(prefix) :].decode(), Pointer.decode(v)) for k, v in self._scan(prefix)]
 
+    def entry_names(
+        self, ns: Namespace, kind: str, after: str | None = None, limit: int | None = None
+    ) -> tuple[list[str], bool]:
+        """The names of the ``kind`` entries (tables or views) directly in ``ns``, by name.
+
+        Only names after ``after`` (None: from the first), at most ``limit``
+        (None: all). Returns them and whether another such entry follows.
+        Reads only ``ns``'s entry keys from ``after`` on, in chunks, and
+        decodes no table's pointer (:meth:`Pointer.kind_of`); a recording
+        reader (a multi-table transaction) reads and records the whole
+        namespace, so a rebase repeats the same read.
+        """
+        prefix = keys.entries_in(ns)
+        cut = len(prefix)
+        start = prefix if after is None else prefix + after.encode() + b"\x00"  # the first key after ``after``
+        want = None if limit is None else limit + 1  # one more tells whether another follows
+        kind_of = Pointer.kind_of
+        out: list[str] = []
+        if self.recorded is not None:
+            rows = [(k, v) for k, v in self._scan(prefix) if k >= start]
+            for k, v in rows:
+                if kind_of(v) == kind:
+                    out.append(k[cut:].decode())
+                    if want is not None and len(out) == want:
+                        break
+        else:
+            chunk = want
+            while True:
+                rows = list(self.kv.scan(start=start, prefix=prefix, limit=chunk))
+                for k, v in rows:
+                    if kind_of(v) == kind:
+                        out.append(k[cut:].decode())
+                if want is None or len(out) >= want or len(rows) < chunk:  # type: ignore[operator]
+                    break
+                chunk = want - len(out)  # views took part of the chunk: read only what is missing
+                start = rows[-1][0] + b"\x00"
+        if limit is not None and len(out) > limit:
+            return out[:limit], True
+        return out, False
+
     def require_table(self, ns: Namespace, name: str) -> tuple[Pointer, TableDef]:
         """The table's pointer and definition.
 

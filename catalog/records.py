@@ -55,6 +55,9 @@ class NamespaceRecord:
         return cls(created_ms=int(_load(raw, "namespace").get("created_ms", 0)))
 
 
+_TABLE_POINTER_END: Final = b'"kind":"' + TABLE.encode() + b'"}'
+
+
 @dataclass
 class Pointer:
     """What an ``obj/`` key holds: a table's id, or a whole view definition."""
@@ -69,6 +72,22 @@ class Pointer:
         if self.view is not None:
             d["view"] = self.view.to_json()
         return _dump(d)
+
+    @classmethod
+    def kind_of(cls, raw: bytes) -> str:
+        """The ``kind`` of a stored pointer, without decoding a table's pointer.
+
+        A listing of 10,000 tables spent most of its time in ``json.loads``.
+        :meth:`encode` sorts keys, so a table's pointer is exactly
+        ``{"id":"...","kind":"table"}`` and nothing else ends that way (a
+        view's ends with its definition, ``...}}``); anything else is decoded.
+
+        Raises:
+            CatalogError, KeyError: as :meth:`decode`, for a record that needs decoding.
+        """
+        if raw.endswith(_TABLE_POINTER_END):
+            return TABLE
+        return cls.decode(raw).kind
 
     @classmethod
     def decode(cls, raw: bytes) -> Pointer:

@@ -29,7 +29,7 @@ from typing import Any, Callable, Concatenate, Generic, ParamSpec, TypeVar, over
 import pyarrow as pa
 
 from catalog.arguments import checked
-from catalog import keys, names
+from catalog import keys, names, paging
 from catalog.access import CatalogReader
 from catalog.errors import NoSuchTableError, NoSuchViewError
 from catalog.ops import (
@@ -44,6 +44,7 @@ from catalog.ops import (
     RenameTable,
     UpdateNamespaceProperties,
 )
+from catalog.paging import NamePage
 from catalog.records import FORMATS, TABLE, VIEW, TableDef, ViewRecord
 from catalog.schema import assign_field_ids, check_column_name, field_id
 from catalog.table import Table, TableHost
@@ -299,21 +300,32 @@ class LakeTree:
         return True
 
     @checked
-    def list_tables(self, namespace: str) -> list[str]:
-        """Full names of the tables directly in ``namespace``, sorted.
+    def list_tables(self, namespace: str, page_size: int | None = None, page_token: str | None = None) -> NamePage:
+        """Full names of the tables directly in ``namespace``, sorted: all, or a page of them.
+
+        The result is a list (a :class:`~catalog.paging.NamePage`). With
+        ``page_size``, at most that many names, and ``next_page_token`` says
+        where the next page starts (None after the last page); pass it back as
+        ``page_token``. Without ``page_size``: every name from the token on.
+        A page reads only the keys it returns (see :mod:`catalog.paging`).
 
         Raises:
             TypeError: an argument of the wrong type.
-            ValueError: a malformed namespace name.
+            ValueError: a malformed namespace name, a ``page_size`` below 1, or a
+                ``page_token`` that no listing of this namespace's tables returned.
             NoSuchNamespaceError: the namespace does not exist.
         """
-        return self._list_entries(namespace, TABLE)
+        return self._list_entries(namespace, TABLE, page_size, page_token)
 
-    def _list_entries(self, namespace: str, kind: str) -> list[str]:
+    def _list_entries(self, namespace: str, kind: str, page_size: int | None, page_token: str | None) -> NamePage:
         ns = names.parse_namespace(namespace)
+        size = paging.check_page_size(page_size)
+        after = None if page_token is None else paging.resume_after(page_token, kind, ns)
         with self.host.reading() as r:
             r.require_namespace(ns)
-            return [names.join((*ns, n)) for n, p in r.entries(ns) if p.kind == kind]
+            found, more = r.entry_names(ns, kind, after=after, limit=size)
+        prefix = names.join(ns) + "."
+        return NamePage([prefix + n for n in found], paging.token_after(kind, ns, found[-1]) if more else None)
 
     @checked
     def rename_table(self, old: str, new: str) -> Any:
@@ -463,15 +475,17 @@ class LakeTree:
         return True
 
     @checked
-    def list_views(self, namespace: str) -> list[str]:
-        """Full names of the views directly in ``namespace``, sorted.
+    def list_views(self, namespace: str, page_size: int | None = None, page_token: str | None = None) -> NamePage:
+        """Full names of the views directly in ``namespace``, sorted: all, or a page of them
+        (as :meth:`list_tables` pages).
 
         Raises:
             TypeError: an argument of the wrong type.
-            ValueError: a malformed namespace name.
+            ValueError: a malformed namespace name, a ``page_size`` below 1, or a
+                ``page_token`` that no listing of this namespace's views returned.
             NoSuchNamespaceError: the namespace does not exist.
         """
-        return self._list_entries(namespace, VIEW)
+        return self._list_entries(namespace, VIEW, page_size, page_token)
 
     @checked
     def drop_view(self, name: str) -> Any:

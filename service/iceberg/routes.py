@@ -3,7 +3,8 @@
 Every handler parses and validates names first (:mod:`service.iceberg.names`),
 then runs its catalog work in a worker thread, translating catalog errors into
 the protocol's error types and codes (:func:`iceberg_error`). Lists page with
-``pageToken``/``pageSize`` (the token is an offset). No path prefix is used:
+``pageToken``/``pageSize``: tables with the catalog's own tokens (a page reads
+only its keys), namespaces and views with an offset. No path prefix is used:
 ``/v1/config`` returns no ``prefix`` override.
 """
 
@@ -258,11 +259,34 @@ async def update_namespace_properties(request: Request) -> JSONResponse:
 # -- tables --------------------------------------------------------------------
 
 
+def _table_page_params(request: Request) -> tuple[int | None, str | None]:
+    """``(page size, page token)`` of a table listing; ``(None, None)``: every table.
+
+    As Iceberg's reference server does: a ``pageSize`` pages (the token may be
+    absent or empty on the first request); a ``pageToken`` alone pages at
+    :data:`DEFAULT_PAGE_SIZE`; neither returns everything. ``pageSize`` is an
+    upper bound, so one above :data:`MAX_PAGE_SIZE` gets pages of that size.
+    The token is the catalog's (:mod:`catalog.paging`): it resumes after the
+    last name returned, so a page reads only its own keys.
+    """
+    token = request.query_params.get("pageToken")
+    size_text = request.query_params.get("pageSize")
+    if size_text is None:
+        return (None, None) if token is None else (DEFAULT_PAGE_SIZE, token)
+    try:
+        size = int(size_text)
+    except ValueError:
+        raise ApiError(400, "BadRequestException", f"pageSize must be an integer, got {size_text[:40]!r}") from None
+    if size < 1:
+        raise ApiError(400, "BadRequestException", f"pageSize must be at least 1, got {size}")
+    return min(size, MAX_PAGE_SIZE), token
+
+
 async def list_tables(request: Request) -> JSONResponse:
     namespace, lake = _ns(request), _state(request).lake
-    names = await _run(lambda: sorted(lake.list_tables(namespace)))
-    page, token = _page(request, names)
-    return JSONResponse({"identifiers": [identifier_to_json(n) for n in page], "next-page-token": token})
+    size, token = _table_page_params(request)
+    page = await _run(lambda: lake.list_tables(namespace, page_size=size, page_token=token))
+    return JSONResponse({"identifiers": [identifier_to_json(n) for n in page], "next-page-token": page.next_page_token})
 
 
 async def create_table(request: Request) -> JSONResponse:
