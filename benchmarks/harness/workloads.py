@@ -298,17 +298,36 @@ def durable_commits_beside_busy_thread(
 # -- W4: point gets ------------------------------------------------------------
 
 
+# Timed passes over a W4 key list: the rate is their median, so one pass that a
+# neighbour on a shared machine slowed (a pass of 100k gets lasts ~0.2 s)
+# does not decide the figure. Slow engines stop early (see w4_point_gets).
+W4_PASSES: Final = 5
+
+
 def w4_point_gets(engine: Engine, case: str, keys: Sequence[bytes], seconds: float) -> Measurement:
     """Get ``keys`` once untimed (warms every cache the timed pass will touch),
-    then again timed: the hot-cache figure."""
+    then again timed, up to :data:`W4_PASSES` times while the timed passes
+    together stay within ``seconds``: the hot-cache figure is the median
+    pass's rate; latencies pool every timed pass."""
     engine.timed_gets(keys, time.perf_counter() + seconds)
-    started = time.perf_counter()
-    latencies, missing = engine.timed_gets(keys, started + seconds)
-    elapsed = time.perf_counter() - started
+    rates: list[float] = []
+    latencies: list[float] = []
+    missing = 0
+    phase_started = time.perf_counter()
+    while len(rates) < W4_PASSES:
+        started = time.perf_counter()
+        done, missed = engine.timed_gets(keys, started + seconds)
+        rates.append(len(done) / (time.perf_counter() - started))
+        latencies.extend(done)
+        missing = max(missing, missed)
+        if time.perf_counter() - phase_started > seconds:
+            break
+    rates.sort()
     return Measurement(
         "W4", case, engine.key,
-        metrics={"gets_per_s": len(latencies) / elapsed, **latency_metrics(latencies, "us"), "n": len(latencies)},
+        metrics={"gets_per_s": rates[len(rates) // 2], **latency_metrics(latencies, "us"), "n": len(latencies)},
         checks={"missing_keys": missing},
+        notes=[f"median of {len(rates)} timed pass(es); pass rates {', '.join(f'{r:,.0f}' for r in rates)} gets/s"],
     )
 
 
