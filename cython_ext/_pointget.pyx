@@ -688,10 +688,15 @@ cdef class StoreGetter:
             if self._closed:  # closed while Python code ran: the beacon may be gone
                 self._raise_closed()
                 raise RuntimeError("raise_closed returned")
-        # From the closed check to the beacon load nothing gives up the GIL.
         state = self._state
+        cdef uint64_t head_version
+        cdef const uint64_t* beacon
         if synced and self._sync is not None:
-            if self._beacon == NULL or self._beacon[0] > <uint64_t>(<tuple?>state.head)[0]:
+            head_version = <uint64_t>(<tuple?>state.head)[0]
+            # Loaded after the last step that could run Python code (and so
+            # let Store.close release the mapping): NULL once released.
+            beacon = self._beacon
+            if beacon == NULL or beacon[0] > head_version:
                 self._sync()
         # Head before layers, as Store._view: apply_root installs a version's
         # rows before it moves the head, so layers read after the head hold
