@@ -411,7 +411,9 @@ STANDING_NOTES = (
     "W1, W4 and W5 run lakekv with fsync only, so their lakekv ÷ SlateDB ratios set fsync'd lakekv against "
     "unsynced SlateDB (conservative for lakekv in W1; reads do not depend on it).",
     "W4 runs each key list once untimed, then times up to 5 more passes (fewer when they pass phase_seconds) "
-    "and reports the median pass's rate (hot cache); p50/p99 pool every timed pass. Every engine's cache can hold "
+    "and reports the median pass's rate (hot cache), and the median pass's gets per CPU second of the calling "
+    "thread (time.thread_time: not the time a busy machine kept it off a core; meaningless for SlateDB, whose "
+    "gets run on its own Rust threads); p50/p99 pool every timed pass. Every engine's cache can hold "
     "the whole data set. SlateDB's get loop runs inside one coroutine, so no sync-to-async bridge is timed.",
     "W4 'default options': a separate, smaller store (loaded in the same batches, then settled) opened with "
     "each library's default cache settings (lakekv 64 MiB block cache, RocksDB's default block cache, "
