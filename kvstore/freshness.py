@@ -94,6 +94,13 @@ class HeadBeacon:
         except OSError:
             return None
 
+    @property
+    def mapping(self) -> mmap.mmap:
+        """The shared mapping :meth:`read` loads from (8 bytes, little-endian):
+        the compiled point get reads it in place (``StoreGetter.set_barrier``),
+        and must let go of it before :meth:`close`."""
+        return self._map
+
     def read(self) -> int:
         """The highest version published so far (0 before any)."""
         return _U64.unpack_from(self._map)[0]  # type: ignore[no-any-return]

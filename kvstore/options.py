@@ -94,8 +94,14 @@ class StoreOptions:
     flush_max_versions: int = 256
     # ... or once the memtable holds this many bytes: bounds memory per handle.
     flush_max_bytes: int = 32 * MiB
-    # Compact once L0 holds this many SSTs: every L0 SST is a probe per point get.
+    # Compact once L0 holds this many small SSTs (together under
+    # l0_compaction_bytes / l0_compaction_trigger): every L0 SST is a probe
+    # per point get, and small ones are cheap to merge.
     l0_compaction_trigger: int = 4
+    # ... or once L0 holds this many bytes (or 3x the trigger in SSTs): large
+    # L0 SSTs (bulk loads) cost a rewrite to merge, so they wait until they are
+    # worth it; a 1M-row bulk load is then written once before compaction.
+    l0_compaction_bytes: int = 256 * MiB
     # Size-tiered merging: a run joins a compaction when it is at most
     # (1 + ratio) x the bytes gathered so far, so runs grow geometrically.
     compaction_size_ratio: float = 1.0
@@ -162,7 +168,7 @@ class StoreOptions:
         for name in ("txn_ttl_s", "maintenance_interval_s"):
             if getattr(options, name) <= 0:
                 raise ValueError(f"store option {name!r} must be > 0 seconds, got {getattr(options, name)!r}")
-        for name in ("flush_max_bytes", "l0_compaction_trigger", "max_sorted_runs", "sst_target_bytes"):
+        for name in ("flush_max_bytes", "l0_compaction_trigger", "l0_compaction_bytes", "max_sorted_runs", "sst_target_bytes"):
             if getattr(options, name) < 1:
                 raise ValueError(f"store option {name!r} must be >= 1, got {getattr(options, name)!r}")
         if options.read_consistency not in CONSISTENCY_LEVELS:

@@ -73,7 +73,7 @@ class StoreGetterPy:
         raise_closed: called (and must raise) once :attr:`closed` is set.
     """
 
-    __slots__ = ("_check_key", "_max_key_bytes", "_raise_closed", "_state", "closed")
+    __slots__ = ("_beacon", "_check_key", "_max_key_bytes", "_raise_closed", "_state", "_sync", "closed")
 
     def __init__(self, state: Any, check_key: Callable[[object], bytes], max_key_bytes: int,
                  raise_closed: Callable[[], None]) -> None:
@@ -81,14 +81,31 @@ class StoreGetterPy:
         self._check_key = check_key
         self._max_key_bytes = max_key_bytes
         self._raise_closed = raise_closed
+        self._sync: Callable[[], None] | None = None
+        self._beacon: Any = None
         self.closed = False
 
+    def set_barrier(self, beacon: Any, sync: Callable[[], None] | None) -> None:
+        """Call ``sync()`` before each get, unless ``beacon`` (a ``HeadBeacon``,
+        or None: always call) shows no version newer than the head; ``sync``
+        None: no barrier."""
+        self._sync = sync
+        self._beacon = beacon
+
     def get(self, key: object) -> bytes | None:
+        return self._get(key, False)
+
+    def get_synced(self, key: object) -> bytes | None:
+        return self._get(key, True)
+
+    def _get(self, key: object, synced: bool) -> bytes | None:
         if self.closed:
             self._raise_closed()
             raise RuntimeError("raise_closed returned")
         if type(key) is not bytes or not key or len(key) > self._max_key_bytes:
             key = self._check_key(key)
+        if synced and self._sync is not None and (self._beacon is None or self._beacon.read() > self._state.head[0]):
+            self._sync()
         seq = self._state.head[1]  # head first: layers read after it hold every row up to seq (Store._view)
         return get_value_py(self._state.layers, key, seq)
 

@@ -225,6 +225,7 @@ class Store:
                 state.catch_up(stale_after_s=options.stale_check_s)
 
         self._barrier = ReadBarrier(lambda: state.head[0], catch_up_if_moved, beacon)
+        self._getter.set_barrier(beacon, self._barrier.sync if self._linearizable else None)
         self._hint = HintWriter(objects, options.hint_interval_s, threaded=threaded)
         self._oracle = Oracle()
         self._committer = Committer(
@@ -471,13 +472,14 @@ class Store:
             StoreClosedError: the store is closed.
             CorruptionError / ObjectStoreError: an SST or root file could not be read.
         """
-        # Inlined (this is the hottest call): a closed store is refused by the getter.
+        # Inlined (this is the hottest call): a closed store is refused by the
+        # getter, which also runs the default consistency's barrier.
         if consistency is None:
-            if self._linearizable and not self._closed:
-                self._barrier.sync()
-        elif consistency != "serializable":
-            self._sync(consistency)
-        value = self._getter.get(key)
+            value = self._getter.get_synced(key)
+        else:
+            if consistency != "serializable":
+                self._sync(consistency)
+            value = self._getter.get(key)
         if value is None:
             return None
         # Inlined LeaseReads.active for the common case: this view holds no lease record.

@@ -153,6 +153,11 @@ def test_quick_run_produces_every_workload_and_sane_numbers(tmp_path: Path) -> N
             assert m["metrics"]["abort_rate"] == 0
         if m["workload"] == "W1":
             assert m["metrics"]["n"] == results["config"]["rows"] and m["metrics"]["disk_mb"] > 0
+            if Path("/proc/self/io").is_file():  # this process's own writes, beside the device's
+                assert m["metrics"]["process_write_amplification"] > 0
+        if m["workload"] == "W4":  # the rate is the median of the timed passes it names
+            [note] = [n for n in m["notes"] if n.startswith("median of ")]
+            assert 1 <= int(note.split()[2]) <= 5
 
     markdown = paths["md"].read_text()
     for title in report.WORKLOAD_TITLES.values():

@@ -178,11 +178,12 @@ class Run:
         ranges = data.scan_ranges(cfg.rows, cfg.scans, cfg.scan_rows, cfg.seed + 3)
         load_case = f"bulk load, {cfg.rows:,} rows in batches of {cfg.batch_rows:,}"
         device_written = machine.device_bytes_written(self.data_dir)
+        process_written = machine.process_bytes_written()
         for engine in engines:
             with self.opened("W1", engine) as ok:
                 # W4/W5 need the loaded store even when W1's figures are not wanted.
                 if not ok or self.attempt("W1", load_case, engine, w1_bulk_load, engine, batches, device_written,
-                                          record="W1" in wanted) is _FAILED:
+                                          process_written, record="W1" in wanted) is _FAILED:
                     continue
                 if "W4" in wanted:
                     for case, keys in gets.items():
@@ -403,11 +404,16 @@ STANDING_NOTES = (
     "W1 loads rows in a seeded random order; every batch is one durable commit. Bytes written are the data "
     "disk's write counter (/sys/dev/block/.../stat) from an os.sync() before the load to one after settling, "
     "so journal and metadata writes count; logical bytes are rows × (16 + 100). The counter is device-wide: "
-    "other processes' writes in that window count too.",
+    "other processes' writes in that window count too. 'Bytes the process wrote' is /proc/self/io's write_bytes "
+    "(less cancelled writes) over the same window: this process only, no journal, and it overstates B-trees' "
+    "small page writes (a whole page-cache folio per write).",
     "Every store is opened after an os.sync(), so no engine pays for another's writeback.",
     "W1, W4 and W5 run lakekv with fsync only, so their lakekv ÷ SlateDB ratios set fsync'd lakekv against "
     "unsynced SlateDB (conservative for lakekv in W1; reads do not depend on it).",
-    "W4 runs each key list twice and times the second pass (hot cache); every engine's cache can hold "
+    "W4 runs each key list once untimed, then times up to 5 more passes (fewer when they pass phase_seconds) "
+    "and reports the median pass's rate (hot cache), and the median pass's gets per CPU second of the calling "
+    "thread (time.thread_time: not the time a busy machine kept it off a core; meaningless for SlateDB, whose "
+    "gets run on its own Rust threads); p50/p99 pool every timed pass. Every engine's cache can hold "
     "the whole data set. SlateDB's get loop runs inside one coroutine, so no sync-to-async bridge is timed.",
     "W4 'default options': a separate, smaller store (loaded in the same batches, then settled) opened with "
     "each library's default cache settings (lakekv 64 MiB block cache, RocksDB's default block cache, "

@@ -11,15 +11,24 @@ Rules, checked in order (RocksDB's "universal" compaction, simplified):
    least ``max_space_amplification`` times the oldest run, merge all tiers
    into one bottom run: that is where tombstones and obsolete versions are
    finally dropped, so this bounds the space they waste.
-2. **L0 trigger.** With ``l0_compaction_trigger`` or more L0 SSTs, merge all
-   of L0, and pull in the next runs while each is at most
-   ``1 + compaction_size_ratio`` times what is gathered so far. Runs then
-   grow geometrically and each row is rewritten O(log n) times.
+2. **L0 trigger**, by bytes (:func:`l0_due`). Merge all of L0 once it holds
+   ``l0_compaction_bytes``; or ``l0_compaction_trigger`` SSTs while they hold
+   under ``l0_compaction_bytes / l0_compaction_trigger`` (small flushes:
+   cheap to merge, and every L0 SST is one more probe per point get); or
+   :data:`L0_MAX_FILES_FACTOR` times that many SSTs, whatever their size.
+   Merging costs bytes and an L0 SST costs a probe whatever its size, so a
+   bulk load's large L0 SSTs wait until they are worth a rewrite: a 1M-row
+   load (about 150 MB of L0) is written once by its flushes instead of
+   once more by a compaction midway. The merge pulls in the next runs while
+   each is at most ``1 + compaction_size_ratio`` times what is gathered so
+   far. Runs then grow geometrically and each row is rewritten O(log n)
+   times.
 3. **Run count.** With more than ``max_sorted_runs`` runs, merge the newest
    runs (the smallest, since runs grow with age) down to the limit.
 
 With rules 2 and 3 a point get consults at most about
-``l0_compaction_trigger + max_sorted_runs`` SSTs.
+``L0_MAX_FILES_FACTOR * l0_compaction_trigger + max_sorted_runs`` SSTs, and
+``l0_compaction_trigger + max_sorted_runs`` while L0 is small.
 
 Planning never does I/O; the runner (:mod:`kvstore.compaction.runner`)
 executes the task.
@@ -28,9 +37,14 @@ executes the task.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from kvstore.format.tree import SSTDict, TreeManifest
-from kvstore.options import StoreOptions
+from kvstore.options import MiB, StoreOptions
+
+# L0 is merged at this many times ``l0_trigger`` SSTs whatever their bytes:
+# the bound on L0 probes per point get while large SSTs wait for the budget.
+L0_MAX_FILES_FACTOR: Final = 3
 
 
 @dataclass(frozen=True)
@@ -38,13 +52,14 @@ class CompactionPolicy:
     """The knobs of :func:`plan` (a subset of the store options)."""
 
     l0_trigger: int = 4
+    l0_bytes: int = 256 * MiB
     size_ratio: float = 1.0
     max_runs: int = 4
     max_space_amplification: float = 2.0
 
     def __post_init__(self) -> None:
-        if self.l0_trigger < 1 or self.max_runs < 1:
-            raise ValueError("l0_trigger and max_runs must be >= 1")
+        if self.l0_trigger < 1 or self.max_runs < 1 or self.l0_bytes < 1:
+            raise ValueError("l0_trigger, l0_bytes and max_runs must be >= 1")
         if self.size_ratio < 0 or self.max_space_amplification <= 0:
             raise ValueError("size_ratio must be >= 0 and max_space_amplification > 0")
 
@@ -52,6 +67,7 @@ class CompactionPolicy:
     def from_options(cls, options: StoreOptions) -> CompactionPolicy:
         return cls(
             l0_trigger=options.l0_compaction_trigger,
+            l0_bytes=options.l0_compaction_bytes,
             size_ratio=options.compaction_size_ratio,
             max_runs=options.max_sorted_runs,
             max_space_amplification=options.max_space_amplification,
@@ -97,6 +113,20 @@ def plan_full(tree: TreeManifest) -> CompactionTask | None:
     return CompactionTask(tree.l0, tree.runs, last_run=True, reason="full")
 
 
+def l0_due(files: int, size: int, policy: CompactionPolicy) -> bool:
+    """Whether ``files`` L0 SSTs holding ``size`` bytes are due for a merge (rule 2).
+
+    >>> policy = CompactionPolicy(l0_trigger=4, l0_bytes=400)
+    >>> l0_due(4, 99, policy), l0_due(4, 100, policy), l0_due(2, 400, policy), l0_due(12, 100, policy)
+    (True, False, True, True)
+    """
+    if files >= L0_MAX_FILES_FACTOR * policy.l0_trigger:
+        return True
+    if size >= policy.l0_bytes:
+        return files >= min(2, policy.l0_trigger)  # one SST alone gains nothing from a merge
+    return files >= policy.l0_trigger and size * policy.l0_trigger < policy.l0_bytes
+
+
 def plan(tree: TreeManifest, policy: CompactionPolicy) -> CompactionTask | None:
     """The compaction ``tree`` needs now, or None when it is in shape.
 
@@ -108,14 +138,16 @@ def plan(tree: TreeManifest, policy: CompactionPolicy) -> CompactionTask | None:
     """
     l0, runs = tree.l0, tree.runs
     tiers = [_size((info,)) for info in l0] + [_size(run) for run in runs]
-    if len(tiers) < 2 and not (l0 and len(l0) >= policy.l0_trigger):
+    l0_size = _size(l0)
+    due = bool(l0) and l0_due(len(l0), l0_size, policy)
+    if len(tiers) < 2 and not due:
         return None
     if runs and len(tiers) >= 2:
         newer = sum(tiers[:-1])
         if newer >= policy.max_space_amplification * max(1, tiers[-1]):
             return CompactionTask(l0, runs, last_run=True, reason="space")
-    if len(l0) >= policy.l0_trigger:
-        gathered = _size(l0)
+    if due:
+        gathered = l0_size
         taken = 0
         for run in runs:
             if _size(run) > gathered * (1.0 + policy.size_ratio):

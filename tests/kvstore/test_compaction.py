@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kvstore
 from kvstore.compaction import (
@@ -16,10 +18,13 @@ from kvstore.compaction import (
     plan_full,
     run_compaction,
 )
+from kvstore.compaction.planner import L0_MAX_FILES_FACTOR
 from kvstore.compaction.runner import write_run
+from kvstore.errors import StoreError
 from kvstore.format.rows import DELETE, PUT
 from kvstore.format.sst import SSTReader, write_sst
 from kvstore.format.tree import TreeManifest
+from kvstore.objstore.faulty import FaultyStore
 from kvstore.objstore.memory import MemoryStore
 from maintenance_util import QUIET, sst_paths, wait_for
 
@@ -72,9 +77,57 @@ def test_full_plan_takes_everything() -> None:
     assert task is not None and task.last_run and task.input_paths() == {"r"}
 
 
+def test_large_l0_ssts_wait_for_the_byte_budget() -> None:
+    policy = CompactionPolicy(l0_trigger=4, l0_bytes=1000)
+    big = lambda count: TreeManifest(l0=tuple(sst(f"l{i}", 300) for i in range(count)))  # noqa: E731
+    assert plan(big(2), policy) is None  # 600 bytes: under the budget, and not small
+    task = plan(big(4), policy)  # 1200 >= 1000
+    assert task is not None and task.reason == "l0" and len(task.l0) == 4
+    small = TreeManifest(l0=tuple(sst(f"l{i}", 60) for i in range(4)))  # 240 * 4 < 1000: cheap to merge
+    assert plan(small, policy) is not None
+
+
+def test_l0_is_merged_at_the_file_cap_whatever_its_bytes() -> None:
+    policy = CompactionPolicy(l0_trigger=2, l0_bytes=10**9)
+    medium = lambda count: TreeManifest(l0=tuple(sst(f"l{i}", 10**8) for i in range(count)))  # noqa: E731
+    assert plan(medium(L0_MAX_FILES_FACTOR * 2 - 1), policy) is None
+    task = plan(medium(L0_MAX_FILES_FACTOR * 2), policy)
+    assert task is not None and len(task.l0) == L0_MAX_FILES_FACTOR * 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(1, 5000), max_size=20),
+    st.lists(st.integers(1, 20_000), max_size=6),
+    st.integers(1, 6),
+    st.integers(1, 30_000),
+)
+def test_planner_bounds_l0_by_files_and_bytes(l0_sizes: list[int], run_sizes: list[int], trigger: int, budget: int) -> None:
+    """Whatever the tree: a tree left alone has a bounded L0 (fewer SSTs than
+    the cap, and under the byte budget or a single SST, and not a small L0 at
+    the trigger); an L0 compaction takes all of L0."""
+    tree = TreeManifest(
+        l0=tuple(sst(f"l{i}", size) for i, size in enumerate(l0_sizes)),
+        runs=tuple((sst(f"r{i}", size),) for i, size in enumerate(run_sizes)),
+    )
+    policy = CompactionPolicy(l0_trigger=trigger, l0_bytes=budget, max_runs=10, max_space_amplification=10**6)
+    task = plan(tree, policy)
+    files, size = len(l0_sizes), sum(l0_sizes)
+    if task is None or task.reason != "l0":
+        assert files < L0_MAX_FILES_FACTOR * trigger
+        assert size < budget or files < min(2, trigger)
+        assert not (files >= trigger and size * trigger < budget)
+    else:
+        assert paths(task.l0) == [f"l{i}" for i in range(files)]
+
+
 def test_policy_rejects_bad_knobs() -> None:
     with pytest.raises(ValueError):
         CompactionPolicy(l0_trigger=0)
+    with pytest.raises(ValueError):
+        CompactionPolicy(l0_bytes=0)
+    with pytest.raises(ValueError, match="l0_compaction_bytes"):
+        kvstore.open(MemoryStore(), l0_compaction_bytes=0, **QUIET)
     with pytest.raises(ValueError):
         CompactionPolicy(max_space_amplification=0)
 
@@ -281,3 +334,92 @@ def test_background_compaction_keeps_l0_bounded() -> None:
         # each: at least one compaction per two rounds.
         assert db.maintenance_stats()["compactions"] >= 3
         assert dict(db.scan()) == expected
+
+
+# -- the byte budget through the store: a bulk load of adopted delta SSTs ------
+
+# Every commit of more than a few rows goes to a delta SST, adopted as an L0 SST by the flush.
+BULK = dict(QUIET, inline_delta_bytes=128, l0_compaction_trigger=2)
+
+
+def _bulk_commit(db: kvstore.Store, round_: int, model: dict[bytes, bytes]) -> None:
+    batch = kvstore.WriteBatch()
+    for i in range(round_ % 3, 600, 2):  # overlapping key ranges, as a random-order load
+        key, value = b"k%05d" % i, b"v%02d-%05d" % (round_, i)
+        batch.put(key, value)
+        model[key] = value
+    db.write(batch)
+
+
+def _bulk_tree(inner: MemoryStore, rounds: int, budget: int | None) -> dict[bytes, bytes]:
+    """``rounds`` large commits, each flushed (adopted) and followed by the policy's compactions."""
+    model: dict[bytes, bytes] = {}
+    options = BULK if budget is None else dict(BULK, l0_compaction_bytes=budget)
+    with kvstore.open(inner, **options) as db:
+        for round_ in range(rounds):
+            _bulk_commit(db, round_, model)
+            db.flush()
+            db.compact()
+    return model
+
+
+def _bulk_sst_bytes() -> int:
+    """The size of one adopted bulk SST, measured on a scratch store."""
+    scratch = MemoryStore()
+    _bulk_tree(scratch, 1, None)
+    [path] = sst_paths(scratch)
+    return scratch.head(path).size
+
+
+def test_a_bulk_load_under_the_byte_budget_is_written_once() -> None:
+    one = _bulk_sst_bytes()
+    budget = one * 5 // 2  # two bulk SSTs are under it, three over
+    inner = MemoryStore()
+    model = _bulk_tree(inner, 2, budget)
+    with kvstore.open(inner, create=False, **dict(BULK, l0_compaction_bytes=budget)) as db:
+        assert db.stats()["l0_files"] == 2 and db.stats()["sorted_runs"] == 0  # nothing merged: no rewrite
+        assert len(sst_paths(inner)) == 2  # only the two delta SSTs were ever written
+        assert dict(db.scan()) == model
+        _bulk_commit(db, 2, model)
+        db.flush()
+        [result] = db.compact()
+        assert result.reason == "l0" and result.inputs == 3
+        assert db.stats()["l0_files"] == 0 and db.stats()["sorted_runs"] == 1
+        assert dict(db.scan()) == model and db.verify().ok
+    # With a budget that makes the same SSTs small, the count trigger merges them at two.
+    counted = MemoryStore()
+    _bulk_tree(counted, 2, one * 100)
+    with kvstore.open(counted, create=False, **QUIET) as db:
+        assert db.stats()["l0_files"] == 0 and db.stats()["sorted_runs"] == 1
+
+
+def test_crash_at_every_step_of_a_budget_compaction_loses_nothing() -> None:
+    one = _bulk_sst_bytes()
+    options = dict(BULK, l0_compaction_bytes=one * 5 // 2)
+    probe = MemoryStore()
+    _bulk_tree(probe, 2, options["l0_compaction_bytes"])
+    faulty = FaultyStore(probe, seed=0)
+    with kvstore.open(faulty, create=False, **options) as db:
+        _bulk_commit(db, 2, {})
+        before = len(faulty.log)
+        db.flush()
+        assert [r.reason for r in db.compact()] == ["l0"]
+        needed = len(faulty.log) - before
+    assert needed >= 3
+    for crash_at in range(needed + 1):
+        inner = MemoryStore()
+        model = _bulk_tree(inner, 2, options["l0_compaction_bytes"])
+        faulty = FaultyStore(inner, seed=crash_at)
+        with kvstore.open(faulty, create=False, **options) as db:
+            _bulk_commit(db, 2, model)
+            faulty.crash_after(crash_at)
+            try:
+                db.flush()
+                db.compact()
+            except StoreError:
+                assert faulty.crashed, f"failed at call {crash_at} without a crash"
+        with kvstore.open(inner, create=False, **options) as db:
+            assert dict(db.scan()) == model, f"crashed after {crash_at} calls"
+            db.flush()
+            db.compact()
+            assert dict(db.scan()) == model and db.verify().ok, f"crashed after {crash_at} calls"

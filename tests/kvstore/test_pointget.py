@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from layered_store import ABSENT, KEY_POOL, NOW_MS, build_layers, model_row, rows_of, storage_order, versions
 
+import kvstore
 from kvstore.cache import BlockCache
 from kvstore.format.block_view import IMPLEMENTATION, NEXT_BLOCK, NOT_HERE, PyBlockView, compiled
 from kvstore.format.rows import DELETE, MAX_SEQ, PUT
@@ -22,6 +24,7 @@ from kvstore.format.sst import SSTReader, write_sst
 from kvstore.objstore.memory import MemoryStore
 from kvstore.batch import check_key
 from kvstore.errors import StoreClosedError
+from kvstore.freshness import HeadBeacon
 from kvstore.options import MAX_KEY_BYTES
 from kvstore.reader import StoreGetterPy, get_row, get_row_py, get_value, get_value_py, visible_value
 
@@ -123,6 +126,59 @@ def test_store_getter_checks_keys_and_closed(implementation: str) -> None:
     quiet.closed = True
     with pytest.raises(RuntimeError, match="raise_closed returned"):
         quiet.get(b"a")
+
+
+@pytest.mark.parametrize("implementation", ["cython", "python"])
+def test_store_getter_barrier_syncs_only_when_the_beacon_moved(implementation: str, tmp_path: Path) -> None:
+    """``get_synced`` calls the barrier's ``sync`` before reading exactly when
+    the beacon shows a version past the head (or always, with no beacon), and
+    reads the head ``sync`` left; ``get`` never syncs. A closed getter lets go
+    of the beacon's mapping, so the beacon can close."""
+    make = compiled.StoreGetter if implementation == "cython" else StoreGetterPy
+    old = build_layers([{b"a": (PUT, b"1", None)}, {b"a": (PUT, b"2", None)}], [2], 1, 64, None, implementation)
+    state = _State(old, 1)  # version 7, seq 1: the first value
+    getter = make(state, check_key, MAX_KEY_BYTES, _raise_closed)
+    syncs: list[int] = []
+
+    def sync() -> None:  # what catching up does: a newer head
+        syncs.append(beacon.read())
+        state.head = (beacon.read(), 2)
+
+    beacon = HeadBeacon(tmp_path / "beacon")
+    beacon.raise_to(7)
+    getter.set_barrier(beacon, sync)
+    assert getter.get_synced(b"a") == b"1" and syncs == []  # the beacon has not passed the head
+    beacon.raise_to(9)
+    assert getter.get(b"a") == b"1" and syncs == []  # no barrier on get
+    assert getter.get_synced(b"a") == b"2" and syncs == [9]
+    assert getter.get_synced(b"a") == b"2" and syncs == [9]
+    getter.set_barrier(None, sync)  # no beacon: always sync
+    getter.get_synced(b"a")
+    getter.get_synced(b"a")
+    assert syncs == [9, 9, 9]
+    getter.set_barrier(beacon, sync)
+    getter.closed = True
+    beacon.close()  # no BufferError: the closed getter holds no view of the mapping
+    with pytest.raises(StoreClosedError):
+        getter.get_synced(b"a")
+    assert syncs == [9, 9, 9]
+    unsynced = make(_State(old, 1), check_key, MAX_KEY_BYTES, _raise_closed)
+    unsynced.set_barrier(None, None)
+    assert unsynced.get_synced(b"a") == b"1"
+
+
+def test_a_store_reads_another_handles_commit_through_the_compiled_barrier(tmp_path: Path) -> None:
+    """Default (linearizable) gets on a local directory see another handle's
+    commit at once, with no follower; "serializable" gets keep the view."""
+    with kvstore.open(str(tmp_path), poll_interval_s=0) as reader, kvstore.open(str(tmp_path), poll_interval_s=0) as writer:
+        assert reader.get(b"k") is None
+        writer.put(b"k", b"1")
+        assert reader.get(b"k", consistency="serializable") is None
+        assert reader.get(b"k") == b"1"
+        writer.put(b"k", b"2")
+        assert reader.get(b"k") == b"2"
+    with pytest.raises(StoreClosedError):
+        reader.get(b"k")
 
 
 def _first_block(store: MemoryStore, path: str, size: int) -> Any:
