@@ -63,7 +63,11 @@ def main() -> int:
         "element_at(array('us', 'eu', 'apac'), CAST(id % 3 AS INT) + 1) FROM range(3000, 4000, 1, 4)"
     )
     # Only Spark's own Parquet writer rewrites files (the Python data path refuses UPDATE).
+    with catalog.open(url, background=False, **storage) as lake:
+        before_update = {entry.path for entry in lake.load_table("dist.orders").files()}
     spark.sql("UPDATE lake.dist.orders SET amount = amount + 1000 WHERE id % 1000 = 0")
+    with catalog.open(url, background=False, **storage) as lake:
+        out["replaced_by_update"] = sorted(before_update - {entry.path for entry in lake.load_table("dist.orders").files()})
     pruned = "SELECT id, amount, region FROM lake.dist.orders WHERE region = 'eu'"
     out["all"], out["all_scan_rows"] = rows_and_scanned(spark, "SELECT id, amount, region FROM lake.dist.orders")
     out["pruned"], out["pruned_scan_rows"] = rows_and_scanned(spark, pruned)
