@@ -116,7 +116,42 @@ $(JAR) $(TEST_JAR): $(STAMP) $(JVM_SOURCES) $(JVM_TESTS)
 	jar --create --file $(TEST_JAR) -C $(JVM_DIR)/build/test-classes .
 	rm -rf $(JVM_DIR)/build
 
-install: $(STAMP) $(JAR)
+# Spark's S3 file system (S3A) for the catalog plugin: hadoop-aws at the Hadoop
+# version of pyspark's own hadoop-client-api jar, with the AWS SDK modules it
+# uses at the SDK version that Hadoop release was built with (its
+# hadoop-project pom says which, and which S3 analytics accelerator), copied by Maven into .cache/hadoop-aws
+# (never committed; the pom says which jars and why). catalog.spark.plugin
+# puts them in spark.jars; without them S3 lakehouses go through the Python
+# source. Fetched into a staging folder and renamed, so an interrupted fetch
+# leaves no half classpath behind.
+S3A_DIR        := .cache/hadoop-aws
+S3A_POM        := $(JVM_DIR)/s3a/pom.xml
+S3A_JARS       := $(S3A_DIR)/.complete
+S3A_MAVEN_REPO ?= $(HOME)/.cache/lakekv/maven
+.PHONY: hadoop-aws
+hadoop-aws: $(S3A_JARS)
+$(S3A_JARS): $(STAMP) $(S3A_POM)
+	@command -v $(MVN) >/dev/null 2>&1 || { echo "mvn not found: hadoop-aws and the AWS SDK come from Maven Central (Debian: apt install maven)" >&2; exit 1; }
+	@hadoop=$$(ls "$(SPARK_JARS)" | sed -n 's/^hadoop-client-api-\(.*\)\.jar$$/\1/p'); \
+	test -n "$$hadoop" || { echo "pyspark's jars ($(SPARK_JARS)) have no hadoop-client-api jar" >&2; exit 1; }; \
+	set -e; \
+	$(MVN) --batch-mode --quiet -Dmaven.repo.local=$(S3A_MAVEN_REPO) \
+		org.apache.maven.plugins:maven-dependency-plugin:3.8.1:get \
+		-Dartifact=org.apache.hadoop:hadoop-project:$$hadoop:pom -Dtransitive=false; \
+	project=$(S3A_MAVEN_REPO)/org/apache/hadoop/hadoop-project/$$hadoop/hadoop-project-$$hadoop.pom; \
+	sdk=$$(sed -n 's:.*<aws-java-sdk-v2.version>\(.*\)</aws-java-sdk-v2.version>.*:\1:p' $$project); \
+	analytics=$$(sed -n 's:.*<amazon-s3-analyticsaccelerator-s3.version>\(.*\)</amazon-s3-analyticsaccelerator-s3.version>.*:\1:p' $$project); \
+	test -n "$$sdk" && test -n "$$analytics"; \
+	rm -rf $(S3A_DIR).partial; \
+	$(MVN) --batch-mode --quiet -f $(S3A_POM) -Dmaven.repo.local=$(S3A_MAVEN_REPO) \
+		-Dhadoop.version=$$hadoop -Dawssdk.version=$$sdk -Danalyticsaccelerator.version=$$analytics \
+		org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory=$(abspath $(S3A_DIR)).partial; \
+	test -f $(S3A_DIR).partial/hadoop-aws-$$hadoop.jar; \
+	touch $(S3A_DIR).partial/.complete; \
+	rm -rf $(S3A_DIR) && mv $(S3A_DIR).partial $(S3A_DIR)
+
+install: $(STAMP) $(JAR) $(S3A_JARS)
 
 $(RCK_CLASSPATH): $(RCK_POM)
 	@command -v $(MVN) >/dev/null 2>&1 || { echo "mvn not found: the Iceberg REST Compatibility Kit is fetched with Maven (Debian: apt install maven)" >&2; exit 1; }

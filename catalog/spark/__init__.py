@@ -17,7 +17,7 @@ Optional: importing it needs ``pyspark`` (the ``spark`` extra). Nothing in
 from catalog.spark.errors import catalog_errors, conflict_from
 from catalog.spark.local import local_spark, prepare_environment
 from catalog.spark.options import SourceOptions, parse_options
-from catalog.spark.plugin import CATALOG_CLASS, catalog_conf, configure, jar_path
+from catalog.spark.plugin import CATALOG_CLASS, catalog_conf, configure, jar_path, s3a_jars, spark_jars
 from catalog.spark.sql_names import Registration, register
 from catalog.spark.source import LakehouseDataSource, open_lakehouse
 from catalog.spark.types import check_writable, spark_arrow_schema, spark_schema
@@ -38,6 +38,8 @@ __all__ = [
     "parse_options",
     "prepare_environment",
     "register",
+    "s3a_jars",
+    "spark_jars",
     "spark_arrow_schema",
     "spark_schema",
 ]

@@ -276,9 +276,9 @@ class ControlPlane(MetadataOps, ChangesOps, ProcedureOps):
 
     Args:
         lake: an open lakehouse; the control plane does not close it.
-        data_root: the Hadoop URL of the store root (``file:/...``) when the
-            JVM may read data files itself; None sends reads through the
-            Python source.
+        data_root: the Hadoop URL of the store root (``file:/...``,
+            ``s3a://bucket/prefix``) when the JVM may read data files itself
+            (:func:`data_root`); None sends reads through the Python source.
     """
 
     def __init__(self, lake: catalog.Lakehouse, data_root: str | None) -> None:
@@ -1342,23 +1342,35 @@ def _stream_arg(args: Mapping[str, Any]) -> tuple[str, int] | None:
 
 
 def _local_path(uri: str) -> str:
-    """A ``file:`` URI (``file:/p``, ``file:///p``) as its path; anything else unchanged."""
+    """A URI as the plugin compares it with ``data_root``: a ``file:`` URI
+    (``file:/p``, ``file:///p``) as its path, ``s3://`` as ``s3a://`` (Hadoop's
+    scheme for the same object); anything else unchanged."""
     if uri.startswith("file://"):
         return uri[len("file://"):]
     if uri.startswith("file:"):
         return uri[len("file:"):]
+    if uri.startswith("s3://"):
+        return "s3a://" + uri[len("s3://"):]
     return uri
 
 
 def data_root(lake: catalog.Lakehouse) -> str | None:
-    """The Hadoop URL of the store root when it is a local directory (the JVM reads it with ``file:``)."""
-    url = lake.url
+    """The Hadoop URL of the store root, where the JVM may read and write data files itself.
+
+    A local directory is ``file://<path>``; ``s3://bucket/prefix`` is
+    ``s3a://bucket/prefix`` (the plugin takes it only where Spark has
+    ``hadoop-aws``, and gives S3A the catalog's endpoint and keys); any other
+    store (``memory://``) is None: the Python source reads and writes.
+    """
+    url = lake.url.split("?", 1)[0]
     if "://" not in url:
         import os
 
-        return "file://" + os.path.abspath(url.split("?", 1)[0])
+        return "file://" + os.path.abspath(url)
     if url.startswith("file://"):
-        return "file://" + url[len("file://"):].split("?", 1)[0]
+        return "file://" + url[len("file://"):]
+    if url.startswith("s3://"):
+        return "s3a://" + url[len("s3://"):].rstrip("/")
     return None
 
 

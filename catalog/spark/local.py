@@ -18,7 +18,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from catalog.spark.plugin import JAR, configure, jar_path
+from catalog.spark.plugin import JAR, configure, spark_jars
 
 __all__ = ["local_spark", "prepare_environment"]
 
@@ -71,7 +71,7 @@ def local_spark(
     elif JAR.is_file():
         # The plugin loaded even with no catalog yet, so catalogs can be
         # added later with spark.conf.set (they are created on first use).
-        builder = builder.config("spark.jars", jar_path()).config("spark.sql.parquet.fieldId.read.enabled", "true")
+        builder = builder.config("spark.jars", spark_jars()).config("spark.sql.parquet.fieldId.read.enabled", "true")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     from catalog.spark.source import LakehouseDataSource

@@ -8,6 +8,12 @@ The plugin (``io.lakekv.spark.LakehouseCatalog``, Java sources in
 ``catalog/spark/jvm/src``) is compiled by ``make install`` against the jars of
 the installed pyspark and shipped inside this package. It talks to the Python
 catalog through the control plane (:mod:`catalog.spark.control`).
+
+``make install`` also fetches Spark's S3 file system (``hadoop-aws`` for
+pyspark's Hadoop and the AWS SDK modules it uses) into ``.cache/hadoop-aws``:
+:func:`spark_jars` adds it beside the plugin, and a lakehouse on S3 is then
+read and written by Spark's own Parquet reader and writer (``s3a:``). Without
+it, S3 lakehouses go through the Python data source.
 """
 
 from __future__ import annotations
@@ -17,10 +23,12 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["CATALOG_CLASS", "catalog_conf", "configure", "jar_path"]
+__all__ = ["CATALOG_CLASS", "catalog_conf", "configure", "jar_path", "s3a_jars", "spark_jars"]
 
 CATALOG_CLASS: Final = "io.lakekv.spark.LakehouseCatalog"
 JAR: Final = Path(__file__).resolve().parent / "jvm" / "lakekv-spark.jar"
+# Where `make hadoop-aws` copies hadoop-aws and its AWS SDK jars (the checkout's ignored .cache/).
+S3A_DIR: Final = Path(__file__).resolve().parents[2] / ".cache" / "hadoop-aws"
 
 
 def jar_path() -> str:
@@ -35,6 +43,40 @@ def jar_path() -> str:
             "(Debian: apt install openjdk-17-jdk-headless)"
         )
     return str(JAR)
+
+
+def s3a_jars() -> list[str]:
+    """The jars of Spark's S3 file system that ``make install`` fetched, or ``[]``.
+
+    ``[]`` when they were not fetched (or the fetch did not finish), or when
+    they are for another Hadoop than the installed pyspark's (pyspark was
+    upgraded since): S3 lakehouses then go through the Python data source.
+    """
+    if not (S3A_DIR / ".complete").is_file():
+        return []
+    jars = sorted(str(path) for path in S3A_DIR.glob("*.jar"))
+    hadoop = _pyspark_hadoop_version()
+    if hadoop is None or str(S3A_DIR / f"hadoop-aws-{hadoop}.jar") not in jars:
+        return []
+    return jars
+
+
+def _pyspark_hadoop_version() -> str | None:
+    """The version of the Hadoop client inside the installed pyspark (its ``hadoop-client-api`` jar)."""
+    import pyspark
+
+    for path in (Path(pyspark.__file__).resolve().parent / "jars").glob("hadoop-client-api-*.jar"):
+        return path.name[len("hadoop-client-api-"):-len(".jar")]
+    return None
+
+
+def spark_jars() -> str:
+    """``spark.jars`` (and ``--jars``) for the plugin: its jar, then :func:`s3a_jars`, comma-separated.
+
+    Raises:
+        FileNotFoundError: the plugin jar was not built (see :func:`jar_path`).
+    """
+    return ",".join([jar_path(), *s3a_jars()])
 
 
 def catalog_conf(name: str, url: object, **options: Any) -> dict[str, str]:
@@ -72,7 +114,8 @@ def catalog_conf(name: str, url: object, **options: Any) -> dict[str, str]:
 def configure(builder: Any, name: str, url: object, **options: Any) -> Any:
     """Set ``builder`` (a ``SparkSession.Builder``) up with lakehouse catalog ``name``; returns it.
 
-    Adds the plugin jar to ``spark.jars``, reads Parquet columns by field
+    Adds the plugin jar and Spark's S3 file system (:func:`spark_jars`) to
+    ``spark.jars``, reads Parquet columns by field
     id (``spark.sql.parquet.fieldId.read.enabled``), which is how the plugin
     keeps renamed and re-added columns apart, and lets Spark push filters
     into Python data sources (``spark.sql.python.filterPushdown.enabled``),
@@ -80,7 +123,7 @@ def configure(builder: Any, name: str, url: object, **options: Any) -> Any:
     JVM cannot open, a ``lakekv serve`` whose disk it does not share). See
     :func:`catalog_conf` for the options.
     """
-    builder = builder.config("spark.jars", jar_path())
+    builder = builder.config("spark.jars", spark_jars())
     builder = builder.config("spark.sql.parquet.fieldId.read.enabled", "true")
     builder = builder.config("spark.sql.python.filterPushdown.enabled", "true")
     for key, value in catalog_conf(name, url, **options).items():

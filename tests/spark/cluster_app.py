@@ -4,8 +4,10 @@ Usage: python cluster_app.py RESULTS_JSON < settings.json
 
 settings: ``master`` (spark://...), ``url`` (s3://...), ``storage`` (endpoint_url,
 key, secret, region: given only as catalog options). The driver runs CTAS,
-INSERT, a pruned SELECT, ``VERSION AS OF`` and DROP through SQL, and prints
-to RESULTS_JSON one JSON object with every answer and the plans and descriptions it saw.
+INSERT, UPDATE, a pruned SELECT, ``VERSION AS OF``, a full scan with one data
+file's footer damaged (then put back) and DROP through SQL, reads the table
+with the Python reader too, and prints to RESULTS_JSON one JSON object with
+every answer and the plans, descriptions and errors it saw.
 """
 
 from __future__ import annotations
@@ -60,6 +62,12 @@ def main() -> int:
         "INSERT INTO lake.dist.orders SELECT id, CAST(id % 97 AS DECIMAL(10, 2)), "
         "element_at(array('us', 'eu', 'apac'), CAST(id % 3 AS INT) + 1) FROM range(3000, 4000, 1, 4)"
     )
+    # Only Spark's own Parquet writer rewrites files (the Python data path refuses UPDATE).
+    with catalog.open(url, background=False, **storage) as lake:
+        before_update = {entry.path for entry in lake.load_table("dist.orders").files()}
+    spark.sql("UPDATE lake.dist.orders SET amount = amount + 1000 WHERE id % 1000 = 0")
+    with catalog.open(url, background=False, **storage) as lake:
+        out["replaced_by_update"] = sorted(before_update - {entry.path for entry in lake.load_table("dist.orders").files()})
     pruned = "SELECT id, amount, region FROM lake.dist.orders WHERE region = 'eu'"
     out["all"], out["all_scan_rows"] = rows_and_scanned(spark, "SELECT id, amount, region FROM lake.dist.orders")
     out["pruned"], out["pruned_scan_rows"] = rows_and_scanned(spark, pruned)
@@ -68,6 +76,23 @@ def main() -> int:
     out["describe"] = rows(spark, "DESCRIBE TABLE EXTENDED lake.dist.orders")
     out["namespace"] = rows(spark, "DESCRIBE NAMESPACE EXTENDED lake.dist")
     out["executors"] = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # internals: PySpark has no public handle on the executors
+    with catalog.open(url, background=False, **storage) as lake:
+        # The Python reader checks each file against the CRC32C its writing task computed.
+        data = lake.load_table("dist.orders").scan().to_arrow()
+        out["python_read"] = [plain(row) for row in zip(*(data[c].to_pylist() for c in ("id", "amount", "region")))]
+        entry = lake.load_table("dist.orders").files()[0]
+        good = lake.objects.get(entry.path)
+        damaged = bytearray(good)
+        damaged[-12] ^= 0xFF  # inside the footer (its last 8 bytes are the footer's length and the magic)
+        lake.objects.put(entry.path, bytes(damaged))
+        try:
+            rows(spark, "SELECT id, amount, region FROM lake.dist.orders")
+            out["damaged_error"] = None
+        except Exception as exc:  # the executors' check of the file against its entry: the report names it
+            out["damaged_error"] = f"{exc}\n{getattr(exc, 'java_exception', '')}"
+        finally:
+            lake.objects.put(entry.path, good)
+        out["damaged_path"] = entry.path
     spark.sql("DROP TABLE lake.dist.orders PURGE")
     out["tables_after_drop"] = rows(spark, "SHOW TABLES IN lake.dist")
     spark.stop()

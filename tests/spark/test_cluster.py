@@ -2,8 +2,11 @@
 
 The driver (``cluster_app.py``, its own process) and the cluster run with no
 ``AWS_*`` variable: the S3 endpoint and keys reach the driver's control
-plane and the executors' Python workers only as catalog options, and the
-secret shows up in no plan, description or log.
+plane and, as S3A's settings of the bucket, the executors' Parquet readers
+and writers only as catalog options, and the secret shows up in no plan,
+description or log. The executors get hadoop-aws through ``spark.jars``
+(``catalog.spark.spark_jars``), so the data moves through Spark's own
+Parquet reader and writer over ``s3a:`` paths.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ REGIONS = ("us", "eu", "apac")
 
 
 def expected(ids: range) -> list[list[object]]:
-    return sorted([i, f"{i % 97}.00", REGIONS[i % 3]] for i in ids)
+    """The rows after the app's UPDATE (amount + 1000 where id % 1000 = 0)."""
+    return sorted([i, f"{i % 97 + (1000 if i % 1000 == 0 else 0)}.00", REGIONS[i % 3]] for i in ids)
 
 
 def test_ctas_insert_pruned_select_time_travel_and_drop_on_a_cluster_over_s3(
@@ -44,15 +48,26 @@ def test_ctas_insert_pruned_select_time_travel_and_drop_on_a_cluster_over_s3(
     out = json.loads(results.read_text())
 
     assert out["executors"] == 2
-    assert sorted(out["all"]) == expected(range(4000))  # CTAS (3000 rows) + INSERT (1000)
+    # Spark's own Parquet reader read the catalog's plan: s3a: paths in its file index.
+    bucket_prefix = "s3a://" + url.removeprefix("s3://") + "/"
+    assert "InMemoryFileIndex" in out["explain"] and bucket_prefix in out["explain"], out["explain"]
+    assert sorted(out["all"]) == expected(range(4000))  # CTAS (3000 rows) + INSERT (1000), then UPDATE
     assert sorted(out["pruned"]) == [row for row in expected(range(4000)) if row[2] == "eu"]
     # The scan read only the files of region eu: pruning happened before Spark's own filter.
     assert out["all_scan_rows"] == 4000 and out["pruned_scan_rows"] == len(out["pruned"])
     assert sorted(id_ for (id_,) in out["as_of_ctas"]) == list(range(3000))
+    assert sorted(out["python_read"]) == expected(range(4000))  # the executors' files and CRC32Cs, read by Python
+    # Each task checked its s3a: files against their catalog entries before Spark's reader opened them.
+    damaged_error = out["damaged_error"] or ""
+    assert "CorruptDataFileError" in damaged_error and out["damaged_path"] in damaged_error, damaged_error[:3000]
+    assert "failed its footer checksum" in damaged_error
     assert out["tables_after_drop"] == []
     objects = open_store(url, create=False, **storage)
     try:
-        assert not [meta.path for meta in objects.list("data/")], "DROP TABLE ... PURGE left data files"
+        # PURGE deletes the files live at the drop; those the UPDATE replaced earlier stay for
+        # time travel until gc passes the retention (catalog.maintenance.purge_dropped).
+        left = sorted(meta.path for meta in objects.list("data/"))
+        assert out["replaced_by_update"] and left == out["replaced_by_update"], "DROP TABLE ... PURGE left data files"
     finally:
         objects.close()
 

@@ -3,8 +3,10 @@ package io.lakekv.spark;
 import com.fasterxml.jackson.databind.JsonNode;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.util.functional.FutureIO;
 
 import java.io.FileNotFoundException;
 import java.io.IOException;
@@ -64,19 +66,21 @@ record FileCheck(String path, String table, long size, long footerSize, long foo
     void verify(Path file, Configuration conf) {
         try {
             FileSystem fs = file.getFileSystem(conf);
-            long length;
+            FileStatus status;
             try {
-                length = fs.getFileStatus(file).getLen();
+                status = fs.getFileStatus(file);
             } catch (FileNotFoundException e) {
                 return;  // Spark's reader reports it
             }
+            long length = status.getLen();
             if (length != size) {
                 throw corrupt("has " + length + " bytes, its entry says " + size);
             }
             if (footerSize < 0 && crc32c < 0) {
                 return;  // an entry from before checksums: its size is all it says
             }
-            try (FSDataInputStream in = fs.open(file)) {
+            // Opened with the status just read: on S3 that spares a second HEAD request.
+            try (FSDataInputStream in = FutureIO.awaitFuture(fs.openFile(file).withFileStatus(status).build())) {
                 if (footerSize >= 0) {
                     byte[] region = new byte[Math.toIntExact(footerSize)];
                     in.readFully(size - footerSize, region);

@@ -92,6 +92,10 @@ public class LakehouseCatalog
      * there ({@link #reachableDataRoot}); else null and data moves through the Python source.
      */
     private String servedDataRoot;
+    /** The store options ({@link #STORAGE_OPTIONS}' values): also how this JVM's Hadoop reaches the data ({@link HadoopStorage}). */
+    private Map<String, String> storage = Map.of();
+    /** Store root -> the Hadoop settings that reach it, or empty where this JVM's Hadoop cannot open it ({@link #hadoopSettings}). */
+    private final Map<String, java.util.Optional<Map<String, String>>> reachableRoots = new java.util.concurrent.ConcurrentHashMap<>();
     private PythonSource pythonSource;
     private ScanPlans scanPlans;
 
@@ -109,6 +113,7 @@ public class LakehouseCatalog
                         + " and the storage options " + String.join(", ", new java.util.TreeSet<>(STORAGE_OPTIONS.keySet())));
             }
         }
+        this.storage = Map.copyOf(storage);
         String url = options.get("url");
         String uri = options.get("uri");
         if (uri != null) {
@@ -118,7 +123,7 @@ public class LakehouseCatalog
                 url = hello.path("url").asText(null);
             }
             this.served = true;
-            this.servedDataRoot = reachableDataRoot(hello);
+            this.servedDataRoot = reachableDataRoot(hello, this.storage);
         } else {
             if (url == null || url.isEmpty()) {
                 throw new IllegalArgumentException("spark.sql.catalog." + name + ".url is required: the lakehouse URL");
@@ -139,10 +144,11 @@ public class LakehouseCatalog
     /**
      * The server's store root ({@code data_root} of its {@code hello}) if this JVM reads the same
      * store there: the identity file {@code _lakekv_store} at that root, opened through Hadoop with
-     * the session's settings, holds the server's {@code store_id}. Anything else (no root, a path
-     * this machine does not have, another store, storage Hadoop cannot open) is null.
+     * the session's settings and the catalog's storage options ({@link HadoopStorage#settings}),
+     * holds the server's {@code store_id}. Anything else (no root, a path this machine does not
+     * have, another store, storage Hadoop cannot open, such as S3 without hadoop-aws) is null.
      */
-    static String reachableDataRoot(JsonNode hello) {
+    static String reachableDataRoot(JsonNode hello, Map<String, String> storage) {
         String root = hello.path("data_root").asText(null);
         String storeId = hello.path("store_id").asText(null);
         if (root == null || storeId == null) {
@@ -151,6 +157,7 @@ public class LakehouseCatalog
         org.apache.hadoop.fs.Path identity = new org.apache.hadoop.fs.Path((root.endsWith("/") ? root : root + "/") + "_lakekv_store");
         try {
             org.apache.hadoop.conf.Configuration conf = org.apache.spark.sql.classic.SparkSession.active().sessionState().newHadoopConf();
+            HadoopStorage.settings(root, storage).forEach(conf::set);
             try (java.io.InputStream in = identity.getFileSystem(conf).open(identity)) {
                 return storeId.equals(ControlPlane.JSON.readTree(in).path("store_id").asText(null)) ? root : null;
             }
@@ -161,14 +168,39 @@ public class LakehouseCatalog
 
     /**
      * Where this JVM reads and writes a table's data files: the {@code data_root} of its
-     * description (not null), unless the control plane is a server whose store this JVM does not reach.
+     * description (not null), unless the control plane is a server whose store this JVM does not
+     * reach, or this JVM's Hadoop has no file system for it (S3 without hadoop-aws): null then,
+     * and the table's data moves through the Python source.
+     *
+     * @throws IllegalArgumentException another catalog of this JVM reaches the same S3 bucket
+     *         with other storage options ({@link HadoopStorage#claim})
      */
     String dataRoot(JsonNode described) {
         String root = described.asText();
-        if (!served) {
-            return root;
+        if (served && !root.equals(servedDataRoot)) {
+            return null;
         }
-        return root.equals(servedDataRoot) ? root : null;
+        return hadoopSettings(root) != null ? root : null;
+    }
+
+    /**
+     * The Hadoop settings with which this JVM reaches store root {@code root} (see
+     * {@link HadoopStorage}), or null when its Hadoop cannot open it. Every scan and write of
+     * the catalog's data files puts them into its Hadoop configuration.
+     */
+    Map<String, String> hadoopSettings(String root) {
+        java.util.Optional<Map<String, String>> known = reachableRoots.get(root);
+        if (known == null) {
+            org.apache.hadoop.conf.Configuration conf = org.apache.spark.sql.classic.SparkSession.active().sessionState().newHadoopConf();
+            Map<String, String> settings = null;
+            if (HadoopStorage.opens(root, conf)) {
+                settings = HadoopStorage.settings(root, storage);
+                HadoopStorage.claim(name, root, settings);
+            }
+            known = java.util.Optional.ofNullable(settings);
+            reachableRoots.put(root, known);
+        }
+        return known.orElse(null);
     }
 
     private static String defaultPython() {

@@ -131,6 +131,9 @@ final class LakehouseScanBuilder implements ScanBuilder, SupportsPushDownFilters
         }
         SparkSession session = SparkSession.active();
         Map<String, String> options = new HashMap<>(PARQUET_OPTIONS);
+        // How this JVM reaches the store (S3A's endpoint and keys for an s3a: root): the scan's
+        // Hadoop configuration, broadcast to its tasks, carries them; the session's does not.
+        options.putAll(table.catalog.hadoopSettings(table.dataRoot));
         InMemoryFileIndex index = new InMemoryFileIndex(
                 session,
                 CollectionConverters.asScala(paths).toList(),

@@ -77,10 +77,15 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
     private static final Map<String, String> PARQUET_SETTINGS = Map.of(
             "spark.sql.parquet.fieldId.write.enabled", "true",
             "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS",
-            "parquet.page.write-checksum.enabled", "true",
-            // Hadoop's default local file system writes a ".<name>.crc" beside every file: clutter
-            // in the table's directory that no catalog entry names (the catalog keeps its own CRC32C).
-            // The cache holds file systems by scheme, not by settings: it would hand back the default one.
+            "parquet.page.write-checksum.enabled", "true");
+    /**
+     * For a {@code file:} store: Hadoop's default local file system writes a ".<name>.crc" beside
+     * every file, clutter in the table's directory that no catalog entry names (the catalog keeps
+     * its own CRC32C). The cache holds file systems by scheme, not by settings: it would hand back
+     * the default one. Not for other stores: S3A buffers its uploads in local files through
+     * Hadoop's default local file system, and fails with the raw one.
+     */
+    private static final Map<String, String> LOCAL_FILE_SETTINGS = Map.of(
             "fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem",
             "fs.file.impl.disable.cache", "true");
 
@@ -134,7 +139,8 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
         if (table.dataRoot == null || table.dataPath == null) {
             throw new LakehouseException.InvalidArgument("invalid_argument", what + " " + table.name()
                     + ": this lakehouse's storage (or a column type) is not one Spark's Parquet writer can write"
-                    + " here; only file: lakehouses take UPDATE and MERGE. Nothing was changed");
+                    + " here (S3 needs hadoop-aws in spark.jars, which catalog.spark.spark_jars() gives);"
+                    + " only such lakehouses take UPDATE and MERGE. Nothing was changed");
         }
     }
 
@@ -187,8 +193,13 @@ final class NativeWrite implements RequiresDistributionAndOrdering {
         PARQUET_SETTINGS.forEach(job.getConfiguration()::set);
         OutputWriterFactory files = new ParquetFileFormat().prepareWrite(
                 session, job, scala.collection.immutable.Map.from(CollectionConverters.asScala(Map.<String, String>of())), schema);
-        // prepareWrite copies the session's settings into the job: ours go on top.
+        // prepareWrite copies the session's settings into the job: ours go on top, with how this
+        // JVM reaches the store (S3A's endpoint and keys for an s3a: root).
         PARQUET_SETTINGS.forEach(job.getConfiguration()::set);
+        table.catalog.hadoopSettings(table.dataRoot).forEach(job.getConfiguration()::set);
+        if (table.dataRoot.startsWith("file:")) {
+            LOCAL_FILE_SETTINGS.forEach(job.getConfiguration()::set);
+        }
         String root = table.dataRoot.endsWith("/") ? table.dataRoot : table.dataRoot + "/";
         int[] partitionOrdinals = Arrays.stream(table.partitionColumns).mapToInt(schema::fieldIndex).toArray();
         DataType[] partitionTypes = Arrays.stream(partitionOrdinals).mapToObj(i -> schema.fields()[i].dataType()).toArray(DataType[]::new);

@@ -161,6 +161,19 @@ final class PlannedParquetScan implements Scan, Batch, SupportsReportPartitionin
         return parquet.hashCode();
     }
 
+    /**
+     * Threads that check the files of a split on an object store together (daemons, made as
+     * needed and dropped after a minute idle): waiting on round trips, not using cores.
+     */
+    private static final java.util.concurrent.ExecutorService REMOTE_CHECKS = new java.util.concurrent.ThreadPoolExecutor(
+            0, 16, 60L, java.util.concurrent.TimeUnit.SECONDS, new java.util.concurrent.SynchronousQueue<>(),
+            runnable -> {
+                Thread thread = new Thread(runnable, "lakekv-file-check");
+                thread.setDaemon(true);
+                return thread;
+            },
+            new java.util.concurrent.ThreadPoolExecutor.CallerRunsPolicy());
+
     /** The one split, under the empty partition key that every row has. */
     record KeylessSplit(InputPartition split) implements HasPartitionKey {
         @Override
@@ -193,11 +206,33 @@ final class PlannedParquetScan implements Scan, Batch, SupportsReportPartitionin
             return new CheckedSplit(split, own);
         }
 
-        /** Checks every file of the split (see {@link FileCheck#verify}). */
+        /**
+         * Checks every file of the split (see {@link FileCheck#verify}). A check is a stat and a
+         * read of the file's last bytes: on local disk microseconds, on an object store two round
+         * trips, which the checks of a split's files then make together rather than one file after
+         * another (a split packs many small files).
+         */
         void verify(Configuration conf) {
             PartitionedFile[] files = split.files();
+            if (files.length < 2 || "file".equals(files[0].toPath().toUri().getScheme())) {
+                for (int i = 0; i < files.length; i++) {
+                    checks[i].verify(files[i].toPath(), conf);
+                }
+                return;
+            }
+            java.util.List<java.util.concurrent.CompletableFuture<Void>> running = new java.util.ArrayList<>();
             for (int i = 0; i < files.length; i++) {
-                checks[i].verify(files[i].toPath(), conf);
+                FileCheck check = checks[i];
+                org.apache.hadoop.fs.Path path = files[i].toPath();
+                running.add(java.util.concurrent.CompletableFuture.runAsync(() -> check.verify(path, conf), REMOTE_CHECKS));
+            }
+            for (java.util.concurrent.CompletableFuture<Void> check : running) {
+                try {
+                    check.join();
+                } catch (java.util.concurrent.CompletionException e) {
+                    // The check's own error (a CorruptDataFileError naming the file, a storage error).
+                    throw e.getCause() instanceof RuntimeException cause ? cause : e;
+                }
             }
         }
 

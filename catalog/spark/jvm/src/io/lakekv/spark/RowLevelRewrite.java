@@ -54,6 +54,9 @@ final class RowLevelRewrite implements RowLevelOperation {
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
         Options.refuseAll(options, "read");
+        // Spark plans the scan before it asks for the write: storage Spark's writer cannot
+        // write (and its reader then cannot read) is refused here, before any file is planned.
+        NativeWrite.checkWritable(table, command.name());
         return new LakehouseScanBuilder(table, this);
     }
 
