@@ -14,6 +14,12 @@ version's plan reads the index as of that version):
   count, by field id, and the row count) and one membership key per live
   file (``gfile/<group id>/<file id>``). A selective filter tests the
   summaries and reads the members of the groups that may match only.
+* **packs**: each group's live files' entries in columns, one value
+  (``gpack/<group id>``, :mod:`catalog.file_columns`). A plan of every
+  file reads one value per group (:func:`live_table`) instead of one entry
+  per file; a removal rewrites the packs of the groups it takes files from.
+  A commit of more than :data:`GROUP_FILES` files makes several groups, so
+  a pack stays a few MB.
 
 Why these keys never make appends conflict: an append writes only keys
 under its files' fresh ids and a fresh group id, and reads none of these
@@ -25,8 +31,10 @@ is never narrowed when files leave it: wider bounds keep more groups, never
 fewer, so a stale summary costs time, never a file.
 
 A table created before this index existed has no ``layout`` key: its plans
-read every entry (:func:`indexed` is False), as before. Its new appends
-still write index keys, which are then unused.
+read every entry (:func:`layout` is 0), as before. A table created before
+packs existed has layout 1: its filtered plans use the index, its full
+plans read every entry. Either's new appends still write every index key,
+and its removals keep them, which are then unused.
 """
 
 from __future__ import annotations
@@ -35,16 +43,22 @@ import hashlib
 import json
 import math
 import uuid
-from typing import Any, Final, Iterable, Protocol
+from typing import Any, Final, Iterable, Iterator, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from catalog import keys
+from catalog import file_columns, keys
 from catalog.datafiles import DataFile, decode_values, encode_value, has_stats
 from catalog.schema import field_id
 
-LAYOUT: Final = b'{"index":1}'  # the layout marker's value (the index's format version)
+# The layout marker's value: the index's format version. 1: partition keys
+# and groups; 2: and every group has its pack.
+LAYOUT: Final = b'{"index":2}'
+PACKED: Final = 2
+# Files per group at most (a larger commit makes several): a pack of this
+# many entries is a few MB, and a group small enough to prune usefully.
+GROUP_FILES: Final = 10_000
 
 
 class _Writer(Protocol):
@@ -84,9 +98,27 @@ def mark_indexed(w: _Writer, table_id: str) -> None:
     w.put(keys.table_layout(table_id), LAYOUT)
 
 
+def layout(kv: Any, table_id: str) -> int:
+    """The table's index format at ``kv``'s view: 0 no index (plans read every entry), 1, or :data:`PACKED`.
+
+    Raises:
+        ValueError: the marker is not one this code wrote.
+    """
+    raw = kv.get(keys.table_layout(table_id))
+    if raw is None:
+        return 0
+    try:
+        version = json.loads(raw)["index"]
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"table {table_id}: malformed planning index marker {raw[:100]!r}") from None
+    if not isinstance(version, int) or version < 1:
+        raise ValueError(f"table {table_id}: malformed planning index marker {raw[:100]!r}")
+    return min(version, PACKED)
+
+
 def indexed(kv: Any, table_id: str) -> bool:
     """Whether the table's planning index covers every live file at ``kv``'s view."""
-    return kv.get(keys.table_layout(table_id)) is not None
+    return layout(kv, table_id) > 0
 
 
 def summarize(files: list[DataFile], schema: pa.Schema) -> dict[str, Any]:
@@ -123,12 +155,19 @@ def summarize(files: list[DataFile], schema: pa.Schema) -> dict[str, Any]:
 
 
 def add_files(w: _Writer, table_id: str, files: list[DataFile], schema: pa.Schema) -> None:
-    """Index ``files``, which this commit adds, as one new group. O(len(files)) keys, none shared."""
-    if not files:
-        return
+    """Index ``files``, which this commit adds, as new groups (:data:`GROUP_FILES` each at most).
+
+    O(len(files)) keys, none shared with another commit.
+    """
+    for start in range(0, len(files), GROUP_FILES):
+        _add_group(w, table_id, files[start : start + GROUP_FILES], schema)
+
+
+def _add_group(w: _Writer, table_id: str, files: list[DataFile], schema: pa.Schema) -> None:
     group = uuid.uuid4().hex
     gid = group.encode()
     w.put(keys.file_group(table_id, group), json.dumps(summarize(files, schema), separators=(",", ":")).encode())
+    w.put(keys.group_pack(table_id, group), file_columns.pack(files))
     members = keys.group_files(table_id, group)
     for f in files:
         w.put(keys.partition_index(table_id, partition_token(f.partition)) + f.id.encode(), gid)
@@ -136,8 +175,12 @@ def add_files(w: _Writer, table_id: str, files: list[DataFile], schema: pa.Schem
 
 
 def remove_files(w: _Writer, table_id: str, files: Iterable[DataFile]) -> None:
-    """Take ``files``, which this commit removes, out of the index; drop the summaries of groups left empty."""
-    emptied: set[str] = set()
+    """Take ``files``, which this commit removes, out of the index.
+
+    Rewrites the packs of the groups they leave; drops the summary and pack
+    of a group left empty.
+    """
+    by_group: dict[str, set[str]] = {}
     for f in files:
         part_key = keys.partition_index(table_id, partition_token(f.partition)) + f.id.encode()
         raw = w.kv.get(part_key)
@@ -146,15 +189,52 @@ def remove_files(w: _Writer, table_id: str, files: Iterable[DataFile]) -> None:
         w.delete(part_key)
         group = raw.decode()
         w.delete(keys.group_files(table_id, group) + f.id.encode())
-        emptied.add(group)
-    for group in emptied:
-        if next(iter(w.kv.scan(prefix=keys.group_files(table_id, group), limit=1)), None) is None:
-            w.delete(keys.file_group(table_id, group))
+        by_group.setdefault(group, set()).add(f.id)
+    for group, removed in by_group.items():
+        pack_key = keys.group_pack(table_id, group)
+        packed = w.kv.get(pack_key)
+        if packed is not None:
+            rest, _ = file_columns.without(packed, removed)
+            if rest is not None:
+                w.put(pack_key, rest)
+                continue
+            w.delete(pack_key)
+        elif next(iter(w.kv.scan(prefix=keys.group_files(table_id, group), limit=1)), None) is not None:
+            continue  # a group from before packs, with members left
+        w.delete(keys.file_group(table_id, group))
 
 
 def drop_all(w: _Writer, table_id: str) -> None:
-    """Delete every index key of a dropped table (its marker, partition keys, groups)."""
+    """Delete every index key of a dropped table (its marker, partition keys, groups, packs)."""
     w.delete(keys.table_layout(table_id))
-    for prefix in (keys.partition_index_prefix(table_id), keys.file_groups(table_id), keys.group_files_prefix(table_id)):
+    prefixes = (
+        keys.partition_index_prefix(table_id),
+        keys.file_groups(table_id),
+        keys.group_files_prefix(table_id),
+        keys.group_packs(table_id),
+    )
+    for prefix in prefixes:
         for key, _ in list(w.kv.scan(prefix=prefix)):
             w.delete(key)
+
+
+def live_table(kv: Any, table_id: str) -> pa.Table:
+    """Every live file of a table of layout :data:`PACKED` at ``kv``'s view, as a plan table, group by group.
+
+    Reads one value per group: O(groups) reads and O(files) bytes, no
+    per-file Python object. The rows are in group-key order, not file-key order.
+    """
+    tables = [file_columns.unpack(raw) for raw in _values(kv, keys.group_packs(table_id))]
+    return pa.concat_tables(tables) if tables else file_columns.SCHEMA.empty_table()
+
+
+def _values(kv: Any, prefix: bytes) -> Iterator[bytes | pa.Buffer]:
+    """The values under ``prefix`` in key order; views of the scan's Arrow batches where the view has them (no copy)."""
+    batches = getattr(kv, "scan_batches", None)
+    if batches is None:
+        for _, raw in kv.scan(prefix=prefix):
+            yield raw
+        return
+    for batch in batches(prefix=prefix):
+        for value in batch.column(1):
+            yield value.as_buffer()

@@ -13,6 +13,9 @@ no JSON decoding.
 only the groups whose summaries may match, then prunes their files as
 above; the answer is the same list of files the linear plan gives
 (tests/catalog/test_planning.py checks it against random tables).
+:func:`plan_table` is the same plan in columns (:mod:`catalog.file_columns`):
+for a caller that takes every file, without a ``DataFile`` per file. With
+no filter it reads one packed value per file group.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any, Callable, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from catalog import file_index, keys
+from catalog import file_columns, file_index, keys
 from catalog.access import FILE_CACHE, CatalogReader
 from catalog.datafiles import DataFile, decode_values, encode_value, has_stats
 from catalog.predicates import And, ColumnBounds, Compare, IsIn, IsNull, Pred, from_expression, may_match, must_match
@@ -147,6 +150,21 @@ def plan_files(
         ]
     fids.sort()  # file-key order, as the linear plan lists them
     return prune(_entries(reader, table_id, fids), schema, expr)
+
+
+def plan_table(
+    reader: CatalogReader, table_id: str, schema: pa.Schema, partition_by: list[str], expr: pc.Expression | None
+) -> pa.Table:
+    """The files :func:`plan_files` gives, as a plan table (:data:`catalog.file_columns.SCHEMA`), in no set order.
+
+    With no filter, on a table whose groups are all packed (layout
+    :data:`~catalog.file_index.PACKED`) and a reader that does not record
+    its reads, this reads one value per file group and builds no per-file
+    object: O(groups) reads. Otherwise it is :func:`plan_files` in columns.
+    """
+    if expr is None and reader.recorded is None and file_index.layout(reader.kv, table_id) >= file_index.PACKED:
+        return file_index.live_table(reader.kv, table_id)
+    return file_columns.from_entries(plan_files(reader, table_id, schema, partition_by, expr))
 
 
 def _entries(reader: CatalogReader, table_id: str, fids: list[bytes]) -> list[DataFile]:
