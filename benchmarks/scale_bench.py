@@ -342,7 +342,7 @@ def growth_svg(results: dict[str, Any]) -> str:
         return left + (math.log10(size) - x_lo) / max(x_hi - x_lo, 1e-9) * _PANEL_W
 
     def y_of(ms: float) -> float:
-        return _PAD + _PANEL_H - (math.log10(max(ms, lo_ms)) - y_lo) / max(y_hi - y_lo, 1) * _PANEL_H
+        return _PAD + _PANEL_H - (math.log10(max(ms, 10.0**y_lo)) - y_lo) / max(y_hi - y_lo, 1) * _PANEL_H
 
     for i, column in enumerate(panels):
         left = _PAD + i * (_PANEL_W + _PAD)

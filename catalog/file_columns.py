@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final, Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -128,9 +129,36 @@ def unpack(raw: bytes | pa.Buffer) -> pa.Table:
             continue
         column = stored.column(f.name)
         if f.name == "path" and column.null_count:
-            column = pc.coalesce(column, pc.binary_join_element_wise(prefix, stored.column("id"), _SUFFIX, ""))
+            ids = stored.column("id").combine_chunks()
+            made = _joined(prefix, ids)
+            column = made if column.null_count == len(column) else pc.coalesce(column, made)
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=SCHEMA)
+
+
+def _joined(prefix: str, ids: pa.StringArray) -> pa.StringArray:
+    """``<prefix><id>.parquet`` for every id.
+
+    Built with numpy when every id has one length (as file ids have):
+    a full plan makes a million of these, and Arrow's string join takes
+    three times as long.
+    """
+    n = len(ids)
+    offsets = np.frombuffer(ids.buffers()[1], np.int32)[ids.offset : ids.offset + n + 1]
+    width = int(offsets[-1] - offsets[0]) // n if n else 0
+    if n == 0 or ids.null_count or not bool(np.all(np.diff(offsets) == width)):
+        return pc.binary_join_element_wise(prefix, ids, _SUFFIX, "")
+    head, tail = prefix.encode(), _SUFFIX.encode()
+    size = len(head) + width + len(tail)
+    data = np.empty((n, size), np.uint8)
+    data[:, : len(head)] = np.frombuffer(head, np.uint8)
+    first = int(offsets[0])
+    data[:, len(head) : len(head) + width] = np.frombuffer(ids.buffers()[2], np.uint8)[first : first + n * width].reshape(n, width)
+    data[:, len(head) + width :] = np.frombuffer(tail, np.uint8)
+    made_offsets = np.arange(n + 1, dtype=np.int64) * size
+    if made_offsets[-1] < 2**31:
+        return pa.StringArray.from_buffers(n, pa.py_buffer(made_offsets.astype(np.int32)), pa.py_buffer(data))
+    return pc.binary_join_element_wise(prefix, ids, _SUFFIX, "")
 
 
 def without(raw: bytes, removed: set[str]) -> tuple[bytes | None, int]:
