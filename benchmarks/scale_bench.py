@@ -13,7 +13,10 @@ every system is measured:
 - **narrow range**: an ``id`` range inside one file (``id`` grows with the
   file number, so min/max statistics separate the files);
 - **append p50**: one small append (one row, one new file) committed, median
-  of ``--appends``;
+  of ``--appends``. lakekv keeps a second table of 10,000 files in the same
+  lakehouse and follows each append with the same append to it: the ratio
+  of the two p50s shows how an append grows with its table apart from the
+  machine's load (the two see the same load);
 - **old version**: a narrow-range plan (of a file it holds) at the version
   where the table had half its files.
 
@@ -73,6 +76,8 @@ from lakehouse.system import make_system  # noqa: E402
 PARTITIONS = 1_000  # files per commit: one per partition
 ROWS_PER_FILE = 4
 TABLE = f"{NAMESPACE}.scale"
+REFERENCE_TABLE = f"{NAMESPACE}.scale_reference"
+REFERENCE_FILES = 10_000
 SCHEMA = pa.schema([
     pa.field("id", pa.int64(), nullable=False),
     pa.field("part", pa.int32(), nullable=False),
@@ -124,14 +129,25 @@ class LakekvScale:
         self.versions: dict[int, int] = {}
         # Placeholders go up from a few threads: on S3 each PUT is a round trip.
         self.pool = ThreadPoolExecutor(max_workers=16)
+        # A table of REFERENCE_FILES beside it: its appends alternate with the
+        # measured table's, so their ratio shows growth apart from the load.
+        self.reference = self.builder.create_table(REFERENCE_TABLE, SCHEMA, partition_by=["part"])
+        for first in range(0, REFERENCE_FILES, PARTITIONS):
+            self._commit(self.reference, first)
 
     def grow(self) -> None:
-        """Commit one file in each partition."""
+        """Commit one file in each partition of the measured table."""
+        version = self._commit(self.table, self.files)
+        self.files += PARTITIONS
+        self.versions[self.files] = version
+
+    def _commit(self, table: catalog.Table, first: int) -> int:
+        """Commit one file in each partition (file numbers from ``first``); return the version."""
         entries = []
         for p in range(PARTITIONS):
-            number = self.files + p
+            number = first + p
             fid = new_file_id()
-            path = f"{self.table.location}/{fid}.parquet"
+            path = f"{table.location}/{fid}.parquet"
             lo = number * ROWS_PER_FILE
             entries.append(DataFile(
                 id=fid, path=path, size=0, rows=ROWS_PER_FILE,
@@ -144,14 +160,13 @@ class LakekvScale:
             ))
         # A placeholder per file: the commit HEADs it; planning never reads it.
         list(self.pool.map(lambda e: self.builder.objects.put(e.path, b""), entries))
-        version = self.table.commit_files(entries)
-        self.files += PARTITIONS
+        version = table.commit_files(entries)
         assert version is not None
-        self.versions[self.files] = version
+        return version
 
     def measure(self, repeats: int, appends: int) -> dict[str, Any]:
         out = self._plans(self.lake, repeats)
-        out["append_p50"] = self._appends(appends)
+        out["append_p50"], out["append_reference_p50"] = self._appends(appends)
         if self.view is not None:
             out["serializable_reads"] = self._plans(self.view, repeats)
         return out
@@ -178,15 +193,19 @@ class LakekvScale:
         out["old_version"] = _timed(old_plan, repeats)
         return out
 
-    def _appends(self, count: int) -> dict[str, Any]:
-        times = []
+    def _appends(self, count: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """One-row appends to the measured table, each followed by one to the reference table."""
+        times: dict[str, list[float]] = {TABLE: [], REFERENCE_TABLE: []}
         for i in range(count):
             row = pa.table({"id": [-(i + 1)], "part": [999], "amount": [1.0]}, schema=SCHEMA)
-            table = self.lake.load_table(TABLE)
-            start = time.perf_counter()
-            table.append(row)
-            times.append((time.perf_counter() - start) * 1000)
-        return {"ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times), "files": None}
+            for name, found in times.items():
+                table = self.lake.load_table(name)
+                start = time.perf_counter()
+                table.append(row)
+                found.append((time.perf_counter() - start) * 1000)
+        return tuple(  # type: ignore[return-value]
+            {"ms": statistics.median(t), "min_ms": min(t), "max_ms": max(t), "files": None} for t in times.values()
+        )
 
     def close(self) -> None:
         self.pool.shutdown()
@@ -281,6 +300,7 @@ _COLUMNS = {
     "one_partition": "one partition",
     "narrow_range": "narrow range",
     "append_p50": "append p50",
+    "append_reference_p50": "append p50, 10k-file table, same run",
     "old_version": "old-version plan",
 }
 
@@ -288,8 +308,8 @@ _COLUMNS = {
 def markdown(results: dict[str, Any]) -> str:
     """The results as a table: one row per system and size, median (min-max) in ms."""
     lines = [
-        "| files | system | " + " | ".join(_COLUMNS.values()) + " |",
-        "|---:|---|" + "---:|" * len(_COLUMNS),
+        "| files | system | " + " | ".join(_COLUMNS.values()) + " | append ÷ 10k-file append |",
+        "|---:|---|" + "---:|" * (len(_COLUMNS) + 1),
     ]
     for size in results["sizes"]:
         for r in results["systems"].values():
@@ -297,12 +317,14 @@ def markdown(results: dict[str, Any]) -> str:
             if m is None:
                 if r["gave_up_at"] is not None and r["gave_up_at"] < size:
                     lines.append(f"| {size:,} | {r['label']} | gave up at {r['gave_up_at']:,} files "
-                                 f"({r['build_s']:.0f} s limit) |" + " |" * (len(_COLUMNS) - 1))
+                                 f"({r['build_s']:.0f} s limit) |" + " |" * len(_COLUMNS))
                 continue
             cells = []
             for c in _COLUMNS:
                 v = m.get(c)
                 cells.append("n/a" if v is None else f"{v['ms']:,.1f} ({v['min_ms']:,.1f}–{v['max_ms']:,.1f})")
+            paired = m.get("append_p50"), m.get("append_reference_p50")
+            cells.append(f"{paired[0]['ms'] / paired[1]['ms']:.2f}" if paired[0] and paired[1] else "n/a")
             lines.append(f"| {size:,} | {r['label']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
