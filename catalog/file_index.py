@@ -16,10 +16,13 @@ version's plan reads the index as of that version):
   summaries and reads the members of the groups that may match only.
 * **packs**: each group's live files' entries in columns, one value
   (``gpack/<group id>``, :mod:`catalog.file_columns`). A plan of every
-  file reads one value per group (:func:`live_table`) instead of one entry
-  per file; a removal rewrites the packs of the groups it takes files from.
-  A commit of more than :data:`GROUP_FILES` files makes several groups, so
-  a pack stays a few MB.
+  file reads the summaries and one pack per group (:func:`live_table`)
+  instead of one entry per file; a removal rewrites the packs of the
+  groups it takes files from. A commit of more than :data:`GROUP_FILES`
+  files makes several groups, so a pack stays a few MB. Each summary names
+  its pack's content with a fresh token (``pack``), written with it: a
+  process keeps unpacked packs by token (:data:`PACK_CACHE_BYTES`), so
+  planning every file again reads only the summaries.
 
 Why these keys never make appends conflict: an append writes only keys
 under its files' fresh ids and a fresh group id, and reads none of these
@@ -42,8 +45,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
 import uuid
-from typing import Any, Final, Iterable, Iterator, Protocol
+from collections import OrderedDict
+from typing import Any, Final, Iterable, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -59,6 +64,9 @@ PACKED: Final = 2
 # Files per group at most (a larger commit makes several): a pack of this
 # many entries is a few MB, and a group small enough to prune usefully.
 GROUP_FILES: Final = 10_000
+# Unpacked packs a process keeps (by Arrow bytes): a table of a million
+# files takes about 300 MB of them.
+PACK_CACHE_BYTES: Final = 512 << 20
 
 
 class _Writer(Protocol):
@@ -166,7 +174,8 @@ def add_files(w: _Writer, table_id: str, files: list[DataFile], schema: pa.Schem
 def _add_group(w: _Writer, table_id: str, files: list[DataFile], schema: pa.Schema) -> None:
     group = uuid.uuid4().hex
     gid = group.encode()
-    w.put(keys.file_group(table_id, group), json.dumps(summarize(files, schema), separators=(",", ":")).encode())
+    summary = {**summarize(files, schema), "pack": uuid.uuid4().hex}
+    w.put(keys.file_group(table_id, group), json.dumps(summary, separators=(",", ":")).encode())
     w.put(keys.group_pack(table_id, group), file_columns.pack(files))
     members = keys.group_files(table_id, group)
     for f in files:
@@ -197,11 +206,22 @@ def remove_files(w: _Writer, table_id: str, files: Iterable[DataFile]) -> None:
             rest, _ = file_columns.without(packed, removed)
             if rest is not None:
                 w.put(pack_key, rest)
+                _renew_token(w, table_id, group)
                 continue
             w.delete(pack_key)
         elif next(iter(w.kv.scan(prefix=keys.group_files(table_id, group), limit=1)), None) is not None:
             continue  # a group from before packs, with members left
         w.delete(keys.file_group(table_id, group))
+
+
+def _renew_token(w: _Writer, table_id: str, group: str) -> None:
+    """Give the group's summary a new pack token: its pack was rewritten (cached unpackings of the old one no longer hold)."""
+    key = keys.file_group(table_id, group)
+    raw = w.kv.get(key)
+    if raw is not None:
+        summary = json.loads(raw)
+        summary["pack"] = uuid.uuid4().hex
+        w.put(key, json.dumps(summary, separators=(",", ":")).encode())
 
 
 def drop_all(w: _Writer, table_id: str) -> None:
@@ -218,23 +238,93 @@ def drop_all(w: _Writer, table_id: str) -> None:
             w.delete(key)
 
 
+class _SummaryCache:
+    """Decoded group summaries by their stored bytes (a summary key's value may change; equal bytes decode equal)."""
+
+    def __init__(self, entries: int = 200_000) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[bytes, dict[str, Any]] = {}
+        self._entries = entries
+
+    def get(self, raw: bytes) -> dict[str, Any]:
+        found = self._items.get(raw)
+        if found is None:
+            found = json.loads(raw)
+            with self._lock:
+                if len(self._items) >= self._entries:
+                    self._items.clear()
+                self._items[raw] = found
+        return found
+
+
+_SUMMARIES = _SummaryCache()
+
+
+def decode_summary(raw: bytes) -> dict[str, Any]:
+    """A stored group summary (``rows``, ``stats``, ``pack``), decoded once per process. Do not modify it."""
+    return _SUMMARIES.get(raw)
+
+
+class _PackCache:
+    """Unpacked packs by (table id, group id, pack token), least recently used first out, within a byte budget.
+
+    A token names one content of one group's pack (a rewrite gets a new
+    one), so an entry never goes stale; a version that no longer has the
+    group or token simply never asks for it.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple[str, str, str], pa.Table] = OrderedDict()
+        self._budget = budget
+        self._used = 0
+
+    def get(self, key: tuple[str, str, str]) -> pa.Table | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, str, str], table: pa.Table) -> None:
+        size = table.nbytes
+        if size > self._budget:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            self._used -= 0 if old is None else old.nbytes
+            self._items[key] = table
+            self._used += size
+            while self._used > self._budget:
+                _, evicted = self._items.popitem(last=False)
+                self._used -= evicted.nbytes
+
+
+_PACKS = _PackCache(PACK_CACHE_BYTES)
+
+
 def live_table(kv: Any, table_id: str) -> pa.Table:
     """Every live file of a table of layout :data:`PACKED` at ``kv``'s view, as a plan table, group by group.
 
-    Reads one value per group: O(groups) reads and O(files) bytes, no
-    per-file Python object. The rows are in group-key order, not file-key order.
+    Reads the group summaries, and the pack of each group whose unpacking
+    this process does not hold: O(groups) reads, no per-file Python object.
+    The rows are in group-key order, not file-key order.
+
+    Raises:
+        ValueError: a group has no pack (a damaged index).
     """
-    tables = [file_columns.unpack(raw) for raw in _values(kv, keys.group_packs(table_id))]
-    return pa.concat_tables(tables) if tables else file_columns.SCHEMA.empty_table()
-
-
-def _values(kv: Any, prefix: bytes) -> Iterator[bytes | pa.Buffer]:
-    """The values under ``prefix`` in key order; views of the scan's Arrow batches where the view has them (no copy)."""
-    batches = getattr(kv, "scan_batches", None)
-    if batches is None:
-        for _, raw in kv.scan(prefix=prefix):
-            yield raw
-        return
-    for batch in batches(prefix=prefix):
-        for value in batch.column(1):
-            yield value.as_buffer()
+    prefix = keys.file_groups(table_id)
+    parts = []
+    for key, raw in kv.scan(prefix=prefix):
+        group = key[len(prefix) :].decode()
+        token = decode_summary(raw).get("pack")
+        cached = None if token is None else _PACKS.get((table_id, group, token))
+        if cached is None:
+            packed = kv.get(keys.group_pack(table_id, group))
+            if packed is None:
+                raise ValueError(f"table {table_id}: file group {group} has a summary but no pack")
+            cached = file_columns.unpack(packed)
+            if token is not None:
+                _PACKS.put((table_id, group, token), cached)
+        parts.append(cached)
+    return pa.concat_tables(parts) if parts else file_columns.SCHEMA.empty_table()

@@ -20,7 +20,6 @@ no filter it reads one packed value per file group.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Final
@@ -227,28 +226,6 @@ def _fixed_values(pred: Pred, f: pa.Field) -> list[Any] | None:
     return None
 
 
-class _SummaryCache:
-    """Decoded group summaries by their stored bytes (a summary key's value may change; equal bytes decode equal)."""
-
-    def __init__(self, entries: int = 200_000) -> None:
-        self._lock = threading.Lock()
-        self._items: dict[bytes, dict[str, Any]] = {}
-        self._entries = entries
-
-    def get(self, raw: bytes) -> dict[str, Any]:
-        found = self._items.get(raw)
-        if found is None:
-            found = json.loads(raw)
-            with self._lock:
-                if len(self._items) >= self._entries:
-                    self._items.clear()
-                self._items[raw] = found
-        return found
-
-
-_SUMMARIES = _SummaryCache()
-
-
 def _matching_groups(reader: CatalogReader, table_id: str, schema: pa.Schema, pred: Pred) -> list[str]:
     """The ids of the table's groups whose summaries say they may hold rows matching ``pred``."""
     prefix = keys.file_groups(table_id)
@@ -256,7 +233,7 @@ def _matching_groups(reader: CatalogReader, table_id: str, schema: pa.Schema, pr
     summaries: list[dict[str, Any]] = []
     for key, raw in reader.kv.scan(prefix=prefix):
         groups.append(key[len(prefix) :].decode())
-        summaries.append(_SUMMARIES.get(raw))
+        summaries.append(file_index.decode_summary(raw))
     if not groups:
         return []
     fields = {f.name: f for f in schema}

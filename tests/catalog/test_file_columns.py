@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from catalog.datafiles import DataFile
 from catalog.file_columns import SCHEMA, from_entries, pack, to_entries, unpack, without
 
-# File ids are 32 hex digits; other lengths take the general path join.
+# File ids are 32 hex digits; a pack takes ids of any length.
 _hex = st.text("0123456789abcdef", min_size=32, max_size=32) | st.text("0123456789abcdef", min_size=1, max_size=40)
 _value = st.one_of(st.none(), st.integers(-(2**62), 2**62), st.sampled_from(["", "a", "é\n\"x"]), st.floats(-1e300, 1e300))
 

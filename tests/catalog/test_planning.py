@@ -205,10 +205,10 @@ def _partitioned(lake: catalog.Lakehouse, commits: int) -> catalog.Table:
 
 
 def _record_reads(lake: catalog.Lakehouse, monkeypatch: Any) -> list[bytes]:
-    """The prefixes the lakehouse's snapshots scan from now on (a list that grows)."""
+    """The prefixes the lakehouse's snapshots scan, and the keys they get, from now on (a list that grows)."""
     read: list[bytes] = []
     snapshot_type = type(lake.store.snapshot())
-    real_scan, real_batches = snapshot_type.scan, snapshot_type.scan_batches
+    real_scan, real_batches, real_get = snapshot_type.scan, snapshot_type.scan_batches, snapshot_type.get
 
     def scan(self: Any, *args: Any, **kwargs: Any) -> Any:
         read.append(kwargs.get("prefix") or b"")
@@ -218,8 +218,13 @@ def _record_reads(lake: catalog.Lakehouse, monkeypatch: Any) -> list[bytes]:
         read.append(kwargs.get("prefix") or b"")
         return real_batches(self, *args, **kwargs)
 
+    def get(self: Any, key: bytes, *args: Any, **kwargs: Any) -> Any:
+        read.append(key)
+        return real_get(self, key, *args, **kwargs)
+
     monkeypatch.setattr(snapshot_type, "scan", scan)
     monkeypatch.setattr(snapshot_type, "scan_batches", batches)
+    monkeypatch.setattr(snapshot_type, "get", get)
     return read
 
 
@@ -229,7 +234,9 @@ def test_a_one_partition_plan_reads_only_that_partition_s_keys(lake: catalog.Lak
     files = table.files(pc.field("p") == "b")
     assert len(files) == 5
     assert keys.table_files(table.id) not in read  # no read of every entry
-    assert all(b"/pidx/" in prefix for prefix in read if prefix.startswith(keys.table_prefix(table.id)))
+    expected = (keys.table_layout(table.id), keys.table_def(table.id))  # and gets of the files found
+    ours = [key for key in read if key.startswith(keys.table_prefix(table.id))]
+    assert all(b"/pidx/" in key or key in expected or key.startswith(keys.table_files(table.id)) for key in ours)
     read.clear()
     assert len(table.files(pc.field("id") == 9)) == 1  # a range of a sorted column: the group summaries
     assert keys.table_files(table.id) not in read
@@ -243,7 +250,18 @@ def test_a_whole_table_columnar_plan_reads_the_packs_not_the_entries(lake: catal
     plan = table.files_table()
     assert plan.num_rows == 19
     assert keys.table_files(table.id) not in read
-    assert read.count(keys.group_packs(table.id)) == 1
+    packs = [key for key in read if key.startswith(keys.group_packs(table.id))]
+    assert len(packs) == 5  # one per group
+    read.clear()
+    assert table.files_table().num_rows == 19  # again: this process holds the unpacked packs
+    ours = [key for key in read if key.startswith(keys.table_prefix(table.id))]
+    assert ours == [keys.table_layout(table.id), keys.file_groups(table.id)]  # the marker, the summaries
+    table.delete(pc.field("id") == 9)  # one group's pack is rewritten
+    read.clear()
+    table = lake.load_table("n.t")
+    assert table.files_table().num_rows == 18
+    reread = [key for key in read if key.startswith(keys.group_packs(table.id))]
+    assert len(reread) == 1 and reread[0] in packs  # only the rewritten one
     monkeypatch.undo()
     _whole_plan_is_linear(table)
 
