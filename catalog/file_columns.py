@@ -122,30 +122,43 @@ def unpack(raw: bytes | pa.Buffer) -> pa.Table:
 def unpack_all(packs: Iterable[bytes | pa.Buffer]) -> pa.Table:
     """The files of every pack in ``packs``, in their order, as one table of :data:`SCHEMA`.
 
-    The packs are read one by one and completed together (paths filled in
-    once per prefix, not once per pack): a full plan unpacks a thousand.
+    Raises:
+        ValueError: one is not a pack.
+    """
+    parts = unpack_each(packs)
+    return pa.concat_tables(parts) if parts else SCHEMA.empty_table()
+
+
+def unpack_each(packs: Iterable[bytes | pa.Buffer]) -> list[pa.Table]:
+    """Each pack's files as a table of :data:`SCHEMA`, in the packs' order.
+
+    The packs are completed together (paths filled in once per prefix, not
+    once per pack: a full plan unpacks a thousand); each result is a slice
+    of that whole (no copy).
 
     Raises:
         ValueError: one is not a pack.
     """
-    by_prefix: dict[str, list[pa.Table]] = {}
-    order: list[tuple[str, int]] = []  # (prefix, index in its list) of each pack
+    stored: list[tuple[str, pa.Table]] = []
     for raw in packs:
         try:
-            stored = pa.ipc.open_stream(raw).read_all()
+            table = pa.ipc.open_stream(raw).read_all()
         except (pa.ArrowInvalid, OSError) as exc:
             raise ValueError(f"not a file group pack: {exc}") from None
-        prefix = (stored.schema.metadata or {}).get(_PREFIX, b"").decode()
-        same = by_prefix.setdefault(prefix, [])
-        order.append((prefix, len(same)))
-        same.append(stored.replace_schema_metadata(None))
-    if not order:
-        return SCHEMA.empty_table()
-    if len(by_prefix) == 1:
-        ((prefix, tables),) = by_prefix.items()
-        return _complete(prefix, pa.concat_tables(tables, promote_options="default"))
-    # Packs of several prefixes (a table whose location moved): each completed alone, in order.
-    return pa.concat_tables([_complete(p, by_prefix[p][i]) for p, i in order])
+        prefix = (table.schema.metadata or {}).get(_PREFIX, b"").decode()
+        stored.append((prefix, table.replace_schema_metadata(None)))
+    by_prefix: dict[str, list[int]] = {}
+    for i, (prefix, _) in enumerate(stored):
+        by_prefix.setdefault(prefix, []).append(i)
+    out: list[pa.Table] = [SCHEMA.empty_table()] * len(stored)
+    for prefix, indexes in by_prefix.items():
+        whole = _complete(prefix, pa.concat_tables([stored[i][1] for i in indexes], promote_options="default"))
+        start = 0
+        for i in indexes:
+            rows = stored[i][1].num_rows
+            out[i] = whole.slice(start, rows)
+            start += rows
+    return out
 
 
 def _complete(prefix: str, stored: pa.Table) -> pa.Table:

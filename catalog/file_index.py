@@ -50,6 +50,7 @@ import uuid
 from collections import OrderedDict
 from typing import Any, Final, Iterable, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -275,29 +276,30 @@ class _PackCache:
 
     def __init__(self, budget: int) -> None:
         self._lock = threading.Lock()
-        self._items: OrderedDict[tuple[str, str, str], pa.Table] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str, str], tuple[pa.Table, int]] = OrderedDict()
         self._budget = budget
         self._used = 0
 
     def get(self, key: tuple[str, str, str]) -> pa.Table | None:
         with self._lock:
             found = self._items.get(key)
-            if found is not None:
-                self._items.move_to_end(key)
-            return found
+            if found is None:
+                return None
+            self._items.move_to_end(key)
+            return found[0]
 
-    def put(self, key: tuple[str, str, str], table: pa.Table) -> None:
-        size = table.nbytes
+    def put(self, key: tuple[str, str, str], table: pa.Table, size: int) -> None:
+        """Keep ``table``, which takes ``size`` bytes."""
         if size > self._budget:
             return
         with self._lock:
             old = self._items.pop(key, None)
-            self._used -= 0 if old is None else old.nbytes
-            self._items[key] = table
+            self._used -= 0 if old is None else old[1]
+            self._items[key] = (table, size)
             self._used += size
             while self._used > self._budget:
-                _, evicted = self._items.popitem(last=False)
-                self._used -= evicted.nbytes
+                _, (_, evicted) = self._items.popitem(last=False)
+                self._used -= evicted
 
 
 _PACKS = _PackCache(PACK_CACHE_BYTES)
@@ -306,25 +308,73 @@ _PACKS = _PackCache(PACK_CACHE_BYTES)
 def live_table(kv: Any, table_id: str) -> pa.Table:
     """Every live file of a table of layout :data:`PACKED` at ``kv``'s view, as a plan table, group by group.
 
-    Reads the group summaries, and the pack of each group whose unpacking
-    this process does not hold: O(groups) reads, no per-file Python object.
-    The rows are in group-key order, not file-key order.
+    Reads the group summaries, and the packs of the groups whose unpacking
+    this process does not hold (many at once: one scan of the packs):
+    O(groups) reads, no per-file Python object. The rows are in group-key
+    order, not file-key order.
 
     Raises:
         ValueError: a group has no pack (a damaged index).
     """
     prefix = keys.file_groups(table_id)
-    parts = []
+    groups: list[tuple[str, str | None]] = []
+    parts: dict[str, pa.Table] = {}
     for key, raw in kv.scan(prefix=prefix):
         group = key[len(prefix) :].decode()
         token = decode_summary(raw).get("pack")
+        groups.append((group, token))
         cached = None if token is None else _PACKS.get((table_id, group, token))
-        if cached is None:
-            packed = kv.get(keys.group_pack(table_id, group))
-            if packed is None:
-                raise ValueError(f"table {table_id}: file group {group} has a summary but no pack")
-            cached = file_columns.unpack(packed)
+        if cached is not None:
+            parts[group] = cached
+    missing = [(group, token) for group, token in groups if group not in parts]
+    if missing:
+        unpacked = file_columns.unpack_each(_packs(kv, table_id, [group for group, _ in missing]))
+        # Slices of one table per prefix (they keep it alive while any is
+        # cached): sized by rows, as Table.nbytes of each slice costs a walk.
+        row_bytes = unpacked[0].nbytes / max(unpacked[0].num_rows, 1)
+        for (group, token), table in zip(missing, unpacked):
+            parts[group] = table
             if token is not None:
-                _PACKS.put((table_id, group, token), cached)
-        parts.append(cached)
-    return pa.concat_tables(parts) if parts else file_columns.SCHEMA.empty_table()
+                _PACKS.put((table_id, group, token), table, int(row_bytes * table.num_rows) + 1)
+    return pa.concat_tables([parts[group] for group, _ in groups]) if groups else file_columns.SCHEMA.empty_table()
+
+
+# Reading more packs than this takes one scan of them all rather than a get each.
+_SCAN_FROM: Final = 16
+
+
+def _packs(kv: Any, table_id: str, groups: list[str]) -> list[bytes | pa.Buffer]:
+    """The packs of ``groups``, in their order.
+
+    Raises:
+        ValueError: a group has no pack.
+    """
+    batches = getattr(kv, "scan_batches", None)
+    if batches is None or len(groups) < _SCAN_FROM:
+        found: dict[str, bytes | pa.Buffer | None] = {g: kv.get(keys.group_pack(table_id, g)) for g in groups}
+    else:
+        wanted = set(groups)
+        found = {}
+        prefix = keys.group_packs(table_id)
+        for batch in batches(prefix=prefix):
+            for group, value in zip(batch.column(0).to_pylist(), _buffers(batch.column(1))):
+                name = group[len(prefix) :].decode()
+                if name in wanted:
+                    found[name] = value
+    out = []
+    for group in groups:
+        value = found.get(group)
+        if value is None:
+            raise ValueError(f"table {table_id}: file group {group} has a summary but no pack")
+        out.append(value)
+    return out
+
+
+def _buffers(values: pa.Array) -> list[bytes | pa.Buffer]:
+    """The values of a binary array as slices of its data buffer (no copy)."""
+    if not pa.types.is_binary(values.type) or values.null_count:
+        return [value.as_py() for value in values]
+    _, offset_buffer, data = values.buffers()
+    # This (maybe sliced) array's offsets, into its whole data buffer.
+    offsets = np.frombuffer(offset_buffer, np.int32)[values.offset : values.offset + len(values) + 1]
+    return [data.slice(int(offsets[i]), int(offsets[i + 1] - offsets[i])) for i in range(len(values))]

@@ -266,6 +266,28 @@ def test_a_whole_table_columnar_plan_reads_the_packs_not_the_entries(lake: catal
     _whole_plan_is_linear(table)
 
 
+def test_a_whole_table_plan_of_many_groups_reads_their_packs_in_one_scan(lake: catalog.Lakehouse, monkeypatch: Any) -> None:
+    with mock.patch.object(file_index, "GROUP_FILES", 1):  # a group per file: 20 groups
+        table = _partitioned(lake, 5)
+    table.delete(pc.field("id") == 5)
+    table = lake.load_table("n.t")
+    read = _record_reads(lake, monkeypatch)
+    assert table.files_table().num_rows == 19
+    assert keys.group_packs(table.id) in read  # one scan of the packs, no get each
+    assert not [key for key in read if key.startswith(keys.group_packs(table.id)) and key != keys.group_packs(table.id)]
+    monkeypatch.undo()
+    _whole_plan_is_linear(table)
+
+
+def test_a_group_without_its_pack_is_an_error_naming_it(lake: catalog.Lakehouse) -> None:
+    table = _partitioned(lake, 2)
+    key, _ = next(iter(lake.store.scan(prefix=keys.group_packs(table.id))))
+    lake.store.delete(key)
+    group = key[len(keys.group_packs(table.id)) :].decode()
+    with pytest.raises(ValueError, match=f"file group {group} has a summary but no pack"):
+        lake.load_table("n.t").files_table()
+
+
 def test_removals_empty_groups_and_drop_clears_the_index(lake: catalog.Lakehouse) -> None:
     table = _partitioned(lake, 3)
     table.delete(pc.field("id") < 4)  # the whole first commit's group
