@@ -44,7 +44,7 @@ Run: ``.venv/bin/python benchmarks/scale_bench.py [--sizes 10000,100000,1000000]
 [--systems lakekv,ducklake,pyiceberg] [--storage local,s3] [--peer-limit-s 300]
 [--out DIR] [--svg FILE]``; writes ``scale_bench.json`` under ``--out``
 (default ``benchmarks/results``) and, with ``--svg``, a growth plot of its
-numbers (``--plot-only JSON`` draws the plot of an earlier run's JSON).
+numbers (``--from-json JSON`` prints an earlier run's tables and plot).
 """
 
 from __future__ import annotations
@@ -308,28 +308,46 @@ _COLUMNS = {
 }
 
 
+def _cell(v: dict[str, Any] | None, key: str = "ms") -> str:
+    if v is None:
+        return "n/a"
+    if key != "ms":
+        return f"{v[key]:,.1f}" if v.get(key) is not None else "n/a"
+    return f"{v['ms']:,.1f} ({v['min_ms']:,.1f}–{v['max_ms']:,.1f})"
+
+
 def markdown(results: dict[str, Any]) -> str:
-    """The results as a table: one row per system and size, median (min-max) in ms."""
-    lines = [
-        "| files | system | " + " | ".join(_COLUMNS.values()) + " | append ÷ 10k-file append |",
-        "|---:|---|" + "---:|" * (len(_COLUMNS) + 1),
-    ]
+    """The results as one table per size: a row per system, median (min-max) in ms."""
+    header = (
+        "| system | full plan | full plan, first | full plan (list) | one partition | narrow range | old-version plan "
+        "| append p50 | append p50, 10k-file table | append ÷ 10k-file append |"
+    )
+    out = []
     for size in results["sizes"]:
+        lines = [f"#### {size:,} files", "", header, "|---|" + "---:|" * 9]
         for r in results["systems"].values():
             m = r["sizes"].get(str(size))
             if m is None:
                 if r["gave_up_at"] is not None and r["gave_up_at"] < size:
-                    lines.append(f"| {size:,} | {r['label']} | gave up at {r['gave_up_at']:,} files "
-                                 f"({r['build_s']:.0f} s limit) |" + " |" * len(_COLUMNS))
+                    lines.append(f"| {r['label']} | gave up building at {r['gave_up_at']:,} files "
+                                 f"({r['build_s']:.0f} s limit) |" + " |" * 8)
                 continue
-            cells = []
-            for c in _COLUMNS:
-                v = m.get(c)
-                cells.append("n/a" if v is None else f"{v['ms']:,.1f} ({v['min_ms']:,.1f}–{v['max_ms']:,.1f})")
             paired = m.get("append_p50"), m.get("append_reference_p50")
-            cells.append(f"{paired[0]['ms'] / paired[1]['ms']:.2f}" if paired[0] and paired[1] else "n/a")
-            lines.append(f"| {size:,} | {r['label']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+            ratio = f"{paired[0]['ms'] / paired[1]['ms']:.2f}" if paired[0] and paired[1] else "n/a"
+            cells = [
+                _cell(m.get("full_plan")),
+                _cell(m.get("full_plan"), "first_ms"),
+                _cell(m.get("full_plan_list")),
+                _cell(m.get("one_partition")),
+                _cell(m.get("narrow_range")),
+                _cell(m.get("old_version")),
+                _cell(m.get("append_p50")),
+                _cell(m.get("append_reference_p50")),
+                ratio,
+            ]
+            lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
 
 
 # -- the growth plot ---------------------------------------------------------------------
@@ -413,13 +431,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--s3-limit-s", type=float, default=3600.0, help="seconds of table building lakekv gets on S3")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     parser.add_argument("--svg", default=None, help="also draw the growth plot of the results to this file")
-    parser.add_argument("--plot-only", default=None, metavar="JSON", help="draw --svg from an earlier run's JSON; run nothing")
+    parser.add_argument("--from-json", default=None, metavar="JSON",
+                        help="run nothing: print an earlier run's tables (and draw its --svg)")
     parser.add_argument("--dir", default=None, help="where the tables are built (default: a temporary directory)")
     args = parser.parse_args(argv)
-    if args.plot_only is not None:
-        if args.svg is None:
-            parser.error("--plot-only needs --svg")
-        Path(args.svg).write_text(growth_svg(json.loads(Path(args.plot_only).read_text())))
+    if args.from_json is not None:
+        earlier = json.loads(Path(args.from_json).read_text())
+        if args.svg is not None:
+            Path(args.svg).write_text(growth_svg(earlier))
+        print(markdown(earlier))
         return 0
     sizes = sorted(int(s) for s in args.sizes.split(","))
     if any(s % (2 * PARTITIONS) or s <= 0 for s in sizes):  # the old-version plan is at half the size
