@@ -366,7 +366,8 @@ def growth_svg(results: dict[str, Any]) -> str:
     panels = [c for c in _COLUMNS if any(c in m for r in results["systems"].values() for m in r["sizes"].values())]
     systems = [r for r in results["systems"].values() if r["sizes"]]
     values = [
-        v[k] for r in systems for m in r["sizes"].values() for c in panels if (v := m.get(c)) for k in ("min_ms", "max_ms")
+        v[k] for r in systems for m in r["sizes"].values() for c in panels if (v := m.get(c))
+        for k in ("min_ms", "max_ms", "first_ms") if v.get(k)
     ]
     lo_ms, hi_ms = max(min(values), 0.1), max(values)
     y_lo, y_hi = math.floor(math.log10(lo_ms)), math.ceil(math.log10(hi_ms))
@@ -378,7 +379,7 @@ def growth_svg(results: dict[str, Any]) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="{_PAD}" y="16" font-size="13">scale_bench {results["date"]} (commit {results["commit"]}): '
-        "median ms (log) against files (log); whiskers min–max</text>",
+        "median ms (log) against files (log); whiskers min–max; dashed: a full plan's first run</text>",
     ]
 
     def x_of(size: float, left: float) -> float:
@@ -405,6 +406,9 @@ def growth_svg(results: dict[str, Any]) -> str:
                 continue
             path = " ".join(f"{x_of(s, left):.1f},{y_of(v['ms']):.1f}" for s, v in points)
             out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="1.5"/>')
+            if column == "full_plan" and all(v.get("first_ms") for _, v in points):  # the first (cold) run, dashed
+                first = " ".join(f"{x_of(s, left):.1f},{y_of(v['first_ms']):.1f}" for s, v in points)
+                out.append(f'<polyline points="{first}" fill="none" stroke="{colour}" stroke-dasharray="4,3"/>')
             for s, v in points:
                 x = x_of(s, left)
                 out.append(f'<line x1="{x:.1f}" y1="{y_of(v["min_ms"]):.1f}" x2="{x:.1f}" y2="{y_of(v["max_ms"]):.1f}" '
