@@ -15,7 +15,7 @@ above; the answer is the same list of files the linear plan gives
 (tests/catalog/test_planning.py checks it against random tables).
 :func:`plan_table` is the same plan in columns (:mod:`catalog.file_columns`):
 for a caller that takes every file, without a ``DataFile`` per file. With
-no filter it reads one packed value per file group.
+no filter it reads the file groups' packs.
 """
 
 from __future__ import annotations
@@ -158,8 +158,9 @@ def plan_table(
 
     With no filter, on a table whose groups are all packed (layout
     :data:`~catalog.file_index.PACKED`) and a reader that does not record
-    its reads, this reads one value per file group and builds no per-file
-    object: O(groups) reads. Otherwise it is :func:`plan_files` in columns.
+    its reads, this is :func:`catalog.file_index.live_table`: the groups'
+    summaries and packs, no per-file object. Otherwise it is
+    :func:`plan_files` in columns.
     """
     if expr is None and reader.recorded is None and file_index.layout(reader.kv, table_id) >= file_index.PACKED:
         return file_index.live_table(reader.kv, table_id)

@@ -505,9 +505,10 @@ class Table:
         Its columns (:data:`catalog.file_columns.SCHEMA`) are the entry's
         fields; ``partition``, ``stats`` and ``column_ids`` are JSON text
         (``catalog.file_columns.to_entries`` turns rows into ``DataFile``).
-        With no filter, a native table's plan reads one value per commit's
-        file group, not one entry per file: what a caller that needs every
-        file of a large table takes.
+        With no filter, a native table's plan reads one packed value per
+        commit's file group, not one entry per file, and the process keeps
+        them unpacked (a later plan reads only the groups' summaries): what
+        a caller that needs every file of a large table takes.
         """
         expr = self._filter(filter)
         if self._def.format == ICEBERG:
