@@ -180,6 +180,7 @@ def _check_random_history(
                 continue  # nothing changed since
         else:
             continue
+        assert version is not None
         versions.append(version)
     table = lake.load_table("n.t")
     _whole_plan_is_linear(table)
