@@ -14,6 +14,15 @@ version's plan reads the index as of that version):
   count, by field id, and the row count) and one membership key per live
   file (``gfile/<group id>/<file id>``). A selective filter tests the
   summaries and reads the members of the groups that may match only.
+* **packs**: each group's live files' entries in columns, one value
+  (``gpack/<group id>``, :mod:`catalog.file_columns`). A plan of every
+  file reads the summaries and one pack per group (:func:`live_table`)
+  instead of one entry per file; a removal rewrites the packs of the
+  groups it takes files from. A commit of more than :data:`GROUP_FILES`
+  files makes several groups, so a pack stays a few MB. Each summary names
+  its pack's content with a fresh token (``pack``), written with it: a
+  process keeps unpacked packs by token (:data:`PACK_CACHE_BYTES`), so
+  planning every file again reads only the summaries.
 
 Why these keys never make appends conflict: an append writes only keys
 under its files' fresh ids and a fresh group id, and reads none of these
@@ -25,8 +34,10 @@ is never narrowed when files leave it: wider bounds keep more groups, never
 fewer, so a stale summary costs time, never a file.
 
 A table created before this index existed has no ``layout`` key: its plans
-read every entry (:func:`indexed` is False), as before. Its new appends
-still write index keys, which are then unused.
+read every entry (:func:`layout` is 0), as before. A table created before
+packs existed has layout 1: its filtered plans use the index, its full
+plans read every entry. Either's new appends still write every index key,
+and its removals keep them, which are then unused.
 """
 
 from __future__ import annotations
@@ -34,17 +45,29 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
 import uuid
+from collections import OrderedDict
 from typing import Any, Final, Iterable, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from catalog import keys
+from catalog import file_columns, keys
 from catalog.datafiles import DataFile, decode_values, encode_value, has_stats
 from catalog.schema import field_id
 
-LAYOUT: Final = b'{"index":1}'  # the layout marker's value (the index's format version)
+# The layout marker's value: the index's format version. 1: partition keys
+# and groups; 2: and every group has its pack.
+LAYOUT: Final = b'{"index":2}'
+PACKED: Final = 2
+# Files per group at most (a larger commit makes several): a pack of this
+# many entries is a few MB, and a group small enough to prune usefully.
+GROUP_FILES: Final = 10_000
+# Unpacked packs a process keeps (by Arrow bytes): a table of a million
+# files takes about 300 MB of them.
+PACK_CACHE_BYTES: Final = 512 << 20
 
 
 class _Writer(Protocol):
@@ -84,9 +107,27 @@ def mark_indexed(w: _Writer, table_id: str) -> None:
     w.put(keys.table_layout(table_id), LAYOUT)
 
 
+def layout(kv: Any, table_id: str) -> int:
+    """The table's index format at ``kv``'s view: 0 no index (plans read every entry), 1, or :data:`PACKED`.
+
+    Raises:
+        ValueError: the marker is not one this code wrote.
+    """
+    raw = kv.get(keys.table_layout(table_id))
+    if raw is None:
+        return 0
+    try:
+        version = json.loads(raw)["index"]
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"table {table_id}: malformed planning index marker {raw[:100]!r}") from None
+    if not isinstance(version, int) or version < 1:
+        raise ValueError(f"table {table_id}: malformed planning index marker {raw[:100]!r}")
+    return min(version, PACKED)
+
+
 def indexed(kv: Any, table_id: str) -> bool:
     """Whether the table's planning index covers every live file at ``kv``'s view."""
-    return kv.get(keys.table_layout(table_id)) is not None
+    return layout(kv, table_id) > 0
 
 
 def summarize(files: list[DataFile], schema: pa.Schema) -> dict[str, Any]:
@@ -123,12 +164,20 @@ def summarize(files: list[DataFile], schema: pa.Schema) -> dict[str, Any]:
 
 
 def add_files(w: _Writer, table_id: str, files: list[DataFile], schema: pa.Schema) -> None:
-    """Index ``files``, which this commit adds, as one new group. O(len(files)) keys, none shared."""
-    if not files:
-        return
+    """Index ``files``, which this commit adds, as new groups (:data:`GROUP_FILES` each at most).
+
+    O(len(files)) keys, none shared with another commit.
+    """
+    for start in range(0, len(files), GROUP_FILES):
+        _add_group(w, table_id, files[start : start + GROUP_FILES], schema)
+
+
+def _add_group(w: _Writer, table_id: str, files: list[DataFile], schema: pa.Schema) -> None:
     group = uuid.uuid4().hex
     gid = group.encode()
-    w.put(keys.file_group(table_id, group), json.dumps(summarize(files, schema), separators=(",", ":")).encode())
+    summary = {**summarize(files, schema), "pack": uuid.uuid4().hex}
+    w.put(keys.file_group(table_id, group), json.dumps(summary, separators=(",", ":")).encode())
+    w.put(keys.group_pack(table_id, group), file_columns.pack(files))
     members = keys.group_files(table_id, group)
     for f in files:
         w.put(keys.partition_index(table_id, partition_token(f.partition)) + f.id.encode(), gid)
@@ -136,8 +185,12 @@ def add_files(w: _Writer, table_id: str, files: list[DataFile], schema: pa.Schem
 
 
 def remove_files(w: _Writer, table_id: str, files: Iterable[DataFile]) -> None:
-    """Take ``files``, which this commit removes, out of the index; drop the summaries of groups left empty."""
-    emptied: set[str] = set()
+    """Take ``files``, which this commit removes, out of the index.
+
+    Rewrites the packs of the groups they leave; drops the summary and pack
+    of a group left empty.
+    """
+    by_group: dict[str, set[str]] = {}
     for f in files:
         part_key = keys.partition_index(table_id, partition_token(f.partition)) + f.id.encode()
         raw = w.kv.get(part_key)
@@ -146,15 +199,182 @@ def remove_files(w: _Writer, table_id: str, files: Iterable[DataFile]) -> None:
         w.delete(part_key)
         group = raw.decode()
         w.delete(keys.group_files(table_id, group) + f.id.encode())
-        emptied.add(group)
-    for group in emptied:
-        if next(iter(w.kv.scan(prefix=keys.group_files(table_id, group), limit=1)), None) is None:
-            w.delete(keys.file_group(table_id, group))
+        by_group.setdefault(group, set()).add(f.id)
+    for group, removed in by_group.items():
+        pack_key = keys.group_pack(table_id, group)
+        packed = w.kv.get(pack_key)
+        if packed is not None:
+            rest, _ = file_columns.without(packed, removed)
+            if rest is not None:
+                w.put(pack_key, rest)
+                _renew_token(w, table_id, group)
+                continue
+            w.delete(pack_key)
+        elif next(iter(w.kv.scan(prefix=keys.group_files(table_id, group), limit=1)), None) is not None:
+            continue  # a group from before packs, with members left
+        w.delete(keys.file_group(table_id, group))
+
+
+def _renew_token(w: _Writer, table_id: str, group: str) -> None:
+    """Give the group's summary a new pack token: its pack was rewritten (cached unpackings of the old one no longer hold)."""
+    key = keys.file_group(table_id, group)
+    raw = w.kv.get(key)
+    if raw is not None:
+        summary = json.loads(raw)
+        summary["pack"] = uuid.uuid4().hex
+        w.put(key, json.dumps(summary, separators=(",", ":")).encode())
 
 
 def drop_all(w: _Writer, table_id: str) -> None:
-    """Delete every index key of a dropped table (its marker, partition keys, groups)."""
+    """Delete every index key of a dropped table (its marker, partition keys, groups, packs)."""
     w.delete(keys.table_layout(table_id))
-    for prefix in (keys.partition_index_prefix(table_id), keys.file_groups(table_id), keys.group_files_prefix(table_id)):
+    prefixes = (
+        keys.partition_index_prefix(table_id),
+        keys.file_groups(table_id),
+        keys.group_files_prefix(table_id),
+        keys.group_packs(table_id),
+    )
+    for prefix in prefixes:
         for key, _ in list(w.kv.scan(prefix=prefix)):
             w.delete(key)
+
+
+class _SummaryCache:
+    """Decoded group summaries by their stored bytes (a summary key's value may change; equal bytes decode equal)."""
+
+    def __init__(self, entries: int = 200_000) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[bytes, dict[str, Any]] = {}
+        self._entries = entries
+
+    def get(self, raw: bytes) -> dict[str, Any]:
+        found = self._items.get(raw)
+        if found is None:
+            found = json.loads(raw)
+            with self._lock:
+                if len(self._items) >= self._entries:
+                    self._items.clear()
+                self._items[raw] = found
+        return found
+
+
+_SUMMARIES = _SummaryCache()
+
+
+def decode_summary(raw: bytes) -> dict[str, Any]:
+    """A stored group summary (``rows``, ``stats``, ``pack``), decoded once per process. Do not modify it."""
+    return _SUMMARIES.get(raw)
+
+
+class _PackCache:
+    """Unpacked packs by (table id, group id, pack token), least recently used first out, within a byte budget.
+
+    A token names one content of one group's pack (a rewrite gets a new
+    one), so an entry never goes stale; a version that no longer has the
+    group or token simply never asks for it.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple[str, str, str], tuple[pa.Table, int]] = OrderedDict()
+        self._budget = budget
+        self._used = 0
+
+    def get(self, key: tuple[str, str, str]) -> pa.Table | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is None:
+                return None
+            self._items.move_to_end(key)
+            return found[0]
+
+    def put(self, key: tuple[str, str, str], table: pa.Table, size: int) -> None:
+        """Keep ``table``, which takes ``size`` bytes."""
+        if size > self._budget:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            self._used -= 0 if old is None else old[1]
+            self._items[key] = (table, size)
+            self._used += size
+            while self._used > self._budget:
+                _, (_, evicted) = self._items.popitem(last=False)
+                self._used -= evicted
+
+
+_PACKS = _PackCache(PACK_CACHE_BYTES)
+
+
+def live_table(kv: Any, table_id: str) -> pa.Table:
+    """Every live file of a table of layout :data:`PACKED` at ``kv``'s view, as a plan table, group by group.
+
+    Reads the group summaries, and the packs of the groups whose unpacking
+    this process does not hold (many at once: one scan of the packs):
+    O(groups) reads, no per-file Python object. The rows are in group-key
+    order, not file-key order.
+
+    Raises:
+        ValueError: a group has no pack (a damaged index).
+    """
+    prefix = keys.file_groups(table_id)
+    groups: list[tuple[str, str | None]] = []
+    parts: dict[str, pa.Table] = {}
+    for key, raw in kv.scan(prefix=prefix):
+        group = key[len(prefix) :].decode()
+        token = decode_summary(raw).get("pack")
+        groups.append((group, token))
+        cached = None if token is None else _PACKS.get((table_id, group, token))
+        if cached is not None:
+            parts[group] = cached
+    missing = [(group, token) for group, token in groups if group not in parts]
+    if missing:
+        unpacked = file_columns.unpack_each(_packs(kv, table_id, [group for group, _ in missing]))
+        # Slices of one table per prefix (they keep it alive while any is
+        # cached): sized by rows, as Table.nbytes of each slice costs a walk.
+        row_bytes = unpacked[0].nbytes / max(unpacked[0].num_rows, 1)
+        for (group, token), table in zip(missing, unpacked):
+            parts[group] = table
+            if token is not None:
+                _PACKS.put((table_id, group, token), table, int(row_bytes * table.num_rows) + 1)
+    return pa.concat_tables([parts[group] for group, _ in groups]) if groups else file_columns.SCHEMA.empty_table()
+
+
+# Reading more packs than this takes one scan of them all rather than a get each.
+_SCAN_FROM: Final = 16
+
+
+def _packs(kv: Any, table_id: str, groups: list[str]) -> list[bytes | pa.Buffer]:
+    """The packs of ``groups``, in their order.
+
+    Raises:
+        ValueError: a group has no pack.
+    """
+    batches = getattr(kv, "scan_batches", None)
+    if batches is None or len(groups) < _SCAN_FROM:
+        found: dict[str, bytes | pa.Buffer | None] = {g: kv.get(keys.group_pack(table_id, g)) for g in groups}
+    else:
+        wanted = set(groups)
+        found = {}
+        prefix = keys.group_packs(table_id)
+        for batch in batches(prefix=prefix):
+            for group, value in zip(batch.column(0).to_pylist(), _buffers(batch.column(1))):
+                name = group[len(prefix) :].decode()
+                if name in wanted:
+                    found[name] = value
+    out = []
+    for group in groups:
+        value = found.get(group)
+        if value is None:
+            raise ValueError(f"table {table_id}: file group {group} has a summary but no pack")
+        out.append(value)
+    return out
+
+
+def _buffers(values: pa.Array) -> list[bytes | pa.Buffer]:
+    """The values of a binary array as slices of its data buffer (no copy)."""
+    if not pa.types.is_binary(values.type) or values.null_count:
+        return [value.as_py() for value in values]
+    _, offset_buffer, data = values.buffers()
+    # This (maybe sliced) array's offsets, into its whole data buffer.
+    offsets = np.frombuffer(offset_buffer, np.int32)[values.offset : values.offset + len(values) + 1]
+    return [data.slice(int(offsets[i]), int(offsets[i + 1] - offsets[i])) for i in range(len(values))]

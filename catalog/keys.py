@@ -22,6 +22,8 @@ safe separators):
 ``tbl/<id>/grp/<group id>``            one group (the files one commit added):
                                        per-column min/max/null count, rows
 ``tbl/<id>/gfile/<group>/<file id>``   the group's live files (empty values)
+``tbl/<id>/gpack/<group id>``          the group's live files' entries, packed in
+                                       columns (:mod:`catalog.file_columns`)
 ``sys/...``                            durable transactions and locks
 ``lake/retention/window``              the lakehouse's retention window: JSON
                                        {window_s} (absent: the engine default)
@@ -29,8 +31,8 @@ safe separators):
                                        files: JSON {version} (never lowered)
 =====================================  =========================================
 
-Appends only create ``file/`` keys (and their ``pidx/``, ``grp/`` and
-``gfile/`` index keys) with fresh ids and read ``def``, so appends to one
+Appends only create ``file/`` keys (and their ``pidx/``, ``grp/``,
+``gfile/`` and ``gpack/`` index keys) with fresh ids and read ``def``, so appends to one
 table never touch a shared key and never conflict with each other; an overwrite scans the ``file/`` range, so it conflicts with an append
 that lands inside it (SERIALIZABLE range validation).
 """
@@ -158,6 +160,16 @@ def group_files_prefix(table_id: str) -> bytes:
 def group_files(table_id: str, group_id: str) -> bytes:
     """Prefix of the membership keys of the live files of group ``group_id``."""
     return group_files_prefix(table_id) + group_id.encode() + b"/"
+
+
+def group_packs(table_id: str) -> bytes:
+    """Prefix of the table's packed file groups."""
+    return TBL + table_id.encode() + b"/gpack/"
+
+
+def group_pack(table_id: str, group_id: str) -> bytes:
+    """The key of the packed entries of the live files of group ``group_id``."""
+    return group_packs(table_id) + group_id.encode()
 
 
 def table_prefix(table_id: str) -> bytes:

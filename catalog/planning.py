@@ -13,11 +13,13 @@ no JSON decoding.
 only the groups whose summaries may match, then prunes their files as
 above; the answer is the same list of files the linear plan gives
 (tests/catalog/test_planning.py checks it against random tables).
+:func:`plan_table` is the same plan in columns (:mod:`catalog.file_columns`):
+for a caller that takes every file, without a ``DataFile`` per file. With
+no filter it reads the file groups' packs.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Final
@@ -25,7 +27,7 @@ from typing import Any, Callable, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from catalog import file_index, keys
+from catalog import file_columns, file_index, keys
 from catalog.access import FILE_CACHE, CatalogReader
 from catalog.datafiles import DataFile, decode_values, encode_value, has_stats
 from catalog.predicates import And, ColumnBounds, Compare, IsIn, IsNull, Pred, from_expression, may_match, must_match
@@ -149,6 +151,22 @@ def plan_files(
     return prune(_entries(reader, table_id, fids), schema, expr)
 
 
+def plan_table(
+    reader: CatalogReader, table_id: str, schema: pa.Schema, partition_by: list[str], expr: pc.Expression | None
+) -> pa.Table:
+    """The files :func:`plan_files` gives, as a plan table (:data:`catalog.file_columns.SCHEMA`), in no set order.
+
+    With no filter, on a table whose groups are all packed (layout
+    :data:`~catalog.file_index.PACKED`) and a reader that does not record
+    its reads, this is :func:`catalog.file_index.live_table`: the groups'
+    summaries and packs, no per-file object. Otherwise it is
+    :func:`plan_files` in columns.
+    """
+    if expr is None and reader.recorded is None and file_index.layout(reader.kv, table_id) >= file_index.PACKED:
+        return file_index.live_table(reader.kv, table_id)
+    return file_columns.from_entries(plan_files(reader, table_id, schema, partition_by, expr))
+
+
 def _entries(reader: CatalogReader, table_id: str, fids: list[bytes]) -> list[DataFile]:
     """The entries of live files ``fids`` (their index keys at this view prove them live)."""
     prefix = keys.table_files(table_id)
@@ -209,28 +227,6 @@ def _fixed_values(pred: Pred, f: pa.Field) -> list[Any] | None:
     return None
 
 
-class _SummaryCache:
-    """Decoded group summaries by their stored bytes (a summary key's value may change; equal bytes decode equal)."""
-
-    def __init__(self, entries: int = 200_000) -> None:
-        self._lock = threading.Lock()
-        self._items: dict[bytes, dict[str, Any]] = {}
-        self._entries = entries
-
-    def get(self, raw: bytes) -> dict[str, Any]:
-        found = self._items.get(raw)
-        if found is None:
-            found = json.loads(raw)
-            with self._lock:
-                if len(self._items) >= self._entries:
-                    self._items.clear()
-                self._items[raw] = found
-        return found
-
-
-_SUMMARIES = _SummaryCache()
-
-
 def _matching_groups(reader: CatalogReader, table_id: str, schema: pa.Schema, pred: Pred) -> list[str]:
     """The ids of the table's groups whose summaries say they may hold rows matching ``pred``."""
     prefix = keys.file_groups(table_id)
@@ -238,7 +234,7 @@ def _matching_groups(reader: CatalogReader, table_id: str, schema: pa.Schema, pr
     summaries: list[dict[str, Any]] = []
     for key, raw in reader.kv.scan(prefix=prefix):
         groups.append(key[len(prefix) :].decode())
-        summaries.append(_SUMMARIES.get(raw))
+        summaries.append(file_index.decode_summary(raw))
     if not groups:
         return []
     fields = {f.name: f for f in schema}

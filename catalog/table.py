@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from catalog import file_columns
 from catalog.arguments import checked
 from catalog.access import CatalogReader
 from catalog.context import LakeContext
@@ -29,7 +30,7 @@ from catalog.errors import NoSuchTableError, UnreadableMetadataError
 from catalog.lazy_module import LazyModule
 from catalog.names import Namespace, join
 from catalog.ops import Append, Delete, Op, Overwrite, UpdateProperties, UpdateSchema
-from catalog.planning import matches, plan_files
+from catalog.planning import matches, plan_files, plan_table
 from catalog.predicates import check_expression
 from catalog.records import ICEBERG, TableDef
 from catalog.schema import SchemaChange, check_column_name, conform
@@ -496,6 +497,26 @@ class Table:
             if r.recorded is not None:
                 r.table_def(self.id)  # in a transaction, reading the data depends on the table still being there
             return plan_files(r, self.id, self.schema, self.partition_by, expr)
+
+    @checked
+    def files_table(self, filter: object = None) -> pa.Table:  # noqa: A002
+        """The files :meth:`files` lists, as an Arrow table with one row per file, in no set order.
+
+        Its columns (:data:`catalog.file_columns.SCHEMA`) are the entry's
+        fields; ``partition``, ``stats`` and ``column_ids`` are JSON text
+        (``catalog.file_columns.to_entries`` turns rows into ``DataFile``).
+        With no filter, a native table's plan reads one packed value per
+        commit's file group, not one entry per file, and the process keeps
+        them unpacked (a later plan reads only the groups' summaries): what
+        a caller that needs every file of a large table takes.
+        """
+        expr = self._filter(filter)
+        if self._def.format == ICEBERG:
+            return file_columns.from_entries(self.files(filter))
+        with self._host.reading() as r:
+            if r.recorded is not None:
+                r.table_def(self.id)  # in a transaction, reading the data depends on the table still being there
+            return plan_table(r, self.id, self.schema, self.partition_by, expr)
 
     @checked
     def scan(self, filter: object = None, columns: list[str] | None = None, limit: int | None = None) -> Scan:  # noqa: A002

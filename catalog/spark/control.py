@@ -42,6 +42,7 @@ from contextlib import contextmanager, nullcontext
 from typing import IO, Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.types import StructType
 
 import catalog
@@ -59,6 +60,7 @@ from catalog.spark.errors import NotAtVersionError, ProtocolError, annotated_con
 from catalog.spark.filters import pruning_expression
 from catalog.spark.options import store_options
 from catalog.spark.planned_files import planned_file as _planned_file
+from catalog.spark.planned_files import planned_files
 from kvstore.backoff import backoff_delay
 from catalog.schema import COMMENT as COMMENT_KEY
 from kvstore.format.names import IDENTITY_PATH
@@ -1064,6 +1066,13 @@ class ControlPlane(MetadataOps, ChangesOps, ProcedureOps):
             expression = pruning_expression(spark_filters(args.get("filters") or []), table.schema)
             if table.format == iceberg_tables.ICEBERG:
                 return self._plan_iceberg(table, expression)
+            if expression is None:  # every file: the columnar plan, in file-key order as files() lists them
+                plan = table.files_table()
+                plan = plan.take(pc.sort_indices(plan.column("id")))
+                return {
+                    "files": planned_files(plan),
+                    "parquet_field_ids": bool(pc.all(plan.column("parquet_field_ids")).as_py() is not False),
+                }
             files = table.files(filter=expression)
         return {
             "files": [_planned_file(f) for f in files],

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+
 from catalog.datafiles import DataFile
 
 
@@ -25,3 +27,21 @@ def planned_file(entry: DataFile) -> dict[str, Any]:
     elif entry.crc32c is not None:
         planned["crc32c"] = entry.crc32c
     return planned
+
+
+def planned_files(plan: pa.Table) -> list[dict[str, Any]]:
+    """:func:`planned_file` of every row of a plan table (``Table.files_table()``), read column by column.
+
+    A scan of every file of a large table takes this: no ``DataFile`` per file.
+    """
+    out = []
+    columns = [plan.column(name).to_pylist() for name in ("path", "size", "rows", "footer_size", "footer_crc32c", "crc32c")]
+    for path, size, rows, footer_size, footer_crc32c, crc32c in zip(*columns):
+        planned: dict[str, Any] = {"path": path, "size": size, "rows": rows}
+        if footer_size is not None:
+            planned["footer_size"] = footer_size
+            planned["footer_crc32c"] = footer_crc32c
+        elif crc32c is not None:
+            planned["crc32c"] = crc32c
+        out.append(planned)
+    return out

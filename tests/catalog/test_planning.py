@@ -2,13 +2,16 @@
 
 The linear plan reads every live entry and prunes it by its statistics
 (``planning.prune`` over ``files()``). The indexed plan reads only the
-partitions a filter fixes, or the groups whose summaries may match; it must
-give the same files, at the current version and at every past one.
+partitions a filter fixes, or the groups whose summaries may match; the
+columnar plan (``files_table()``) of a whole table reads the groups'
+packs. Each must give the same files, at the current version and at every
+past one.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -16,12 +19,16 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import catalog
-from catalog import keys
+from unittest import mock
+
+from catalog import file_index, keys
 from catalog.access import CatalogWriter
+from catalog.file_columns import to_entries
 from catalog.ops import Append
 from catalog.datafiles import read_file
 from catalog.planning import prune
@@ -32,6 +39,18 @@ _P = [None, "a", "b", "c"]
 
 def _ids(files: list[Any]) -> list[str]:
     return [f.id for f in files]
+
+
+def _by_id(files: list[Any]) -> list[Any]:
+    return sorted(files, key=lambda f: f.id)
+
+
+def _whole_plan_is_linear(table: catalog.Table) -> None:
+    """The columnar plan of every file holds the linear plan's entries, field for field (in its own order)."""
+    linear = table.files()
+    columnar = table.files_table()
+    assert columnar.schema.names[:4] == ["id", "path", "size", "rows"]
+    assert _by_id(to_entries(columnar)) == _by_id(linear), "the columnar plan is not the linear plan's files"
 
 
 def _same_as_linear(lake: catalog.Lakehouse, table: catalog.Table, expr: pc.Expression) -> None:
@@ -45,6 +64,7 @@ def _same_as_linear(lake: catalog.Lakehouse, table: catalog.Table, expr: pc.Expr
     indexed = _ids(table.files(expr))
     kept = set(indexed)
     assert indexed == [i for i in _ids(linear) if i in kept], f"filter {expr}: not the linear plan's files"
+    assert sorted(table.files_table(expr).column("id").to_pylist()) == sorted(indexed), f"filter {expr}: columnar plan"
     for entry in linear:
         if entry.id not in kept:
             rows = read_file(lake.objects, entry, table.schema).filter(expr)
@@ -67,6 +87,7 @@ _action = st.one_of(
     st.tuples(st.just("drop"), st.none()),
     st.tuples(st.just("widen"), st.none()),
     st.tuples(st.just("compact"), st.none()),
+    st.tuples(st.just("rollback"), st.integers(0, 5)),
 )
 
 
@@ -101,57 +122,76 @@ def _filters(schema: pa.Schema, values: list[int]) -> list[pc.Expression]:
     return out
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     partition_by=st.sampled_from([[], ["p"], ["p", "q"], ["q"]]),
     actions=st.lists(_action, min_size=1, max_size=6),
     values=st.lists(st.integers(0, 60), min_size=3, max_size=3),
+    group_files=st.sampled_from([1, 3, file_index.GROUP_FILES]),
 )
 def test_indexed_plans_give_the_linear_plan_s_files(
-    partition_by: list[str], actions: list[tuple[str, Any]], values: list[int]
+    partition_by: list[str], actions: list[tuple[str, Any]], values: list[int], group_files: int
 ) -> None:
     lake = catalog.open(f"memory://planning-{next(_names)}", poll_interval_s=0)
     try:
-        lake.create_namespace("n")
-        schema = pa.schema([("id", pa.int64()), ("p", pa.string()), ("q", pa.int32()), ("v", pa.float64())])
-        lake.create_table("n.t", schema, partition_by=partition_by)
-        versions = []
-        extra = itertools.count()
-        for kind, arg in actions:
-            table = lake.load_table("n.t")
-            names = table.schema.names
-            if kind == "append":
-                version = table.append(_batch(table.schema, arg))
-            elif kind == "delete":
-                version = table.delete(pc.field("id") < arg)
-            elif kind == "overwrite":
-                p, rows = arg
-                version = table.overwrite(_batch(table.schema, rows, p), filter=pc.field("p") == p)
-            elif kind == "rename" and "v" in names:
-                version = table.update_schema().rename_column("v", "w").commit()
-            elif kind == "add":
-                version = table.update_schema().add_column(f"x{next(extra)}", pa.int64()).commit()
-            elif kind == "drop" and len(names) > 3:
-                version = table.update_schema().drop_column(names[-1]).commit()
-            elif kind == "widen" and table.schema.field("q").type == pa.int32():
-                version = table.update_schema().widen("q", pa.int64()).commit()
-            elif kind == "compact":
-                version = lake.compact_table("n.t").version
-                if version is None:
-                    continue  # nothing to compact
-            else:
-                continue
-            versions.append(version)
-        table = lake.load_table("n.t")
-        for expr in _filters(table.schema, values):
-            _same_as_linear(lake, table, expr)
-        for version in versions:
-            with lake.at(version=version) as past:
-                old = past.load_table("n.t")
-                for expr in _filters(old.schema, values)[::2]:
-                    _same_as_linear(lake, old, expr)
+        with mock.patch.object(file_index, "GROUP_FILES", group_files):  # a commit of more files: several groups
+            _check_random_history(lake, partition_by, actions, values)
     finally:
         lake.close()
+
+
+def _check_random_history(
+    lake: catalog.Lakehouse, partition_by: list[str], actions: list[tuple[str, Any]], values: list[int]
+) -> None:
+    lake.create_namespace("n")
+    schema = pa.schema([("id", pa.int64()), ("p", pa.string()), ("q", pa.int32()), ("v", pa.float64())])
+    lake.create_table("n.t", schema, partition_by=partition_by)
+    versions: list[int] = []
+    extra = itertools.count()
+    for kind, arg in actions:
+        table = lake.load_table("n.t")
+        names = table.schema.names
+        if kind == "append":
+            version = table.append(_batch(table.schema, arg))
+        elif kind == "delete":
+            version = table.delete(pc.field("id") < arg)
+        elif kind == "overwrite":
+            p, rows = arg
+            version = table.overwrite(_batch(table.schema, rows, p), filter=pc.field("p") == p)
+        elif kind == "rename" and "v" in names:
+            version = table.update_schema().rename_column("v", "w").commit()
+        elif kind == "add":
+            version = table.update_schema().add_column(f"x{next(extra)}", pa.int64()).commit()
+        elif kind == "drop" and len(names) > 3:
+            version = table.update_schema().drop_column(names[-1]).commit()
+        elif kind == "widen" and table.schema.field("q").type == pa.int32():
+            version = table.update_schema().widen("q", pa.int64()).commit()
+        elif kind == "compact":
+            version = lake.compact_table("n.t").version
+            if version is None:
+                continue  # nothing to compact
+        elif kind == "rollback" and versions:
+            try:
+                version = lake.rollback_table("n.t", version=versions[arg % len(versions)]).version
+            except ValueError as exc:  # a schema change it refuses to undo (a dropped column, a widened type)
+                assert "cannot roll 'n.t' back" in str(exc)
+                continue
+            if version is None:
+                continue  # nothing changed since
+        else:
+            continue
+        assert version is not None
+        versions.append(version)
+    table = lake.load_table("n.t")
+    _whole_plan_is_linear(table)
+    for expr in _filters(table.schema, values):
+        _same_as_linear(lake, table, expr)
+    for version in versions:
+        with lake.at(version=version) as past:
+            old = past.load_table("n.t")
+            _whole_plan_is_linear(old)
+            for expr in _filters(old.schema, values)[::2]:
+                _same_as_linear(lake, old, expr)
 
 
 # -- what the index reads ------------------------------------------------------------
@@ -165,11 +205,11 @@ def _partitioned(lake: catalog.Lakehouse, commits: int) -> catalog.Table:
     return lake.load_table("n.t")
 
 
-def test_a_one_partition_plan_reads_only_that_partition_s_keys(lake: catalog.Lakehouse, monkeypatch: Any) -> None:
-    table = _partitioned(lake, 5)
+def _record_reads(lake: catalog.Lakehouse, monkeypatch: Any) -> list[bytes]:
+    """The prefixes the lakehouse's snapshots scan, and the keys they get, from now on (a list that grows)."""
     read: list[bytes] = []
     snapshot_type = type(lake.store.snapshot())
-    real_scan, real_batches = snapshot_type.scan, snapshot_type.scan_batches
+    real_scan, real_batches, real_get = snapshot_type.scan, snapshot_type.scan_batches, snapshot_type.get
 
     def scan(self: Any, *args: Any, **kwargs: Any) -> Any:
         read.append(kwargs.get("prefix") or b"")
@@ -179,15 +219,74 @@ def test_a_one_partition_plan_reads_only_that_partition_s_keys(lake: catalog.Lak
         read.append(kwargs.get("prefix") or b"")
         return real_batches(self, *args, **kwargs)
 
+    def get(self: Any, key: bytes, *args: Any, **kwargs: Any) -> Any:
+        read.append(key)
+        return real_get(self, key, *args, **kwargs)
+
     monkeypatch.setattr(snapshot_type, "scan", scan)
     monkeypatch.setattr(snapshot_type, "scan_batches", batches)
+    monkeypatch.setattr(snapshot_type, "get", get)
+    return read
+
+
+def test_a_one_partition_plan_reads_only_that_partition_s_keys(lake: catalog.Lakehouse, monkeypatch: Any) -> None:
+    table = _partitioned(lake, 5)
+    read = _record_reads(lake, monkeypatch)
     files = table.files(pc.field("p") == "b")
     assert len(files) == 5
     assert keys.table_files(table.id) not in read  # no read of every entry
-    assert all(b"/pidx/" in prefix for prefix in read if prefix.startswith(keys.table_prefix(table.id)))
+    expected = (keys.table_layout(table.id), keys.table_def(table.id))  # and gets of the files found
+    ours = [key for key in read if key.startswith(keys.table_prefix(table.id))]
+    assert all(b"/pidx/" in key or key in expected or key.startswith(keys.table_files(table.id)) for key in ours)
     read.clear()
     assert len(table.files(pc.field("id") == 9)) == 1  # a range of a sorted column: the group summaries
     assert keys.table_files(table.id) not in read
+
+
+def test_a_whole_table_columnar_plan_reads_the_packs_not_the_entries(lake: catalog.Lakehouse, monkeypatch: Any) -> None:
+    table = _partitioned(lake, 5)
+    table.delete(pc.field("id") == 5)  # one file of the second commit's group
+    table = lake.load_table("n.t")
+    read = _record_reads(lake, monkeypatch)
+    plan = table.files_table()
+    assert plan.num_rows == 19
+    assert keys.table_files(table.id) not in read
+    packs = [key for key in read if key.startswith(keys.group_packs(table.id))]
+    assert len(packs) == 5  # one per group
+    read.clear()
+    assert table.files_table().num_rows == 19  # again: this process holds the unpacked packs
+    ours = [key for key in read if key.startswith(keys.table_prefix(table.id))]
+    assert ours == [keys.table_layout(table.id), keys.file_groups(table.id)]  # the marker, the summaries
+    table.delete(pc.field("id") == 9)  # one group's pack is rewritten
+    read.clear()
+    table = lake.load_table("n.t")
+    assert table.files_table().num_rows == 18
+    reread = [key for key in read if key.startswith(keys.group_packs(table.id))]
+    assert len(reread) == 1 and reread[0] in packs  # only the rewritten one
+    monkeypatch.undo()
+    _whole_plan_is_linear(table)
+
+
+def test_a_whole_table_plan_of_many_groups_reads_their_packs_in_one_scan(lake: catalog.Lakehouse, monkeypatch: Any) -> None:
+    with mock.patch.object(file_index, "GROUP_FILES", 1):  # a group per file: 20 groups
+        table = _partitioned(lake, 5)
+    table.delete(pc.field("id") == 5)
+    table = lake.load_table("n.t")
+    read = _record_reads(lake, monkeypatch)
+    assert table.files_table().num_rows == 19
+    assert keys.group_packs(table.id) in read  # one scan of the packs, no get each
+    assert not [key for key in read if key.startswith(keys.group_packs(table.id)) and key != keys.group_packs(table.id)]
+    monkeypatch.undo()
+    _whole_plan_is_linear(table)
+
+
+def test_a_group_without_its_pack_is_an_error_naming_it(lake: catalog.Lakehouse) -> None:
+    table = _partitioned(lake, 2)
+    key, _ = next(iter(lake.store.scan(prefix=keys.group_packs(table.id))))
+    lake.store.delete(key)
+    group = key[len(keys.group_packs(table.id)) :].decode()
+    with pytest.raises(ValueError, match=f"file group {group} has a summary but no pack"):
+        lake.load_table("n.t").files_table()
 
 
 def test_removals_empty_groups_and_drop_clears_the_index(lake: catalog.Lakehouse) -> None:
@@ -195,9 +294,15 @@ def test_removals_empty_groups_and_drop_clears_the_index(lake: catalog.Lakehouse
     table.delete(pc.field("id") < 4)  # the whole first commit's group
     table = lake.load_table("n.t")
     assert len(list(lake.store.scan(prefix=keys.file_groups(table.id)))) == 2
+    assert len(list(lake.store.scan(prefix=keys.group_packs(table.id)))) == 2
     assert len(table.files(pc.field("id") < 6)) == 2
     lake.drop_table("n.t")
-    for prefix in (keys.partition_index_prefix(table.id), keys.file_groups(table.id), keys.group_files_prefix(table.id)):
+    for prefix in (
+        keys.partition_index_prefix(table.id),
+        keys.file_groups(table.id),
+        keys.group_files_prefix(table.id),
+        keys.group_packs(table.id),
+    ):
         assert list(lake.store.scan(prefix=prefix)) == []
     assert lake.store.get(keys.table_layout(table.id)) is None
 
@@ -208,7 +313,7 @@ def test_removals_empty_groups_and_drop_clears_the_index(lake: catalog.Lakehouse
 def _strip_index(lake: catalog.Lakehouse, table_id: str) -> None:
     """Make the table as a lakehouse written before the index has it: its file keys only."""
     prefix = keys.table_prefix(table_id)
-    for part in (b"layout", b"pidx/", b"grp/", b"gfile/"):
+    for part in (b"layout", b"pidx/", b"grp/", b"gfile/", b"gpack/"):
         for key, _ in list(lake.store.scan(prefix=prefix + part)):
             lake.store.delete(key)
 
@@ -227,6 +332,31 @@ def test_a_table_without_the_index_plans_every_entry_correctly(lake: catalog.Lak
     assert len(table.files(pc.field("p") == "a")) == 4  # 4 old, one appended, the one holding id 4 deleted
     with lake.at(version=old_version) as past:
         _same_as_linear(lake, past.load_table("n.t"), pc.field("p") == "b")
+
+
+def test_a_table_indexed_before_packs_plans_every_file_correctly(lake: catalog.Lakehouse) -> None:
+    """Layout 1 (partition keys and groups, no packs): its whole plans read every entry."""
+    table = _partitioned(lake, 3)
+    for key, _ in list(lake.store.scan(prefix=keys.group_packs(table.id))):
+        lake.store.delete(key)
+    lake.store.put(keys.table_layout(table.id), json.dumps({"index": 1}).encode())
+    table = lake.load_table("n.t")
+    assert table.files_table().num_rows == 12
+    _whole_plan_is_linear(table)
+    table.append(pa.table({"id": [100, 101], "p": ["a", "b"]}))  # a packed group beside the unpacked ones
+    table.delete(pc.field("id") <= 4)  # empties the first group, which has no pack
+    table = lake.load_table("n.t")
+    _whole_plan_is_linear(table)
+    assert len(list(lake.store.scan(prefix=keys.file_groups(table.id)))) == 3
+    for expr in (pc.field("p") == "a", pc.field("id") >= 99, pc.field("id") == 6):
+        _same_as_linear(lake, table, expr)
+
+
+def test_a_malformed_layout_marker_is_an_error_naming_the_table(lake: catalog.Lakehouse) -> None:
+    table = _partitioned(lake, 1)
+    lake.store.put(keys.table_layout(table.id), b"{}")
+    with pytest.raises(ValueError, match=f"table {table.id}: malformed planning index marker"):
+        lake.load_table("n.t").files_table()
 
 
 # -- appends from two processes --------------------------------------------------------

@@ -91,7 +91,10 @@ def test_plan_scan_carries_what_the_jvm_reader_checks(plane: ControlPlane, tmp_p
         bare = dataclasses.replace(bare, crc32c=None, footer_size=None, footer_crc32c=None)
         table.commit_files([new, old, bare])
         version = lake.version
-    planned = {f["path"]: f for f in ok(plane, "plan_scan", name=["s", "t"], id=info["id"], version=version, filters=[])["files"]}
+    plan = ok(plane, "plan_scan", name=["s", "t"], id=info["id"], version=version, filters=[])["files"]
+    with catalog.open(str(tmp_path / "lake")) as lake:
+        assert [f["path"] for f in plan] == [f.path for f in lake.load_table("s.t").files()]  # files()'s order
+    planned = {f["path"]: f for f in plan}
     assert planned[new.path] == {"path": new.path, "size": new.size, "rows": 1,
                                  "footer_size": new.footer_size, "footer_crc32c": new.footer_crc32c}
     assert planned[old.path] == {"path": old.path, "size": old.size, "rows": 1, "crc32c": old.crc32c}
