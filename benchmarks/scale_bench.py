@@ -51,9 +51,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -72,6 +70,7 @@ from catalog.datafiles import DataFile, new_file_id  # noqa: E402
 from catalog.schema import field_id  # noqa: E402
 from lakehouse.data import NAMESPACE, file_contents  # noqa: E402
 from lakehouse.system import make_system  # noqa: E402
+from results_file import run_header  # noqa: E402
 
 PARTITIONS = 1_000  # files per commit: one per partition
 ROWS_PER_FILE = 4
@@ -454,14 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     systems = args.systems.split(",")
     if "s3" in storages and "lakekv" not in systems:
         parser.error("--storage s3 runs lakekv only: add lakekv to --systems")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    results: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}",
-        "commit": commit,
-        "sizes": sizes,
-        "systems": {},
-    }
+    results = run_header(sizes=sizes, systems={})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 

@@ -41,10 +41,7 @@ writes ``scale_tables.json`` under ``--out`` (default ``benchmarks/results``).
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,6 +58,7 @@ from catalog.datafiles import DataFile, new_file_id  # noqa: E402
 from catalog.schema import field_id  # noqa: E402
 from lakehouse.data import SCHEMA, file_contents  # noqa: E402
 from lakehouse.system import System, make_system  # noqa: E402
+from results_file import run_header, write_results  # noqa: E402
 
 NAMESPACES = 1_000
 LISTED = "big"
@@ -360,16 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"every size must be at least {LISTED_TABLES} (the listed namespace's tables)")
     steps = [int(s) for s in args.files.split(",") if s]
     keys = args.systems.split(",")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    results: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}",
-        "commit": commit,
-        "sizes": sizes,
-        "catalog": {},
-        "create_transaction": {},
-        "file_commits": {},
-    }
+    results = run_header(sizes=sizes, catalog={}, create_transaction={}, file_commits={})
 
     def log(line: str) -> None:
         print(line, flush=True)
@@ -388,9 +377,7 @@ def main(argv: list[str] | None = None) -> int:
                 results["create_transaction"][key] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
             if steps:
                 results["file_commits"][key] = run_file_commits(key, Path(tmp) / "files" / key, steps, limit, log)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scale_tables.json").write_text(json.dumps(results, indent=1))
+    write_results(args.out, "scale_tables", results)
     print(markdown(results))
     return 0
 

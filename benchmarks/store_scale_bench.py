@@ -54,7 +54,6 @@ import os
 import platform
 import resource
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -63,6 +62,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from metastore_bench import stop_by_pid  # noqa: E402 - needs the path set above
+from results_file import write_results  # noqa: E402
 RETENTION_S = 10 * 365 * 86400.0  # every version of the build stays retained
 VALUE = b"v" * 100
 KEY_PREFIX = b"kv/"  # service.codec.KV_PREFIX: the served KV API reads these keys
@@ -261,13 +264,7 @@ def serve_start(path: Path, log: Path, probe_key: bytes | None) -> dict[str, Any
         rss = _status_kib(Path(f"/proc/{process.pid}/status"))
         return {"healthy_s": healthy_s, "first_get_s": get_s, "rss_kib": rss}
     finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGTERM)
-            try:
-                process.wait(60)
-            except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait()
+        stop_by_pid(process)
 
 
 # -- report ----------------------------------------------------------------------------
@@ -356,9 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(empty, ignore_errors=True)
         starts = [serve_start(empty, work / "serve.log", None) for _ in range(args.serve_starts + 1)][1:]
         results["serve_empty"] = {k: summary([r[k] for r in starts]) for k in ("healthy_s", "rss_kib")}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "store_scale_bench.json").write_text(json.dumps(results, indent=1))
+    write_results(args.out, "store_scale_bench", results)
     print(markdown(results))
     return 0
 
