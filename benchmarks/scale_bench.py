@@ -71,6 +71,7 @@ from catalog.schema import field_id  # noqa: E402
 from lakehouse.data import NAMESPACE, file_contents  # noqa: E402
 from lakehouse.system import make_system  # noqa: E402
 from results_file import run_header  # noqa: E402
+from repeat_timer import timed  # noqa: E402
 
 PARTITIONS = 1_000  # files per commit: one per partition
 ROWS_PER_FILE = 4
@@ -82,20 +83,6 @@ SCHEMA = pa.schema([
     pa.field("part", pa.int32(), nullable=False),
     pa.field("amount", pa.float64()),
 ])
-
-
-def _timed(fn: Callable[[], Any], repeats: int) -> dict[str, Any]:
-    """``fn`` run once to warm (its time is ``first_ms``), then ``repeats`` times: median, min and max ms."""
-    start = time.perf_counter()
-    fn()
-    first_ms = (time.perf_counter() - start) * 1000
-    times = []
-    result = None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return {"ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times), "first_ms": first_ms, "files": result}
 
 
 def _narrow(file_number: int) -> tuple[int, int]:
@@ -182,17 +169,17 @@ class LakekvScale:
         old_lo, old_hi = _narrow(self.files // 4 + 7)  # a file the old version holds
         old_narrow = (pc.field("id") >= old_lo) & (pc.field("id") <= old_hi)
         out = {
-            "full_plan": _timed(lambda: lake.load_table(TABLE).files_table().num_rows, repeats),
-            "full_plan_list": _timed(lambda: len(lake.load_table(TABLE).files()), 1),
-            "one_partition": _timed(lambda: len(lake.load_table(TABLE).files(pc.field("part") == 123)), repeats),
-            "narrow_range": _timed(lambda: len(lake.load_table(TABLE).files(narrow)), repeats),
+            "full_plan": timed(lambda: lake.load_table(TABLE).files_table().num_rows, repeats),
+            "full_plan_list": timed(lambda: len(lake.load_table(TABLE).files()), 1),
+            "one_partition": timed(lambda: len(lake.load_table(TABLE).files(pc.field("part") == 123)), repeats),
+            "narrow_range": timed(lambda: len(lake.load_table(TABLE).files(narrow)), repeats),
         }
 
         def old_plan() -> int:
             with lake.at(version=old) as past:
                 return len(past.load_table(TABLE).files(old_narrow))
 
-        out["old_version"] = _timed(old_plan, repeats)
+        out["old_version"] = timed(old_plan, repeats)
         return out
 
     def _appends(self, count: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -206,7 +193,7 @@ class LakekvScale:
                 table.append(row)
                 found.append((time.perf_counter() - start) * 1000)
         return tuple(  # type: ignore[return-value]
-            {"ms": statistics.median(t), "min_ms": min(t), "max_ms": max(t), "files": None} for t in times.values()
+            {"ms": statistics.median(t), "min_ms": min(t), "max_ms": max(t), "result": None} for t in times.values()
         )
 
     def close(self) -> None:
@@ -245,9 +232,9 @@ class PeerScale:
         old = self.versions[self.files // 2]
         old_narrow = _narrow(self.files // 4 + 7)  # a file the old version holds
         out = {
-            "full_plan": _timed(lambda: s.plan(TABLE, None, None), repeats),
-            "narrow_range": _timed(lambda: s.plan(TABLE, narrow, None), repeats),
-            "old_version": _timed(lambda: s.plan(TABLE, old_narrow, old), repeats),
+            "full_plan": timed(lambda: s.plan(TABLE, None, None), repeats),
+            "narrow_range": timed(lambda: s.plan(TABLE, narrow, None), repeats),
+            "old_version": timed(lambda: s.plan(TABLE, old_narrow, old), repeats),
         }
         times = []
         for i in range(appends):
@@ -255,7 +242,7 @@ class PeerScale:
             start = time.perf_counter()
             s.append(TABLE, rows)
             times.append((time.perf_counter() - start) * 1000)
-        out["append_p50"] = {"ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times), "files": None}
+        out["append_p50"] = {"ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times), "result": None}
         return out
 
     def close(self) -> None:

@@ -59,6 +59,7 @@ from catalog.schema import field_id  # noqa: E402
 from lakehouse.data import SCHEMA, file_contents  # noqa: E402
 from lakehouse.system import System, make_system  # noqa: E402
 from results_file import run_header, write_results  # noqa: E402
+from repeat_timer import timed  # noqa: E402
 
 NAMESPACES = 1_000
 LISTED = "big"
@@ -84,15 +85,6 @@ def table_names(first: int, last: int) -> list[str]:
     return out
 
 
-def _timed(fn: Callable[[], Any], repeats: int) -> dict[str, Any]:
-    fn()  # warm
-    times = []
-    result = None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return {"ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times), "result": result}
 
 
 # -- what the System interface lacks: a load, and a commit of existing files --------
@@ -208,7 +200,7 @@ def run_catalog(
             grew = time.perf_counter() - start
             results["build_s"] += grew
             first = sizes[sizes.index(size) - 1] if sizes.index(size) else 0
-            listed = _timed(lambda: system.list_tables(LISTED), repeats)
+            listed = timed(lambda: system.list_tables(LISTED), repeats)
             if listed["result"] != LISTED_TABLES:
                 raise AssertionError(f"{key} listed {listed['result']} tables in {LISTED}, not {LISTED_TABLES}")
             singles = []
@@ -222,7 +214,7 @@ def run_catalog(
                 "create_per_s": (size - first) / grew if grew > 0 else None,
                 "create_one_ms": {"ms": statistics.median(singles), "min_ms": min(singles), "max_ms": max(singles)},
                 "list": listed,
-                "load": _timed(load_one(system, f"{LISTED}.t{LISTED_TABLES // 2:06d}"), repeats),
+                "load": timed(load_one(system, f"{LISTED}.t{LISTED_TABLES // 2:06d}"), repeats),
             }
             results["sizes"][str(size)] = measured
             log(f"{key} @ {size:,} tables: {measured['create_per_s']:.0f} creates/s, create one "
