@@ -151,21 +151,25 @@ def check_location(lake: Any, warehouse: Warehouse, location: object, name: str,
 
     The other tables it could overlap are found in the location index
     (:mod:`catalog.table_locations`): a few short reads, however many tables
-    there are. A lakehouse made before the index gets it built here, once;
-    a transaction that began before that lists every table instead.
+    there are. A lakehouse made before the index gets it built here, once
+    (its own commit); a transaction whose snapshot predates that lists every
+    table instead.
     """
     uri = warehouse.check(location, what)
-    if isinstance(lake, catalog.Lakehouse):
-        with lake.tree.host.reading() as reader:
-            indexed = table_locations.complete(reader.kv)
-        if not indexed:
-            table_locations.build(lake.context.store)
-    with lake.tree.host.reading() as reader:
-        others = table_locations.overlapping(reader.kv, uri) if table_locations.complete(reader.kv) else None
+    others = _indexed_overlaps(lake, uri)
     if others is None:
+        table_locations.build(lake.context.store)  # once per lakehouse: a no-op once it is marked
+        others = _indexed_overlaps(lake, uri)
+    if others is None:  # a transaction whose snapshot predates the index
         others = other_locations(lake, name)
     others.pop(name, None)
     return warehouse.check_table_location(location, others, what)
+
+
+def _indexed_overlaps(lake: Any, uri: str) -> dict[str, str] | None:
+    """The Iceberg tables whose location overlaps ``uri``, from ``lake``'s location index (None: it is not complete)."""
+    with lake.tree.host.reading() as reader:
+        return table_locations.overlapping(reader.kv, uri) if table_locations.complete(reader.kv) else None
 
 
 def other_locations(lake: Any, name: str) -> dict[str, str]:
