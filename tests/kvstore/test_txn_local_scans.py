@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,7 +21,7 @@ _STEP = st.one_of(
 
 @settings(max_examples=60, deadline=None)
 @given(committed=st.dictionaries(_KEY, st.binary(max_size=2), max_size=6), steps=st.lists(_STEP, max_size=30))
-def test_scans_between_writes_match_a_dict(committed: dict[bytes, bytes], steps: list[tuple[object, ...]]) -> None:
+def test_scans_between_writes_match_a_dict(committed: dict[bytes, bytes], steps: list[tuple[Any, ...]]) -> None:
     with kvstore.open(MemoryStore(f"memory://{uuid.uuid4().hex}"), poll_interval_s=0) as db:
         if committed:
             txn = db.begin()
