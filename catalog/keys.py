@@ -29,6 +29,11 @@ safe separators):
                                        {window_s} (absent: the engine default)
 ``lake/retention/floor``               versions below this may have lost data
                                        files: JSON {version} (never lowered)
+``lake/location/<uri>\x00<id>``         an Iceberg table's normalized location
+                                       (:mod:`catalog.table_locations`); value:
+                                       the table's name
+``lake/location-index``                every Iceberg table's location is indexed
+                                       (absent: an older lakehouse, read linearly)
 =====================================  =========================================
 
 Appends only create ``file/`` keys (and their ``pidx/``, ``grp/``,
@@ -49,6 +54,8 @@ SYS: Final = b"sys/"
 LAKE: Final = b"lake/"
 RETENTION_WINDOW: Final = LAKE + b"retention/window"
 RETENTION_FLOOR: Final = LAKE + b"retention/floor"
+TABLE_LOCATIONS: Final = LAKE + b"location/"
+TABLE_LOCATIONS_COMPLETE: Final = LAKE + b"location-index"
 _PART: Final = b"\x00"
 _LEAF: Final = b"\x01"
 
@@ -175,6 +182,21 @@ def group_pack(table_id: str, group_id: str) -> bytes:
 def table_prefix(table_id: str) -> bytes:
     """Prefix of every key of the table (definition, properties, files)."""
     return TBL + table_id.encode() + b"/"
+
+
+def table_location(uri: str, table_id: str) -> bytes:
+    """The key of the index entry of the Iceberg table ``table_id`` at normalized location ``uri``."""
+    return table_locations_at(uri) + table_id.encode()
+
+
+def table_locations_at(uri: str) -> bytes:
+    """Prefix of the index entries of the tables whose location is exactly ``uri``."""
+    return TABLE_LOCATIONS + uri.encode() + _PART
+
+
+def table_locations_under(uri: str) -> bytes:
+    """Prefix of the index entries of the tables whose location lies strictly below ``uri``."""
+    return TABLE_LOCATIONS + uri.rstrip("/").encode() + b"/"
 
 
 def table_id_of(key: bytes) -> str | None:

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from catalog import file_index, keys
+from catalog import file_index, keys, table_locations
 from catalog.access import CatalogWriter
 from catalog.context import Context
 from catalog.datafiles import DataFile, read_file, write_files
@@ -269,12 +269,14 @@ class CreateTable(_NamedOp):
         Raises:
             NoSuchNamespaceError: the namespace does not exist.
             TableAlreadyExistsError: a table or view of that name already exists.
+            ValueError: an Iceberg table's location overlaps another's (see :mod:`catalog.table_locations`).
         """
         w.require_namespace(self.ns)
         existing = w.pointer(self.ns, self.name)
         if existing is not None:
             what = "table" if existing.kind == TABLE else "view"
             raise TableAlreadyExistsError(f"a {what} named {self.object_name!r} already exists")
+        table_locations.created(w, self.definition, self.object_name)
         w.put(keys.obj(self.ns, self.name), Pointer(TABLE, self.definition.id).encode())
         w.put(keys.table_def(self.definition.id), self.definition.encode())
         for k, v in self.properties.items():
@@ -285,6 +287,9 @@ class CreateTable(_NamedOp):
 
 
 def _drop_table_keys(w: CatalogWriter, table_id: str, purge: bool) -> tuple[int, int]:
+    definition = w.table_def(table_id)
+    if definition is not None:
+        table_locations.dropped(w, definition)
     files = w.live_files(table_id)
     for f in files:
         w.delete(keys.table_file(table_id, f.id))
@@ -338,11 +343,12 @@ class RenameTable(_NamedOp):
             NoSuchNamespaceError: ``new_ns`` does not exist.
             TableAlreadyExistsError: a table or view of the new name already exists.
         """
-        pointer, _ = w.require_table(self.ns, self.name)
+        pointer, definition = w.require_table(self.ns, self.name)
         w.require_namespace(self.new_ns)
         target = join((*self.new_ns, self.new_name))
         if w.pointer(self.new_ns, self.new_name) is not None:
             raise TableAlreadyExistsError(f"cannot rename {self.object_name!r}: {target!r} already exists")
+        table_locations.renamed(w, definition, target)
         w.delete(keys.obj(self.ns, self.name))
         w.put(keys.obj(self.new_ns, self.new_name), pointer.encode())
         return summary(self.kind, self.object_name, table_id=pointer.id, new_name=target)

@@ -117,7 +117,8 @@ class Transaction:
         # key -> Mutation. A plain dict: creating a SortedDict costs ~20 us,
         # a tenth of a small transaction; scans sort the keys once (below).
         self._writes: dict[bytes, Mutation] = {}
-        self._sorted_writes: list[bytes] | None = []  # sorted keys of _writes; None: stale
+        self._sorted_writes: list[bytes] = []  # sorted keys of _writes, but for those in _unsorted_writes
+        self._unsorted_writes: list[bytes] = []  # keys added to _writes since _sorted_writes was sorted
         self._read_keys: set[bytes] = set()
         self._read_ranges: list[tuple[bytes | None, bytes | None]] = []
         self._lock_keys: set[bytes] = set()
@@ -408,7 +409,7 @@ class Transaction:
             mutation = (mutation[0], mutation[1], expire_at_ms)
         writes = self._writes
         if key not in writes:
-            self._sorted_writes = None
+            self._unsorted_writes.append(key)
         writes[key] = mutation
         if self._state != "active":  # commit() began meanwhile, in another thread
             self._late_write(key, mutation)
@@ -419,7 +420,7 @@ class Transaction:
         key = check_key(key)
         writes = self._writes
         if key not in writes:
-            self._sorted_writes = None
+            self._unsorted_writes.append(key)
         writes[key] = DELETE_MUTATION
         if self._state != "active":  # commit() began meanwhile, in another thread
             self._late_write(key, DELETE_MUTATION)
@@ -605,8 +606,14 @@ class Transaction:
         # Copy the local writes in range now: the caller may keep writing while
         # it iterates.
         writes = self._writes
-        if self._sorted_writes is None:
-            self._sorted_writes = sorted(writes)
+        if self._unsorted_writes:
+            # Merged into the sorted keys, not all sorted again: timsort merges a
+            # sorted run with a few new keys in about one pass, so a transaction
+            # that scans between many writes stays linear, not quadratic.
+            added, self._unsorted_writes = self._unsorted_writes, []
+            merged = self._sorted_writes + added
+            merged.sort()
+            self._sorted_writes = merged if len(merged) == len(writes) else sorted(writes)
         keys = self._sorted_writes
         if self._inherited is not None:  # in-flight writes under our own
             writes = {**self._inherited, **writes}

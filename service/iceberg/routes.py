@@ -361,9 +361,8 @@ def _drop_table(state: _Enabled, name: str, purge: bool) -> None:
         # Checked before anything is dropped: a location from before
         # confinement that escapes the warehouse, or overlaps another table's
         # or the store, refuses the purge (drop without purge still works).
-        others = tables.other_locations(state.lake, name)
         current = tables.load_current(state.lake, state.warehouse, name).metadata.location
-        locations = sorted({state.warehouse.check_table_location(loc, others, "table location")
+        locations = sorted({tables.check_location(state.lake, state.warehouse, loc, name, "table location")
                             for loc in (table.location, current) if loc})
     # A native table's files are the catalog's: the drop records them as
     # purged and purge_dropped deletes them before the answer, as Spark's

@@ -45,7 +45,7 @@ from pyiceberg.table.sorting import SortOrder
 from pyiceberg.table.update import AssertCreate, SetLocationUpdate
 
 import catalog
-from catalog import iceberg_derived
+from catalog import iceberg_derived, table_locations
 from catalog.errors import NoSuchTableError, RetryableConflictError, StaleDataFileError, StaleObservationError
 from kvstore.errors import ConflictError
 from service.errors import ApiError
@@ -146,8 +146,35 @@ def _apply(warehouse: Warehouse, base: Current | None, request: CommitTableReque
     return metadata
 
 
+def check_location(lake: Any, warehouse: Warehouse, location: object, name: str, what: str) -> str:
+    """``location`` normalized if ``name`` may have it (:meth:`Warehouse.check_table_location`), else ApiError 400.
+
+    The other tables it could overlap are found in the location index
+    (:mod:`catalog.table_locations`): a few short reads, however many tables
+    there are. A lakehouse made before the index gets it built here, once
+    (its own commit); a transaction whose snapshot predates that lists every
+    table instead.
+    """
+    uri = warehouse.check(location, what)
+    others = _indexed_overlaps(lake, uri)
+    if others is None:
+        table_locations.build(lake.context.store)  # once per lakehouse: a no-op once it is marked
+        others = _indexed_overlaps(lake, uri)
+    if others is None:  # a transaction whose snapshot predates the index
+        others = other_locations(lake, name)
+    others.pop(name, None)
+    return warehouse.check_table_location(location, others, what)
+
+
+def _indexed_overlaps(lake: Any, uri: str) -> dict[str, str] | None:
+    """The Iceberg tables whose location overlaps ``uri``, from ``lake``'s location index (None: it is not complete)."""
+    with lake.tree.host.reading() as reader:
+        return table_locations.overlapping(reader.kv, uri) if table_locations.complete(reader.kv) else None
+
+
 def other_locations(lake: Any, name: str) -> dict[str, str]:
-    """Every Iceberg table's location but ``name``'s, by table name (a location must not overlap any)."""
+    """Every Iceberg table's location but ``name``'s, by table name, read table by table
+    (for a lakehouse whose location index is not complete: see :func:`check_location`)."""
     out: dict[str, str] = {}
     for namespace in lake.list_namespaces(recursive=True):
         for full in lake.list_tables(namespace):
@@ -173,7 +200,7 @@ def stage_commit(lake: Any, warehouse: Warehouse, name: str, request: CommitTabl
         base = None
     metadata = _apply(warehouse, base, request)
     if base is None or metadata.location != base.metadata.location:
-        warehouse.check_table_location(metadata.location, other_locations(lake, name), "table location")
+        check_location(lake, warehouse, metadata.location, name, "table location")
     previous = base.metadata_location if base else None
     new_location = warehouse.next_metadata_location(metadata, previous)
     warehouse.write_metadata(metadata, new_location)
@@ -291,7 +318,7 @@ def create_table(
     if lake.table_exists(name) or lake.view_exists(name):
         raise ApiError(409, "AlreadyExistsException", f"table {name} already exists")
     location = (
-        warehouse.check_table_location(request.location, other_locations(lake, name), "location")
+        check_location(lake, warehouse, request.location, name, "location")
         if request.location
         else warehouse.default_table_location(namespace, request.name)
     )
@@ -337,7 +364,7 @@ def register_table(
         metadata = warehouse.read_metadata(location)
     except (OSError, ValueError) as exc:
         raise ApiError(400, "BadRequestException", f"cannot read metadata at {location}: {exc}") from None
-    warehouse.check_table_location(metadata.location, other_locations(lake, name), "table location")
+    check_location(lake, warehouse, metadata.location, name, "table location")
     warehouse.check_write_paths(metadata.properties, metadata.location)
     # Marked: the metadata belongs to another catalog, so Spark and the Python API only read it.
     from catalog.iceberg_tables import REGISTERED_PROPERTY

@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 import os
 import threading
-import unicodedata
-import urllib.parse
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
+from catalog import table_locations
+from catalog.table_locations import to_uri
+from catalog.table_locations import under as _under
 from service.errors import ApiError
 
 if TYPE_CHECKING:
@@ -47,22 +48,6 @@ def _write_v3(metadata: TableMetadata, output: OutputFile) -> None:
         stream.write(Compressor.get_compressor(output.location).bytes_compressor()(body))
 
 
-def to_uri(location: str) -> str:
-    """``location`` as a URI with a scheme; a bare absolute path becomes ``file://``.
-
-    >>> to_uri("/data/wh"), to_uri("s3://b/p/")
-    ('file:///data/wh', 's3://b/p')
-    """
-    if location.startswith("/"):
-        location = "file://" + location
-    return location.rstrip("/")
-
-
-# Schemes that name the same storage as the key: pyiceberg's and pyarrow's
-# file IO open s3a:// and s3n:// as s3://.
-_SCHEMES: Final = {"file": "file", "s3": "s3", "s3a": "s3", "s3n": "s3"}
-_FORBIDDEN: Final = frozenset("\\?#")
-
 # Table properties that name where a table's files are written (Iceberg's
 # TableProperties: data, metadata, and the two older object/folder storage
 # names of the data path). Each must lie inside the table's own location:
@@ -76,69 +61,17 @@ WRITE_PATH_PROPERTIES: Final = (
 LOCATION_PROVIDER_PROPERTIES: Final = ("write.location-provider.impl", "write.py-location-provider.impl")
 
 
-def _dot_segment(segment: str) -> bool:
-    """Whether some server or client may take ``segment`` for ``.`` or ``..``.
-
-    Only dots (and spaces, which Windows strips), also as compatibility
-    characters (``\uff0e``, ``\u2025``), or such a segment with ``;``
-    parameters, which servlet containers drop (``..;``).
-
-    >>> [_dot_segment(s) for s in ("..;", ".;x", "...", "\uff0e\uff0e", ". ", "a.", ".hidden")]
-    [True, True, True, True, True, False, False]
-    """
-    head = unicodedata.normalize("NFKC", segment.split(";", 1)[0]).strip(" ")
-    return not head.strip(".")
-
-
 def normalize(location: object, what: str = "location") -> str:
-    """``location`` as the one URI the filesystem that uses it will open, or ApiError 400.
-
-    What a client sends is decoded the way the file IO decodes it (one round
-    of percent-decoding, scheme case, ``s3a``/``s3n`` as ``s3``, ``localhost``
-    as no host, ``.`` and empty segments dropped), and refused when it is
-    ambiguous: a ``..`` segment or one some server or client may read as
-    ``.`` or ``..`` (``..;``, ``.;x``, ``...``, fullwidth dots), a ``%`` left
-    after decoding (double encoding), a backslash, query or fragment, or a
-    control character.
+    """``location`` as the one URI the filesystem that uses it will open (see
+    :func:`catalog.table_locations.normalize`), or ApiError 400 naming what is wrong.
 
     >>> normalize("FILE:///wh//ns/./t/")
     'file:///wh/ns/t'
-    >>> normalize("s3a://Bucket/wh/%74")
-    's3://bucket/wh/t'
     """
-    if not isinstance(location, str) or not location:
-        raise ApiError(400, "BadRequestException", f"{what} must be a non-empty string")
-    bad = next((c for c in location if c in _FORBIDDEN or ord(c) < 0x20 or ord(c) == 0x7F), None)
-    if bad is not None:
-        raise ApiError(400, "BadRequestException", f"{what} {location!r} contains the character {bad!r}")
-    parts = urllib.parse.urlsplit(to_uri(location))
-    scheme = _SCHEMES.get(parts.scheme.lower())
-    if scheme is None:
-        raise ApiError(400, "BadRequestException", f"{what} {location!r}: scheme {parts.scheme!r} is not file or s3")
-    netloc = parts.netloc.lower()
-    if scheme == "file" and netloc in ("", "localhost"):
-        netloc = ""
-    elif scheme == "file" or not netloc or "@" in netloc or ":" in netloc:
-        raise ApiError(400, "BadRequestException", f"{what} {location!r}: host {parts.netloc!r} is not allowed")
-    path = urllib.parse.unquote(parts.path)
-    bad = next((c for c in path if c in _FORBIDDEN or c == "%" or ord(c) < 0x20 or ord(c) == 0x7F), None)
-    if bad is not None:
-        raise ApiError(
-            400, "BadRequestException", f"{what} {location!r} decodes to a path with the character {bad!r}"
-        )
-    segments = [s for s in path.split("/") if s not in ("", ".")]
-    dots = next((s for s in segments if _dot_segment(s)), None)
-    if dots is not None:
-        raise ApiError(
-            400, "BadRequestException",
-            f"{what} {location!r} has a {dots!r} segment: read as '..' it could lead outside the warehouse",
-        )
-    return f"{scheme}://{netloc}/" + "/".join(segments)
-
-
-def _under(path: str, root: str) -> bool:
-    """Whether URI ``path`` is ``root`` or below it (both normalized)."""
-    return path == root or path.startswith(root.rstrip("/") + "/")
+    try:
+        return table_locations.normalize(location, what)
+    except ValueError as exc:
+        raise ApiError(400, "BadRequestException", str(exc)) from None
 
 
 class Warehouse:

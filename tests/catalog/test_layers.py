@@ -15,7 +15,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("records", {
         "catalog.errors", "catalog.names", "catalog.paging", "catalog.keys", "catalog.records", "catalog.schema", "catalog.predicates", "catalog.lazy_module",
         "catalog.arguments", "catalog.conflicts", "catalog.datafiles", "catalog.opcodec", "catalog.planning",
-        "catalog.access", "catalog.file_index", "catalog.file_columns", "catalog.freshness", "catalog.context", "catalog.retention", "catalog.iceberg_derived", "catalog.durable.errors", "catalog.durable.records", "catalog.durable.keys",
+        "catalog.access", "catalog.file_index", "catalog.file_columns", "catalog.table_locations", "catalog.freshness", "catalog.context", "catalog.retention", "catalog.iceberg_derived", "catalog.durable.errors", "catalog.durable.records", "catalog.durable.keys",
     }),
     ("operations and the durable protocol", {
         "catalog.ops", "catalog.durable", "catalog.durable.compat", "catalog.durable.work",
