@@ -240,17 +240,19 @@ def serve_start(path: Path, log: Path, probe_key: bytes | None) -> dict[str, Any
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
         deadline = started + 120
+        refused: OSError | None = None  # the last probe's failure: the server is not listening yet
         while True:
             if process.poll() is not None:
                 raise RuntimeError(f"server exited with {process.returncode}: see {log}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"server not healthy after 120 s: see {log}")
+                raise RuntimeError(f"server not healthy after 120 s (last probe: {refused!r}): see {log}")
             try:
                 status, body = _get(port, "/healthz")
+            except OSError as exc:
+                refused = exc
+            else:
                 if status == 200 and json.loads(body).get("status") == "ok":
                     break
-            except OSError:
-                pass
             time.sleep(0.005)
         healthy_s = time.monotonic() - started
         get_s = None

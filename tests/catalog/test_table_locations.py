@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import catalog
 from catalog import keys, table_locations
 from kvstore.errors import ConflictError
+from location_index_util import forget_index
 
 _names = itertools.count()
 
@@ -177,21 +178,9 @@ def test_racing_creates_of_separate_locations_both_commit(tmp_path: Path) -> Non
         assert first.table_exists("ns.left") and first.table_exists("ns.right")
 
 
-def _forget_index(lake: catalog.Lakehouse) -> None:
-    """Make ``lake`` look like one made before the index: no entries, no marker."""
-
-    def forget(txn: Any) -> None:
-        for key, _ in list(txn.scan(prefix=keys.TABLE_LOCATIONS)):
-            txn.delete(key)
-        txn.delete(keys.TABLE_LOCATIONS_COMPLETE)
-        txn.commit()
-
-    lake.store.run(forget)
-
-
 def test_build_indexes_an_older_lakehouse_once() -> None:
     with _lake_with_tables(3) as lake:
-        _forget_index(lake)
+        forget_index(lake)
         with lake.tree.host.reading() as reader:
             assert not table_locations.complete(reader.kv)
             assert table_locations.overlapping(reader.kv, "s3://bkt/wh/ns") == {}

@@ -5,16 +5,16 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import pytest
 
 import catalog
-from catalog import keys, table_locations
+from catalog import table_locations
 from catalog.access import CatalogReader
 from service.errors import ApiError
 from service.iceberg import tables
 from service.iceberg.warehouse import Warehouse
+from location_index_util import forget_index
 
 _names = itertools.count()
 ROOT = "s3://bkt/wh"
@@ -48,23 +48,10 @@ def lake() -> Iterator[catalog.Lakehouse]:
         yield lake
 
 
-def _forget_index(lake: catalog.Lakehouse) -> None:
-    """Make ``lake`` look like one made before the index: no entries, no marker."""
-
-    def forget(txn: Any) -> None:
-        for key, _ in list(txn.scan(prefix=keys.TABLE_LOCATIONS)):
-            txn.delete(key)
-        txn.delete(keys.TABLE_LOCATIONS_COMPLETE)
-        txn.commit()
-
-    lake.store.run(forget)
-    lake.refresh()
-
-
 @pytest.mark.parametrize("indexed", [True, False], ids=["indexed", "older-lakehouse"])
 def test_answers_as_the_table_by_table_rule(lake: catalog.Lakehouse, indexed: bool) -> None:
     if not indexed:
-        _forget_index(lake)
+        forget_index(lake)
     warehouse = Warehouse(ROOT)
     for query, name in itertools.product(QUERIES, ["ns.a", "ns.new", "other.c"]):
         old = _answer(lambda: warehouse.check_table_location(query, tables.other_locations(lake, name), "location"))
@@ -75,7 +62,7 @@ def test_answers_as_the_table_by_table_rule(lake: catalog.Lakehouse, indexed: bo
 
 
 def test_a_transaction_older_than_the_index_reads_every_table(lake: catalog.Lakehouse) -> None:
-    _forget_index(lake)
+    forget_index(lake)
     warehouse = Warehouse(ROOT)
     with lake.transaction() as tx:
         with pytest.raises(ApiError, match="overlaps the location of table ns.a"):
