@@ -127,7 +127,7 @@ def _indexed_form(definition: TableDef) -> str | None:
         return None
     try:
         return normalize(definition.location)
-    except ValueError:
+    except ValueError:  # a pre-confinement location: not indexed, and it can hold no other table
         return None
 
 
