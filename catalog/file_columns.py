@@ -14,7 +14,12 @@ its live files in this form, as one Arrow IPC stream (:func:`pack`), so
 a full plan reads one value per group rather than one entry per file. A
 pack leaves ``path`` null where it is ``<prefix><id>.parquet`` for the
 prefix its schema metadata records (every file a table writes has such a
-path): that is a third of a pack's bytes.
+path): that is a third of a pack's bytes. A pack's buffers are LZ4-compressed
+(Arrow IPC's own buffer compression, so any Arrow reader opens it): a
+million files' packs are about 66 MB instead of 160, and a first full plan
+in a process spends most of its time reading them out of the store, which
+costs per byte, while LZ4 decodes at several GB/s. Packs written before
+compression (plain IPC) read the same way.
 """
 
 from __future__ import annotations
@@ -45,6 +50,20 @@ SCHEMA: Final = pa.schema([
 _PACKED: Final = pa.schema([f.with_nullable(True) if f.name == "path" else f for f in SCHEMA])
 _PREFIX: Final = b"lakekv.path_prefix"
 _SUFFIX: Final = ".parquet"
+# How packs are written: every buffer LZ4-compressed (a buffer that does not
+# shrink is stored as it is, by the IPC writer).
+_WRITE: Final = pa.ipc.IpcWriteOptions(compression="lz4")
+# How they are read: a pack's buffers on the calling thread (Arrow's own
+# per-buffer threads cost more than they save at ~100 KB a pack; a caller
+# with many packs spreads them over threads instead).
+_READ: Final = pa.ipc.IpcReadOptions(use_threads=False)
+# Where unpacked packs live: the C allocator's pool, not Arrow's default
+# (mimalloc). A million files unpack to about 250 MB of fresh memory;
+# mimalloc's comes in transparent huge pages, whose first touch on a host
+# with fragmented memory waits on compaction: a fresh process's first full
+# plan spent 0.2-0.6 s in the kernel that way, against a steady 0.15-0.2 s
+# with 4 KB pages (2 cores, load average 7-8; benchmarks/cold_plan_bench.py).
+_POOL: Final = pa.system_memory_pool()
 
 
 def _json(value: Any) -> str:
@@ -95,9 +114,14 @@ def pack(files: list[DataFile]) -> bytes:
         paths = pa.array([None if f.path == f"{prefix}{f.id}{_SUFFIX}" else f.path for f in files], pa.string())
         table = table.set_column(SCHEMA.get_field_index("path"), _PACKED.field("path"), paths)
     table = table.cast(_PACKED.with_metadata({_PREFIX: (prefix or "").encode()}))
+    return _stream(table)
+
+
+def _stream(table: pa.Table) -> bytes:
+    """``table`` as a stored pack: an IPC stream of one batch, its buffers compressed."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table, max_chunksize=len(files) or None)
+    with pa.ipc.new_stream(sink, table.schema, options=_WRITE) as writer:
+        writer.write_table(table.combine_chunks(), max_chunksize=table.num_rows or None)
     return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
 
 
@@ -134,7 +158,8 @@ def unpack_each(packs: Iterable[bytes | pa.Buffer]) -> list[pa.Table]:
 
     The packs are completed together (paths filled in once per prefix, not
     once per pack: a full plan unpacks a thousand); each result is a slice
-    of that whole (no copy).
+    of that whole (no copy). Arrow decodes and joins paths without the GIL,
+    so threads unpacking separate packs run in parallel.
 
     Raises:
         ValueError: one is not a pack.
@@ -142,7 +167,7 @@ def unpack_each(packs: Iterable[bytes | pa.Buffer]) -> list[pa.Table]:
     stored: list[tuple[str, pa.Table]] = []
     for raw in packs:
         try:
-            table = pa.ipc.open_stream(raw).read_all()
+            table = pa.ipc.open_stream(raw, options=_READ, memory_pool=_POOL).read_all()
         except (pa.ArrowInvalid, OSError) as exc:
             raise ValueError(f"not a file group pack: {exc}") from None
         prefix = (table.schema.metadata or {}).get(_PREFIX, b"").decode()
@@ -171,22 +196,18 @@ def _complete(prefix: str, stored: pa.Table) -> pa.Table:
         column = stored.column(f.name)
         if f.name == "path" and column.null_count:
             # One kernel call per prefix over every pack's ids (a chunk each).
-            made = pc.binary_join_element_wise(prefix, stored.column("id"), _SUFFIX, "")
-            column = made if column.null_count == len(column) else pc.coalesce(column, made)
+            made = pc.binary_join_element_wise(prefix, stored.column("id"), _SUFFIX, "", memory_pool=_POOL)
+            column = made if column.null_count == len(column) else pc.coalesce(column, made, memory_pool=_POOL)
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=SCHEMA)
 
 
 def without(raw: bytes, removed: set[str]) -> tuple[bytes | None, int]:
     """The pack ``raw`` less the files ``removed`` (None when none is left), and how many files it lost."""
-    reader = pa.ipc.open_stream(raw)
-    table = reader.read_all()
+    table = pa.ipc.open_stream(raw, options=_READ).read_all()
     keep = pc.invert(pc.is_in(table.column("id"), value_set=pa.array(sorted(removed), pa.string())))
     kept = table.filter(keep)
     lost = table.num_rows - kept.num_rows
     if kept.num_rows == 0:
         return None, lost
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(kept.combine_chunks(), max_chunksize=kept.num_rows)
-    return sink.getvalue().to_pybytes(), lost
+    return _stream(kept), lost

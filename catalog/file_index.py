@@ -48,6 +48,7 @@ import math
 import threading
 import uuid
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, Iterable, Protocol
 
 import numpy as np
@@ -309,7 +310,8 @@ def live_table(kv: Any, table_id: str) -> pa.Table:
     """Every live file of a table of layout :data:`PACKED` at ``kv``'s view, as a plan table, group by group.
 
     Reads the group summaries, and the packs of the groups whose unpacking
-    this process does not hold (many at once: one scan of the packs):
+    this process does not hold (many at once: scans of a few key ranges of
+    the packs, on as many threads, :func:`_unpacked`):
     O(groups) reads, no per-file Python object. The rows are in group-key
     order, not file-key order.
 
@@ -328,9 +330,9 @@ def live_table(kv: Any, table_id: str) -> pa.Table:
             parts[group] = cached
     missing = [(group, token) for group, token in groups if group not in parts]
     if missing:
-        unpacked = file_columns.unpack_each(_packs(kv, table_id, [group for group, _ in missing]))
-        # Slices of one table per prefix (they keep it alive while any is
-        # cached): sized by rows, as Table.nbytes of each slice costs a walk.
+        unpacked = _unpacked(kv, table_id, [group for group, _ in missing])
+        # Slices of a few tables (they keep them alive while any is cached):
+        # sized by rows, as Table.nbytes of each slice costs a walk.
         row_bytes = unpacked[0].nbytes / max(unpacked[0].num_rows, 1)
         for (group, token), table in zip(missing, unpacked):
             parts[group] = table
@@ -339,35 +341,65 @@ def live_table(kv: Any, table_id: str) -> pa.Table:
     return pa.concat_tables([parts[group] for group, _ in groups]) if groups else file_columns.SCHEMA.empty_table()
 
 
-# Reading more packs than this takes one scan of them all rather than a get each.
+# Reading more packs than this takes scans of them rather than a get each.
 _SCAN_FROM: Final = 16
+# A first full plan reads a thousand packs or so: in up to this many key
+# ranges at once, each on its own thread, which also unpacks what it read.
+# The store's reads (file reads, CRC checks) and Arrow's decoding and path
+# joins run without the GIL, so the ranges overlap on every core, and on a
+# busy machine the plan gets a thread's share per range.
+_THREADS: Final = 4
+# Packs per range at least: fewer, and a thread costs more than it saves.
+_RANGE_PACKS: Final = 64
 
 
-def _packs(kv: Any, table_id: str, groups: list[str]) -> list[bytes | pa.Buffer]:
-    """The packs of ``groups``, in their order.
+def _unpacked(kv: Any, table_id: str, groups: list[str]) -> list[pa.Table]:
+    """The unpacked packs of ``groups``, in their order.
 
     Raises:
         ValueError: a group has no pack.
     """
-    batches = getattr(kv, "scan_batches", None)
-    if batches is None or len(groups) < _SCAN_FROM:
-        found: dict[str, bytes | pa.Buffer | None] = {g: kv.get(keys.group_pack(table_id, g)) for g in groups}
+    if getattr(kv, "scan_batches", None) is None or len(groups) < _SCAN_FROM:
+        found = {g: kv.get(keys.group_pack(table_id, g)) for g in groups}
+        return file_columns.unpack_each([_present(table_id, g, found.get(g)) for g in groups])
+    ordered = sorted(groups)
+    ranges = max(1, min(_THREADS, len(ordered) // _RANGE_PACKS))
+    step = -(-len(ordered) // ranges)
+    runs = [ordered[start : start + step] for start in range(0, len(ordered), step)]
+    if len(runs) == 1:
+        done = [_scan_unpacked(kv, table_id, runs[0], whole=True)]
     else:
-        wanted = set(groups)
-        found = {}
-        prefix = keys.group_packs(table_id)
-        for batch in batches(prefix=prefix):
-            for group, value in zip(batch.column(0).to_pylist(), _buffers(batch.column(1))):
-                name = group[len(prefix) :].decode()
-                if name in wanted:
-                    found[name] = value
-    out = []
-    for group in groups:
-        value = found.get(group)
-        if value is None:
-            raise ValueError(f"table {table_id}: file group {group} has a summary but no pack")
-        out.append(value)
-    return out
+        with ThreadPoolExecutor(max_workers=len(runs), thread_name_prefix="lakekv-packs") as pool:
+            done = list(pool.map(lambda run: _scan_unpacked(kv, table_id, run), runs))
+    by_group = {group: table for run, tables in zip(runs, done) for group, table in zip(run, tables)}
+    return [by_group[group] for group in groups]
+
+
+def _scan_unpacked(kv: Any, table_id: str, run: list[str], whole: bool = False) -> list[pa.Table]:
+    """The unpacked packs of the sorted groups ``run``: one scan of the key range they span (``whole``: of every pack).
+
+    Raises:
+        ValueError: a group has no pack.
+    """
+    prefix = keys.group_packs(table_id)
+    wanted = set(run)
+    found: dict[str, bytes | pa.Buffer] = {}
+    span = {"prefix": prefix} if whole else {
+        "start": keys.group_pack(table_id, run[0]), "end": keys.group_pack(table_id, run[-1]) + b"\x00",
+    }
+    for batch in kv.scan_batches(**span):
+        for key, value in zip(batch.column(0).to_pylist(), _buffers(batch.column(1))):
+            name = key[len(prefix) :].decode()
+            if name in wanted:
+                found[name] = value
+    return file_columns.unpack_each([_present(table_id, group, found.get(group)) for group in run])
+
+
+def _present(table_id: str, group: str, pack: bytes | pa.Buffer | None) -> bytes | pa.Buffer:
+    """``pack``, the group's; a ValueError naming the group when it has none."""
+    if pack is None:
+        raise ValueError(f"table {table_id}: file group {group} has a summary but no pack")
+    return pack
 
 
 def _buffers(values: pa.Array) -> list[bytes | pa.Buffer]:

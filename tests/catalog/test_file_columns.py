@@ -1,15 +1,20 @@
-"""File entries in columns (catalog.file_columns): a pack and a plan table hold exactly the entries put in."""
+"""File entries in columns (catalog.file_columns): a pack and a plan table hold exactly the entries put in.
+
+Packs are stored with their buffers compressed; packs stored before that
+(plain Arrow IPC streams of the same table) must read the same.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from catalog.datafiles import DataFile
-from catalog.file_columns import SCHEMA, from_entries, pack, to_entries, unpack, without
+from catalog.file_columns import SCHEMA, from_entries, pack, to_entries, unpack, unpack_each, without
 
 # File ids are 32 hex digits; a pack takes ids of any length.
 _hex = st.text("0123456789abcdef", min_size=32, max_size=32) | st.text("0123456789abcdef", min_size=1, max_size=40)
@@ -66,3 +71,38 @@ def test_an_empty_plan_table_has_the_schema() -> None:
 def test_unpacking_what_is_not_a_pack_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="not a file group pack"):
         unpack(b"not arrow")
+
+
+def _plain(raw: bytes) -> bytes:
+    """A pack as stored before compression: the same table in a plain IPC stream."""
+    table = pa.ipc.open_stream(raw).read_all()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
+
+
+@settings(max_examples=15, deadline=None)
+@given(groups=st.lists(st.tuples(_entries, st.booleans()), min_size=1, max_size=3), data=st.data())
+def test_packs_stored_before_compression_read_as_they_did(groups: list[tuple[list[DataFile], bool]], data: Any) -> None:
+    stored = [_plain(pack(files)) if plain else pack(files) for files, plain in groups]
+    assert [to_entries(t) for t in unpack_each(stored)] == [files for files, _ in groups]
+    files, _ = groups[0]
+    removed = data.draw(st.sets(st.sampled_from([f.id for f in files])))
+    rest, lost = without(_plain(pack(files)), removed)
+    kept = [f for f in files if f.id not in removed]
+    assert lost == len(removed)
+    assert (rest is None) == (not kept)
+    if rest is not None:
+        assert to_entries(unpack(rest)) == kept
+
+
+def test_a_pack_is_stored_compressed() -> None:
+    files = [
+        DataFile(id=f"{n:032x}", path=f"data/t1/{n:032x}.parquet", size=100, rows=4, partition={"2": n % 3},
+                 stats={"1": [4 * n, 4 * n + 3, 0], "2": [n % 3, n % 3, 0]})
+        for n in range(1_000)
+    ]
+    raw = pack(files)
+    assert len(raw) * 2 < len(_plain(raw))
+    assert to_entries(unpack(raw)) == files
