@@ -177,7 +177,11 @@ def unpack_each(packs: Iterable[bytes | pa.Buffer]) -> list[pa.Table]:
         by_prefix.setdefault(prefix, []).append(i)
     out: list[pa.Table] = [SCHEMA.empty_table()] * len(stored)
     for prefix, indexes in by_prefix.items():
-        whole = _complete(prefix, pa.concat_tables([stored[i][1] for i in indexes], promote_options="default"))
+        tables = [stored[i][1] for i in indexes]
+        # Packs of one writer share a schema; unifying schemas (for older
+        # packs that lack a column) walks every table, so only when needed.
+        same = all(t.schema.equals(tables[0].schema) for t in tables)
+        whole = _complete(prefix, pa.concat_tables(tables, promote_options="none" if same else "default"))
         start = 0
         for i in indexes:
             rows = stored[i][1].num_rows

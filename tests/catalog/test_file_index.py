@@ -95,7 +95,10 @@ def test_a_first_whole_plan_of_many_groups_is_the_linear_plan(groups: int, data:
             calls = _ranged_scans(lake, patch)
             columnar = table.files_table()
         pack_scans = [c for c in calls if c.get("prefix") == keys.group_packs(table.id) or "start" in c]
-        assert len(pack_scans) == max(1, min(4, groups // 64)), "the packs were not read in the expected key ranges"
+        live = groups - len(removed)  # a group per file
+        # A few packs are read with a get each; more in key ranges of 64 at least, 4 at most.
+        expected = 0 if live < 16 else max(1, min(4, live // 64))
+        assert len(pack_scans) == expected, "the packs were not read in the expected key ranges"
         linear = table.files()
         assert sorted(to_entries(columnar), key=lambda f: f.id) == sorted(linear, key=lambda f: f.id)
         assert len(linear) == groups - len(removed)
