@@ -356,6 +356,10 @@ _RANGE_PACKS: Final = 64
 def _unpacked(kv: Any, table_id: str, groups: list[str]) -> list[pa.Table]:
     """The unpacked packs of ``groups``, in their order.
 
+    Only a store or snapshot has ``scan_batches``, and either may be read
+    from many threads at once; a transaction (one thread at a time) or a
+    remote handle has none, and takes a get per pack on this thread.
+
     Raises:
         ValueError: a group has no pack.
     """
