@@ -75,11 +75,9 @@ def _ranged_scans(lake: catalog.Lakehouse, monkeypatch: Any) -> list[dict[str, A
     return calls
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    groups=st.sampled_from([20, 140, 270]),
-    data=st.data(),
-)
+@pytest.mark.parametrize("groups", [20, 140, 270])  # read in one key range, two, four
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
 def test_a_first_whole_plan_of_many_groups_is_the_linear_plan(groups: int, data: Any, monkeypatch: Any) -> None:
     lake = catalog.open(f"memory://file-index-test-{next(_names)}", poll_interval_s=0)
     try:
