@@ -43,11 +43,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any, Callable
 
 from kvstore.backoff import backoff_delay
-from kvstore.batch import Mutation
+from kvstore.batch import Mutation, mutation_rows
 from kvstore.chain import HintWriter, VersionChain, encode_for_publish
 from kvstore.errors import (
     CommitError,
@@ -386,7 +385,6 @@ class Committer:
         state = self._state
         version = state.version + 1
         first_seq = state.last_seq + 1
-        rows: list[Row] = []
         descriptors = []
         tree, flushed_upto = state.tree_path, state.tree.flushed_upto
         data = [p for p in accepted if p.tree_change is None and p.checkpoint_change is None]
@@ -401,13 +399,9 @@ class Committer:
         for offset, pending in enumerate(data):
             pending.seq = first_seq + offset
             descriptors.append(dict(pending.descriptor, seq=pending.seq))
-        # Newest commit first, then a stable sort on the key alone: storage
-        # order (key ascending, seq descending) with the sort key taken in C.
-        for pending in reversed(data):
-            seq = pending.seq
-            rows += [(key, seq, kind, value, expire) for key, (kind, value, expire) in pending.mutations.items()]
         try:
-            rows.sort(key=_KEY)
+            # Newest commit first, then a stable sort on the key: storage order.
+            rows = mutation_rows([(pending.seq, pending.mutations) for pending in reversed(data)])
             encoded_rows = encode_rows(rows, first_seq)
         except Exception as exc:  # one member's bad data must not fail the others
             return self._retry_without_unencodable(accepted, data, exc)
@@ -566,9 +560,6 @@ def _encoding_error(pending: PendingCommit) -> Exception | None:
     except Exception as exc:  # anything: this is the diagnosis of a failure
         return exc
     return None
-
-
-_KEY = itemgetter(0)
 
 
 def _storage_order(row: Row) -> tuple[bytes, int]:
