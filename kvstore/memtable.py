@@ -160,6 +160,8 @@ class Memtable:
         # largest seq of each, ascending because versions are applied in order.
         self._applied: list[list[Row]] = []
         self._applied_max_seq: list[int] = []
+        # The run the last apply() appended (None: it added no key), for retract_last.
+        self._last_run: list[bytes] | None = None
 
     def apply(self, rows: Iterable[Row]) -> None:
         """Add rows; each key's new rows must be newer than what it holds.
@@ -179,10 +181,52 @@ class Memtable:
                 new_keys.sort()
             with self._lock:
                 self._runs = self._runs + (new_keys,)
+        self._last_run = new_keys if new_keys else None
         self._applied.append(rows)
         self._applied_max_seq.append(max_seq)
         self.row_count += len(rows)
         self.approx_bytes += nbytes
+
+    def retract_last(self, rows: list[Row]) -> None:
+        """Undo the latest :meth:`apply`, which was given exactly ``rows`` (the same list).
+
+        For a committer that applied a commit's rows before knowing that the
+        commit landed (while its root file was being written) and then
+        learnt that it did not: readers never saw those rows, because every
+        read filters on a snapshot seq below theirs, and afterwards nothing
+        of them is left (keys, runs, apply log, counts).
+
+        Raises:
+            ValueError: ``rows`` is not the latest apply.
+        """
+        if not self._applied or self._applied[-1] is not rows:
+            raise ValueError("retract_last takes the rows of the latest apply()")
+        seqs = {row[1] for row in rows}
+        data = self._rows
+        gone = False
+        nbytes = 0
+        for row in rows:
+            value = row[3]
+            nbytes += len(row[0]) + (len(value) if value is not None else 0) + _ROW_OVERHEAD
+        for key in {row[0] for row in rows}:
+            kept = tuple(row for row in data[key] if row[1] not in seqs)
+            if kept:
+                data[key] = kept
+            else:
+                del data[key]  # the apply added it
+                gone = True
+        if gone:
+            with self._lock:
+                runs = self._runs
+                if runs and runs[-1] is self._last_run:
+                    self._runs = runs[:-1]
+                else:  # a scan merged the apply's run into others meanwhile: filter them
+                    self._runs = tuple(run for run in ([key for key in run if key in data] for run in runs) if run)
+        self._last_run = None
+        self._applied.pop()
+        self._applied_max_seq.pop()
+        self.row_count -= len(rows)
+        self.approx_bytes -= nbytes
 
     def without_upto(self, seq: int) -> Memtable:
         """A new memtable holding only this one's rows with ``seq`` above ``seq``.
@@ -262,7 +306,14 @@ class Memtable:
         data = self._rows
         getitem = data.__getitem__
         for keys in _key_chunks(self._scan_runs(), start, end, reverse):
-            yield list(chain.from_iterable(map(getitem, keys)))
+            try:
+                chunk = list(chain.from_iterable(map(getitem, keys)))
+            except KeyError:
+                # retract_last removed a key of these runs meanwhile: it had
+                # only rows of a commit that never landed, which this scan's
+                # snapshot excludes anyway.
+                chunk = list(chain.from_iterable(data.get(key, ()) for key in keys))
+            yield chunk
 
     def _scan_runs(self) -> tuple[list[bytes], ...]:
         """The runs for a scan: at most :data:`_MAX_SCAN_RUNS` of them (see the module docstring)."""
