@@ -176,8 +176,9 @@ def mutation_rows(list groups):
             for g in range(i):
                 Py_XDECREF(refs[g].row)
             return None
-        with nogil:
-            _stable_sort(refs, spare, n)
+        # With the GIL held: it takes microseconds, and releasing it would let a
+        # busy thread (a flush) keep it for a switch interval (5 ms).
+        _stable_sort(refs, spare, n)
         for g in range(n):
             PyList_SET_ITEM(rows, g, <object>refs[g].row)  # steals the reference taken above
         return rows
