@@ -163,3 +163,45 @@ def test_a_scan_goes_on_past_a_retracted_key() -> None:
         seen += chunk
     assert [row[0] for row in seen if row[1] == 1] == [b"%05d" % i for i in range(0, 4000, 2)]
     assert all(row[0] < b"%05d" % 1024 for row in seen if row[1] == 2)  # only from the chunk taken before
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.lists(st.binary(min_size=1, max_size=2), max_size=10), min_size=1, max_size=10),
+    st.data(),
+)
+def test_a_prepared_trim_equals_the_trim_built_at_once(versions, data) -> None:
+    table, twin = Memtable(), Memtable()  # the twin trims without preparing
+    seq = 0
+
+    def apply(keys: list[bytes]) -> tuple[list, list]:
+        nonlocal seq
+        seq += 1
+        rows = sorted((key, seq, PUT, b"v%d" % seq, None) for key in set(keys))
+        twin_rows = list(rows)
+        table.apply(rows)
+        twin.apply(twin_rows)
+        return rows, twin_rows
+
+    for keys in versions:
+        apply(keys)
+    trim_at = data.draw(st.integers(0, seq))
+    table.prepare_without_upto(trim_at, data.draw(st.integers(trim_at, seq)))
+    for keys in data.draw(st.lists(st.lists(st.binary(min_size=1, max_size=2), min_size=1, max_size=10), max_size=4)):
+        rows, twin_rows = apply(keys)
+        if data.draw(st.booleans()):  # applied ahead of its commit, which then did not land
+            table.retract_last(rows)
+            twin.retract_last(twin_rows)
+            seq -= 1
+    trimmed = table.without_upto(trim_at)
+    assert _snapshot(trimmed) == _snapshot(twin.without_upto(trim_at))
+    trimmed.check_invariants()
+
+
+def test_a_trim_prepared_for_another_seq_is_not_used() -> None:
+    table = Memtable()
+    for seq in range(1, 5):
+        table.apply([(b"k%d" % seq, seq, PUT, b"v", None)])
+    table.prepare_without_upto(2, 4)
+    assert [row[1] for row in table.without_upto(3).iter_rows()] == [4]
+    assert [row[1] for row in table.without_upto(2).iter_rows()] == [3, 4]  # the prepared one was dropped, not reused
