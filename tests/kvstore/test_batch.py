@@ -140,7 +140,7 @@ _group_mutations = st.dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(_group_mutations, max_size=4))
 def test_compiled_mutation_rows_match_the_twin_and_storage_order(mutations) -> None:
     groups = [(len(mutations) - index, m) for index, m in enumerate(mutations)]  # newest (highest seq) first

@@ -115,7 +115,7 @@ def _snapshot(table: Memtable) -> tuple:
             table.version_rows(0, 10**9))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     st.lists(st.lists(st.binary(min_size=1, max_size=2), max_size=12), max_size=12),
     st.lists(st.binary(min_size=1, max_size=2), min_size=1, max_size=12),
@@ -165,7 +165,7 @@ def test_a_scan_goes_on_past_a_retracted_key() -> None:
     assert all(row[0] < b"%05d" % 1024 for row in seen if row[1] == 2)  # only from the chunk taken before
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     st.lists(st.lists(st.binary(min_size=1, max_size=2), max_size=10), min_size=1, max_size=10),
     st.data(),
