@@ -21,6 +21,7 @@ from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
+from cpython.exc cimport PyErr_Clear, PyErr_Occurred
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport uint64_t
@@ -57,15 +58,32 @@ cdef tuple _insert_by_seq(tuple versions, tuple row):
     return tuple(items)
 
 
+cdef extern from "Python.h":
+    # Declared without Cython's exception check: -1 with an error set is a
+    # seq that is not a plain int64, and the rows then take the Python compare.
+    long long _as_i64 "PyLong_AsLongLong"(object) noexcept
+    # Inserts ``default`` if ``key`` is absent (one probe); a borrowed reference
+    # to the value now under ``key``, NULL on error.
+    PyObject* PyDict_SetDefault(object d, object key, object default) except NULL
+
+
+cdef inline bint _key_less(bytes a, bytes b) noexcept:
+    cdef Py_ssize_t na = PyBytes_GET_SIZE(a), nb = PyBytes_GET_SIZE(b)
+    cdef int c = memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), na if na < nb else nb)
+    return c < 0 or (c == 0 and na < nb)
+
+
 def apply_rows(dict data, list rows, Py_ssize_t row_overhead):
     """Insert ``rows`` into ``data``; see ``kvstore.memtable.apply_rows_py``."""
     cdef list new_keys = []
     cdef Py_ssize_t i, n = len(rows), nbytes = 0
     cdef object row_obj, key, seq, value
-    cdef tuple row, current
+    cdef tuple row, current, single
     cdef PyObject* found
     cdef bytes previous = None
     cdef bint ordered = True
+    cdef long long seq_c, max_seq_c = -1
+    cdef bint plain_seqs = True  # every seq so far an int in 0..2**63-1: max_seq kept as a C integer
     max_seq = -1
     for i in range(n):
         row_obj = rows[i]
@@ -74,12 +92,15 @@ def apply_rows(dict data, list rows, Py_ssize_t row_overhead):
         row = <tuple>row_obj
         key = <object>PyTuple_GET_ITEM(row, 0)
         seq = <object>PyTuple_GET_ITEM(row, 1)
-        if ordered and previous is not None and <bytes>key < previous:
+        if ordered and previous is not None and _key_less(<bytes>key, previous):
             ordered = False
         previous = <bytes>key
-        found = PyDict_GetItem(data, key)
-        if found is NULL:
-            PyDict_SetItem(data, key, (row,))
+        # One probe for a new key (the bulk-load case): insert (row,) unless the key is there.
+        single = PyTuple_New(1)
+        Py_INCREF(row)
+        PyTuple_SET_ITEM(single, 0, row)
+        found = PyDict_SetDefault(data, key, single)
+        if found == <PyObject*>single:
             new_keys.append(key)
         else:
             current = <tuple>found
@@ -88,11 +109,29 @@ def apply_rows(dict data, list rows, Py_ssize_t row_overhead):
             else:
                 PyDict_SetItem(data, key, _insert_by_seq(current, row))
         value = <object>PyTuple_GET_ITEM(row, 3)
-        nbytes += len(<bytes>key) + row_overhead
+        nbytes += PyBytes_GET_SIZE(key) + row_overhead
         if value is not None:
             nbytes += len(value)
+        if plain_seqs and type(seq) is int:
+            seq_c = _as_i64(seq)
+            if seq_c == -1 and PyErr_Occurred():
+                PyErr_Clear()
+                plain_seqs = False
+            elif seq_c < 0:
+                plain_seqs = False
+            elif seq_c > max_seq_c:
+                max_seq_c = seq_c
+                max_seq = seq
+            continue
+        plain_seqs = False
         if seq > max_seq:
             max_seq = seq
+    if not plain_seqs:  # some seq was not a plain int64: recompute exactly, with Python compares
+        max_seq = -1
+        for i in range(n):
+            seq = (<tuple>rows[i])[1]
+            if seq > max_seq:
+                max_seq = seq
     return new_keys, nbytes, max_seq, ordered
 
 

@@ -8,7 +8,7 @@ import time
 import warnings
 from typing import Any, Callable, Final, Iterable, Iterator
 
-from kvstore.format.rows import DELETE, PUT
+from kvstore.format.rows import DELETE, PUT, Row
 from kvstore.options import MAX_KEY_BYTES, MAX_VALUE_BYTES
 from kvstore.keyrange import prefix_bounds
 
@@ -172,12 +172,45 @@ def put_pairs_py(mutations: dict[bytes, Mutation], pairs: Iterator[Any], put: in
     return None
 
 
+def mutation_rows_py(groups: list[tuple[int, dict[bytes, Mutation]]]) -> list[Row]:
+    """The rows of a commit group in storage order: key ascending, then seq descending.
+
+    ``groups``: ``(seq, mutations)`` per transaction, newest (highest seq)
+    first; the sort is stable, so one key's rows stay newest first. The
+    pure-Python twin of ``cython_ext._writebatch.mutation_rows``.
+
+    >>> mutation_rows_py([(2, {b"b": (1, b"x", None)}), (1, {b"b": (2, None, None), b"a": (1, b"y", None)})])
+    [(b'a', 1, 1, b'y', None), (b'b', 2, 1, b'x', None), (b'b', 1, 2, None, None)]
+
+    Raises:
+        TypeError / ValueError: a mutation is not a ``(kind, value, expire)`` triple.
+    """
+    rows: list[Row] = []
+    for seq, mutations in groups:
+        rows += [(key, seq, kind, value, expire) for key, (kind, value, expire) in mutations.items()]
+    rows.sort(key=_row_key)
+    return rows
+
+
+def _row_key(row: Row) -> bytes:
+    return row[0]
+
+
+def mutation_rows(groups: list[tuple[int, dict[bytes, Mutation]]]) -> list[Row]:
+    """:func:`mutation_rows_py`'s result (the committer's rows), built in C when every row is plain."""
+    rows = _mutation_rows_compiled(groups) if _mutation_rows_compiled is not None else None
+    return rows if rows is not None else mutation_rows_py(groups)
+
+
 _put_pairs: Callable[[dict[bytes, Mutation], Iterator[Any], int, int, int], Any]
+_mutation_rows_compiled: Callable[[list[tuple[int, dict[bytes, Mutation]]]], list[Row] | None] | None
 try:
+    from cython_ext._writebatch import mutation_rows as _mutation_rows_compiled  # type: ignore[no-redef]
     from cython_ext._writebatch import put_pairs as _put_pairs  # type: ignore[no-redef]
 except ImportError as exc:  # a broken build
     warnings.warn(f"lakekv: compiled put_many unavailable ({exc}); using the pure-Python twin", stacklevel=2)
     _put_pairs = put_pairs_py
+    _mutation_rows_compiled = None
 
 
 class WriteBatch:

@@ -26,6 +26,14 @@ Ambiguous PUT (the call failed, but did the object get created?) and every
 If it is absent, retry the *same bytes* at the same version, so a delayed
 first attempt and the retry can never both land.
 
+While a large commit's root file is written (an fsync or a network PUT, the
+GIL released), a helper thread applies its rows to the memtable: that insert
+is most of the commit's CPU, and it then costs no wall time. Readers cannot
+see the rows early, since every read filters on a snapshot seq and the head
+moves only after the root is durable; if the commit does not land, the rows
+are taken out again (:meth:`~kvstore.memtable.Memtable.retract_last`) before
+anything else touches the memtable (the chain lock is held throughout).
+
 Refused PUT (:class:`~kvstore.errors.NotWrittenError`: the storage proved the
 root file was never created, e.g. the disk is full): if no earlier attempt
 was ambiguous, nothing of this commit can land later, so it fails at once
@@ -43,11 +51,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any, Callable
 
 from kvstore.backoff import backoff_delay
-from kvstore.batch import Mutation
+from kvstore.batch import Mutation, mutation_rows
 from kvstore.chain import HintWriter, VersionChain, encode_for_publish
 from kvstore.errors import (
     CommitError,
@@ -71,6 +78,13 @@ log = logging.getLogger(__name__)
 # Tries to settle one ambiguous PUT (each a PUT and/or a read-back) before
 # giving up with CommitError; spaced by the store's backoff.
 _AMBIGUOUS_TRIES = 12
+
+# A commit's rows go to the memtable on the helper thread, while its root file
+# is written, when it has at least this many rows and recent root writes took
+# at least this long (a fast write, e.g. without fsync, would only add the
+# thread hand-off).
+_OVERLAP_MIN_ROWS = 256
+_OVERLAP_MIN_PUBLISH_S = 0.0003
 
 
 @dataclass(frozen=True)
@@ -175,6 +189,56 @@ class PendingCommit:
 Validator = Callable[[list[PendingCommit]], list[PendingCommit]]
 
 
+class _MemtableApplier:
+    """A thread that applies one commit's rows to a memtable while the committer publishes.
+
+    One job at a time: :meth:`start`, then :meth:`wait` (by the same thread).
+    """
+
+    def __init__(self) -> None:
+        self._go = _held_lock()  # released to hand over a job
+        self._done = _held_lock()  # released when the job is done
+        self._job: tuple[Any, list[Row]] | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+
+    def start(self, memtable: Any, rows: list[Row]) -> None:
+        if self._thread is None or self._pid != os.getpid():  # none yet, or a forked child (no thread there)
+            self._go, self._done = _held_lock(), _held_lock()
+            self._pid = os.getpid()
+            self._thread = threading.Thread(target=self._run, name="lakekv-memtable-apply", daemon=True)
+            self._thread.start()
+        self._job = (memtable, rows)
+        self._go.release()
+
+    def wait(self) -> BaseException | None:
+        """Wait for the job; the error it raised, or None."""
+        self._done.acquire()
+        error, self._error = self._error, None
+        return error
+
+    def close(self) -> None:
+        if self._thread is not None and self._pid == os.getpid():
+            self._job = None
+            self._go.release()
+            self._thread.join()
+            self._thread = None
+
+    def _run(self) -> None:
+        while True:
+            self._go.acquire()
+            job = self._job
+            if job is None:
+                return
+            try:
+                job[0].apply(job[1])
+            except BaseException as exc:  # handed to the committer, which decides
+                self._error = exc
+            self._job = None
+            self._done.release()
+
+
 class Committer:
     """Owns the commit thread of one store handle. Thread-safe ``submit``."""
 
@@ -211,6 +275,10 @@ class Committer:
         self.races_lost = 0
         self._inline_lock = threading.Lock()  # serialises inline commits (threaded=False)
         self._thread: threading.Thread | None = None
+        # Applies a large commit's rows while its root is written (threaded only).
+        self._applier = _MemtableApplier() if threaded else None
+        self._publish_s = 0.0  # recent root writes' wall time (moving average)
+        self.overlapped_commits = 0
         if threaded:
             self._thread = threading.Thread(target=self._run, name="lakekv-committer", daemon=True)
             self._thread.start()
@@ -293,6 +361,8 @@ class Committer:
         else:
             with self._inline_lock:  # wait for an inline commit in flight
                 pass
+        if self._applier is not None:
+            self._applier.close()
 
     # -- the thread ------------------------------------------------------------
 
@@ -386,7 +456,6 @@ class Committer:
         state = self._state
         version = state.version + 1
         first_seq = state.last_seq + 1
-        rows: list[Row] = []
         descriptors = []
         tree, flushed_upto = state.tree_path, state.tree.flushed_upto
         data = [p for p in accepted if p.tree_change is None and p.checkpoint_change is None]
@@ -401,13 +470,9 @@ class Committer:
         for offset, pending in enumerate(data):
             pending.seq = first_seq + offset
             descriptors.append(dict(pending.descriptor, seq=pending.seq))
-        # Newest commit first, then a stable sort on the key alone: storage
-        # order (key ascending, seq descending) with the sort key taken in C.
-        for pending in reversed(data):
-            seq = pending.seq
-            rows += [(key, seq, kind, value, expire) for key, (kind, value, expire) in pending.mutations.items()]
         try:
-            rows.sort(key=_KEY)
+            # Newest commit first, then a stable sort on the key: storage order.
+            rows = mutation_rows([(pending.seq, pending.mutations) for pending in reversed(data)])
             encoded_rows = encode_rows(rows, first_seq)
         except Exception as exc:  # one member's bad data must not fail the others
             return self._retry_without_unencodable(accepted, data, exc)
@@ -445,28 +510,61 @@ class Committer:
             if delta_sst is not None:
                 self._delete_orphan(delta_sst["path"])
             return self._retry_without_unencodable(accepted, data, exc)
-        try:
-            published = self._publish(root, encoded)
-        except CommitNotLandedError:
-            if delta_sst is not None:
-                self._delete_orphan(delta_sst["path"])  # referenced by nothing, ever
-            raise
-        if not published:
-            if delta_sst is not None:
-                self._delete_orphan(delta_sst["path"])
+        in_memtable = self._publish_overlapped(root, encoded, rows, delta_sst)
+        if in_memtable is None:
             return False
         for pending in accepted:
             # Before the state moves its head: a reader of the head that
             # finds ``committed`` set knows whether the head includes it by
             # comparing seqs (kvstore.inflight relies on that order).
             pending.version = version
-        state.apply_root(root, rows)
+        state.apply_root(root, rows, in_memtable=in_memtable)
         state.last_sync = time.monotonic()  # we just created the head
         self.groups_committed += 1
         for pending in accepted:
             pending.finish()
         self._hint.offer(version)
         return True
+
+    def _publish_overlapped(self, root: RootFile, encoded: bytes, rows: list[Row], delta_sst: dict[str, Any] | None) -> bool | None:
+        """Publish ``root``; meanwhile apply ``rows`` to the memtable if that pays.
+
+        Returns None if the root is not ours (lost race), else whether
+        ``rows`` are in the memtable now. Whatever the outcome, a commit that
+        did not land leaves nothing behind: no rows, no delta SST.
+
+        Raises:
+            CommitNotLandedError / CommitError: as :meth:`_publish`.
+        """
+        applier = self._applier
+        overlap = applier is not None and len(rows) >= _OVERLAP_MIN_ROWS and self._publish_s >= _OVERLAP_MIN_PUBLISH_S
+        memtable = self._state.layers.memtable
+        if overlap:
+            applier.start(memtable, rows)  # type: ignore[union-attr]
+        published = False
+        never_lands = True  # False while an unsettled commit (CommitError) may still have landed
+        started = time.perf_counter()
+        try:
+            published = self._publish(root, encoded)
+        except CommitNotLandedError:
+            raise
+        except BaseException:
+            never_lands = False
+            raise
+        finally:
+            self._publish_s += (time.perf_counter() - started - self._publish_s) / 4
+            in_memtable = False
+            if overlap:
+                in_memtable = applier.wait() is None  # type: ignore[union-attr]  # on an error apply_root tries again
+                if in_memtable and not published:
+                    # Also if it may have landed: then catching up applies it from its root file.
+                    memtable.retract_last(rows)
+            if not published and never_lands and delta_sst is not None:
+                self._delete_orphan(delta_sst["path"])  # referenced by nothing, ever
+        if not published:
+            return None
+        self.overlapped_commits += in_memtable
+        return in_memtable
 
     def _new_commit_id(self) -> str:
         """32 hex digits, unique across writers (the process id guards a handle used after fork)."""
@@ -566,9 +664,6 @@ def _encoding_error(pending: PendingCommit) -> Exception | None:
     except Exception as exc:  # anything: this is the diagnosis of a failure
         return exc
     return None
-
-
-_KEY = itemgetter(0)
 
 
 def _storage_order(row: Row) -> tuple[bytes, int]:

@@ -139,6 +139,9 @@ def flush_once(state: EngineState, committer: Any, floor_seq: int, options: Stor
         flushed_seq=view.last_seq,
         floor_seq=floor,
     )
+    # Build the trimmed memtable the commit will swap in now, off the chain
+    # lock: the commit then adds only the versions applied after this line.
+    view.layers.memtable.prepare_without_upto(view.last_seq, state.last_seq)
     descriptor = {
         "op": "flush",
         "flushed_upto": view.version,

@@ -238,10 +238,14 @@ class EngineState:
             return list(SSTReader.open(self.store, info.path, cache=None, size=info.size, tail_size=info.tail_size).iter())
         return root.delta_rows()
 
-    def apply_root(self, root: RootFile, rows: list[Row] | None = None, *, install_tree: bool = True) -> None:
+    def apply_root(
+        self, root: RootFile, rows: list[Row] | None = None, *, install_tree: bool = True, in_memtable: bool = False
+    ) -> None:
         """Make ``root`` (the next version) current; ``rows`` if the caller has them.
 
         ``install_tree=False`` keeps the current tree (used while loading).
+        ``in_memtable=True``: the caller already applied ``rows`` to the
+        memtable (the committer does, while the root file is written).
 
         Requires: ``chain_lock`` held and ``root.version == self.version + 1``
         (or the first version loaded).
@@ -254,7 +258,8 @@ class EngineState:
             )
         if rows is None:
             rows = self.rows_of(root)
-        self.layers.memtable.apply(rows)
+        if not in_memtable:
+            self.layers.memtable.apply(rows)
         if root.delta_sst is not None and root.first_seq > self.tree.flushed_seq:
             self.delta_ssts = (*self.delta_ssts, UnflushedDeltaSST(root.first_seq, root.last_seq, root.delta_sst))
         if install_tree:

@@ -204,9 +204,23 @@ def encode_root(root: RootFile, encoded_rows: bytes | None = None) -> bytes:
     if encoded_rows is None:
         rows = root.rows if root.rows is not None else root.delta_rows()
         encoded_rows = encode_rows(rows if type(rows) is list else list(rows), root.first_seq)
-    out = bytearray(_MAGIC)
-    out += _U32.pack(len(text))
-    out += text
+    return seal_root(_MAGIC, text, encoded_rows)
+
+
+def seal_root_py(magic: bytes, header: bytes, encoded_rows: bytes) -> bytes:
+    """A format-2 root file from its parts: ``magic``, ``u32`` header length,
+    ``header``, ``encoded_rows``, ``u32`` CRC32C of all of those.
+
+    The pure-Python twin of ``cython_ext._rootrows.seal_root`` (same bytes).
+
+    Raises:
+        ValueError: the header is over 4 GiB.
+    """
+    if len(header) > 0xFFFFFFFF:
+        raise ValueError(f"a root header of {len(header)} bytes does not fit format 2")
+    out = bytearray(magic)
+    out += _U32.pack(len(header))
+    out += header
     out += encoded_rows
     out += _U32.pack(crc32c(out))
     return bytes(out)
@@ -249,11 +263,12 @@ def encode_rows_py(rows: list[Row], first_seq: int) -> bytes:
 
 
 encode_rows: Callable[[list[Row], int], bytes]
+seal_root: Callable[[bytes, bytes, bytes], bytes]
 try:
-    from cython_ext._rootrows import encode_rows  # type: ignore[no-redef]
+    from cython_ext._rootrows import encode_rows, seal_root  # type: ignore[no-redef]
 except ImportError as exc:  # a broken build
     warnings.warn(f"lakekv: compiled root encoder unavailable ({exc}); using the pure-Python twin", stacklevel=2)
-    encode_rows = encode_rows_py
+    encode_rows, seal_root = encode_rows_py, seal_root_py
 
 
 def decode_root(data: bytes, expected_version: int | None = None) -> RootFile:

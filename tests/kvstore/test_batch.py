@@ -125,6 +125,51 @@ def test_compiled_put_pairs_and_its_twin_stop_at_the_same_item(items) -> None:
     assert batch_module._put_pairs is not put_pairs_py, "cython_ext._writebatch did not build (run make install)"  # internals: built
 
 
+# -- a commit group's rows in storage order ---------------------------------------
+
+# Keys sharing long prefixes and differing in length, so the compiled sort's
+# 16-byte fast path and its tie-breaks (memcmp past 16 bytes, then length) all run.
+_group_keys = st.one_of(
+    st.binary(min_size=1, max_size=20),
+    st.sampled_from([b"a", b"ab", b"a" * 16, b"a" * 16 + b"\x00", b"a" * 17, b"a" * 16 + b"b" * 3, b"\x00" * 16, b"\xff" * 18]),
+)
+_group_mutations = st.dictionaries(
+    _group_keys,
+    st.one_of(st.tuples(st.just(PUT), st.binary(max_size=4), st.none() | st.integers(0, 2**40)), st.just((DELETE, None, None))),
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_group_mutations, max_size=4))
+def test_compiled_mutation_rows_match_the_twin_and_storage_order(mutations) -> None:
+    groups = [(len(mutations) - index, m) for index, m in enumerate(mutations)]  # newest (highest seq) first
+    expected = sorted(
+        ((key, seq, kind, value, expire) for seq, m in groups for key, (kind, value, expire) in m.items()),
+        key=lambda row: (row[0], -row[1]),
+    )
+    assert batch_module.mutation_rows_py(groups) == expected
+    assert batch_module._mutation_rows_compiled is not None, "cython_ext._writebatch did not build"  # internals: built
+    assert batch_module._mutation_rows_compiled(groups) == expected  # internals: the compiled builder
+
+
+@pytest.mark.parametrize(
+    "mutations, outcome",
+    [
+        ({"text": (PUT, b"v", None)}, [("text", 1, PUT, b"v", None)]),  # encode_rows refuses it later
+        ({b"k": [PUT, b"v", None]}, [(b"k", 1, PUT, b"v", None)]),
+        ({b"k": (PUT, b"v")}, ValueError),
+    ],
+)
+def test_mutation_rows_leave_odd_rows_to_the_twin(mutations, outcome) -> None:
+    assert batch_module._mutation_rows_compiled([(1, mutations)]) is None  # internals: declines, builds nothing
+    if isinstance(outcome, list):
+        assert batch_module.mutation_rows([(1, mutations)]) == outcome
+    else:
+        with pytest.raises(outcome):
+            batch_module.mutation_rows([(1, mutations)])
+
+
 def test_the_compiled_module_imports_first_without_a_cycle() -> None:
     # It once imported kvstore, whose import of it then found it half made
     # and fell back to the twin with a warning.

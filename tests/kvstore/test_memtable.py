@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -106,3 +107,101 @@ def test_version_rows_are_sorted_lists_of_exactly_the_rows_between_two_seqs(vers
         assert all(a[:2] != b[:2] for a, b in zip(rows, rows[1:]))
     got = sorted((row for rows in lists for row in rows if row[1] <= high), key=lambda row: (row[0], -row[1]))
     assert got == [row for row in table.iter_rows() if low < row[1] <= high]
+
+
+def _snapshot(table: Memtable) -> tuple:
+    """Everything a reader or a flush can observe of ``table``."""
+    return (list(table.iter_rows()), len(table), table.row_count, table.approx_bytes, table.version_count,
+            table.version_rows(0, 10**9))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.lists(st.binary(min_size=1, max_size=2), max_size=12), max_size=12),
+    st.lists(st.binary(min_size=1, max_size=2), min_size=1, max_size=12),
+    st.booleans(),
+)
+def test_retract_last_leaves_the_memtable_as_before_the_apply(versions, last, scan_between) -> None:
+    table = Memtable()
+    seq = 0
+    for keys in versions:
+        seq += 1
+        table.apply(sorted((key, seq, PUT, b"v%d" % seq, None) for key in set(keys)))
+    before = _snapshot(table)
+    seq += 1
+    rows = sorted((key, seq, PUT, b"w", None) for key in set(last))
+    table.apply(rows)
+    if scan_between:
+        list(table.iter_rows())  # may merge the runs, the apply's among them, into one
+    table.retract_last(rows)
+    assert _snapshot(table) == before
+    table.check_invariants()
+    for key in last:
+        assert table.get(key, seq) == table.get(key, seq - 1)
+
+
+def test_retract_takes_only_the_latest_apply() -> None:
+    table = Memtable()
+    first = [(b"a", 1, PUT, b"v", None)]
+    table.apply(first)
+    table.apply([(b"b", 2, PUT, b"v", None)])
+    with pytest.raises(ValueError, match="latest apply"):
+        table.retract_last(first)
+    with pytest.raises(ValueError, match="latest apply"):
+        table.retract_last([(b"b", 2, PUT, b"v", None)])  # equal rows, but not the list that was applied
+
+
+def test_a_scan_goes_on_past_a_retracted_key() -> None:
+    table = Memtable()
+    table.apply([(b"%05d" % i, 1, PUT, b"v", None) for i in range(0, 4000, 2)])
+    rows = [(b"%05d" % i, 2, PUT, b"w", None) for i in range(1, 4000, 2)]
+    table.apply(rows)
+    chunks = table.row_chunks()
+    seen = list(next(chunks))  # the scan holds the runs, the retracted keys' run among them
+    table.retract_last(rows)
+    for chunk in chunks:
+        seen += chunk
+    assert [row[0] for row in seen if row[1] == 1] == [b"%05d" % i for i in range(0, 4000, 2)]
+    assert all(row[0] < b"%05d" % 1024 for row in seen if row[1] == 2)  # only from the chunk taken before
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.lists(st.binary(min_size=1, max_size=2), max_size=10), min_size=1, max_size=10),
+    st.data(),
+)
+def test_a_prepared_trim_equals_the_trim_built_at_once(versions, data) -> None:
+    table, twin = Memtable(), Memtable()  # the twin trims without preparing
+    seq = 0
+
+    def apply(keys: list[bytes]) -> tuple[list, list]:
+        nonlocal seq
+        seq += 1
+        rows = sorted((key, seq, PUT, b"v%d" % seq, None) for key in set(keys))
+        twin_rows = list(rows)
+        table.apply(rows)
+        twin.apply(twin_rows)
+        return rows, twin_rows
+
+    for keys in versions:
+        apply(keys)
+    trim_at = data.draw(st.integers(0, seq))
+    table.prepare_without_upto(trim_at, data.draw(st.integers(trim_at, seq)))
+    for keys in data.draw(st.lists(st.lists(st.binary(min_size=1, max_size=2), min_size=1, max_size=10), max_size=4)):
+        rows, twin_rows = apply(keys)
+        if data.draw(st.booleans()):  # applied ahead of its commit, which then did not land
+            table.retract_last(rows)
+            twin.retract_last(twin_rows)
+            seq -= 1
+    trimmed = table.without_upto(trim_at)
+    assert _snapshot(trimmed) == _snapshot(twin.without_upto(trim_at))
+    trimmed.check_invariants()
+
+
+def test_a_trim_prepared_for_another_seq_is_not_used() -> None:
+    table = Memtable()
+    for seq in range(1, 5):
+        table.apply([(b"k%d" % seq, seq, PUT, b"v", None)])
+    table.prepare_without_upto(2, 4)
+    assert [row[1] for row in table.without_upto(3).iter_rows()] == [4]
+    assert [row[1] for row in table.without_upto(2).iter_rows()] == [3, 4]  # the prepared one was dropped, not reused

@@ -76,6 +76,21 @@ def test_compiled_and_python_inserts_agree(versions, replay_last) -> None:
         assert compiled == python
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(_merge_keys, st.one_of(st.integers(0, 2**20), st.integers(2**62, 2**64 - 1))), max_size=25),
+)
+def test_compiled_and_python_inserts_agree_on_key_order_and_seqs_past_int64(pairs) -> None:
+    # Keys around the 16-byte prefix and with shared prefixes (the compiled
+    # order check compares bytes in C); seqs up to 2**64 - 1 (its C max_seq
+    # gives way to Python ints).
+    rows = [(key, seq, PUT, b"v", None) for key, seq in dict(pairs).items()]
+    compiled: dict = {}
+    python: dict = {}
+    assert apply_rows(compiled, list(rows), 120) == apply_rows_py(python, list(rows), 120)
+    assert compiled == python
+
+
 @pytest.mark.parametrize("impl", [apply_rows, apply_rows_py], ids=["compiled", "python"])
 @pytest.mark.parametrize("row", [[b"k", 1, PUT, b"v", None], ("k", 1, PUT, b"v", None), (b"k", 1, PUT)])
 def test_bad_rows_are_a_type_error(impl, row) -> None:

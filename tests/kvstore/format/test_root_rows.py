@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvstore.errors import CorruptionError
 from kvstore.format import root as root_module
 from kvstore.format.root import RootFile, decode_root, encode_root, encode_rows, encode_rows_py
 from kvstore.format.rows import DELETE, PUT
@@ -107,3 +108,22 @@ def test_compiled_and_python_agree_on_unusual_ints(rows, first_seq) -> None:
         except ValueError as exc:
             outcomes.append(str(exc))
     assert outcomes[0] == outcomes[1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=100), st.binary(max_size=3000))
+def test_compiled_and_python_seal_write_the_same_file(header, encoded_rows) -> None:
+    assert root_module.seal_root is not root_module.seal_root_py, "cython_ext._rootrows did not build"
+    sealed = root_module.seal_root(b"LKVROOT2", header, encoded_rows)
+    assert sealed == root_module.seal_root_py(b"LKVROOT2", header, encoded_rows)
+    assert sealed[12 : 12 + len(header)] == header and sealed[12 + len(header) : -4] == encoded_rows
+
+
+def test_a_root_written_by_the_compiled_seal_reads_back() -> None:
+    rows = [(b"k%04d" % i, FIRST_SEQ, PUT, b"v" * (i % 50), None) for i in range(500)]
+    root = RootFile(version=3, parent=2, first_seq=FIRST_SEQ, last_seq=FIRST_SEQ, writer_id="w", writer_clock_ms=1,
+                    commit_id="c", tree=None, flushed_upto=0, delta=None, rows=tuple(rows))
+    data = encode_root(root)
+    assert decode_root(data, 3).rows == tuple(rows)
+    with pytest.raises(CorruptionError, match="checksum"):
+        decode_root(data[:-5] + bytes([data[-5] ^ 1]) + data[-4:], 3)
