@@ -38,13 +38,16 @@ from cpython.list cimport PyList_GET_ITEM
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.weakref cimport PyWeakref_GetObject
 from libc.stdint cimport int32_t, int64_t, uint64_t, uint8_t, uintptr_t
 from libc.string cimport memcmp
 
 from cython_ext._bloom cimport _xxh64
+from cython_ext._lru cimport CacheEntry, LruCore
 
 import sys
 import time
+import weakref
 
 if sys.byteorder != "little":  # Arrow buffers are read in host order
     raise ImportError("cython_ext._pointget supports little-endian hosts only")
@@ -384,7 +387,7 @@ cdef class SSTProbe:
 
     Args:
         meta: the file's ``SSTMeta`` (key range, seq range, bloom filter, block index).
-        cache_get: the block cache's ``get`` (called with ``(url, path, block)``), or None.
+        cache: the block cache (its ``get`` is called with ``(url, path, block)``), or None.
         url, path: the cache key prefix of the file's blocks.
     """
 
@@ -403,13 +406,15 @@ cdef class SSTProbe:
     cdef Py_ssize_t _last_lcp
     cdef uint64_t* _last_heads
     cdef object _cache_get
+    # The compiled cache core (None for any other cache) and, per block, the
+    # entry it last found for the block (None before): a hit revisits the
+    # entry without building or hashing the key (see cython_ext/_lru.pyx).
+    cdef LruCore _lru
+    cdef list _handles
     cdef object _url
     cdef object _path
-    # The cache key of each block, made on first use and kept: a get then
-    # allocates no tuple (and feeds the cyclic GC nothing) for its lookup.
-    cdef list _cache_keys
 
-    def __cinit__(self, meta, cache_get, str url, str path):
+    def __cinit__(self, meta, cache, str url, str path):
         info = meta.info
         bloom = meta.bloom
         self.min_key = info.min_key
@@ -426,10 +431,11 @@ cdef class SSTProbe:
         if len(self._last_keys) != self._blocks:
             raise ValueError("first_keys and last_keys differ in length")
         self._last_heads = _tuple_heads(self._last_keys, &self._last_lcp)
-        self._cache_get = cache_get
+        self._cache_get = None if cache is None else cache.get
+        self._lru = cache if isinstance(cache, LruCore) else None
+        self._handles = [None] * self._blocks
         self._url = url
         self._path = path
-        self._cache_keys = [None] * self._blocks
 
     def __dealloc__(self):
         PyMem_Free(self._last_heads)
@@ -450,13 +456,22 @@ cdef class SSTProbe:
 
     cdef object _cached(self, Py_ssize_t b):
         """Block ``b`` from the cache, or None."""
+        cdef CacheEntry entry
+        cdef object found
+        if self._lru is not None:
+            entry = <CacheEntry>PyList_GET_ITEM(self._handles, b)
+            if entry is not None:
+                found = self._lru.revisit(entry)
+                if found is not None:
+                    return found
+            entry = self._lru.find((self._url, self._path, b))
+            if entry is None:
+                return None
+            self._handles[b] = entry
+            return entry.value
         if self._cache_get is None:
             return None
-        cdef object key = <object>PyList_GET_ITEM(self._cache_keys, b)
-        if key is None:
-            key = (self._url, self._path, b)
-            self._cache_keys[b] = key
-        return self._cache_get(key)
+        return self._cache_get((self._url, self._path, b))
 
     cdef BlockView _get(self, object sst, const uint8_t* k, Py_ssize_t klen, uint64_t h, uint64_t snapshot_seq,
                         Py_ssize_t* index, bint bloom_first):
@@ -511,13 +526,66 @@ cdef class SSTProbe:
         return None if block is None else block._row(index)
 
 
-cdef object _lookup(object layers, bytes key, uint64_t snapshot_seq, Py_ssize_t* index):
+cdef class _LayersIndex:
+    """One ``Layers`` as the lookup reads it: its SST probes in tuples.
+
+    Why: the lookup used to read ``layers.l0``, ``layers.runs``, ``run.ssts``
+    and each file's ``_probe`` as Python attributes on every get (one per
+    step of the bisection over a run's files). ``Layers`` is immutable, so
+    the index is built once per ``Layers`` object (see :func:`_index_of` and
+    ``StoreGetter``) and then read with tuple indexing only.
+    """
+
+    cdef object memtable
+    cdef tuple l0            # SSTReaders, newest first
+    cdef tuple l0_probes     # their SSTProbes
+    cdef tuple run_ssts      # per sorted run, newest first: its SSTReaders in key order
+    cdef tuple run_probes    # ... and their SSTProbes
+
+    def __cinit__(self, layers):
+        self.memtable = layers.memtable
+        self.l0 = tuple(layers.l0)
+        self.l0_probes = tuple([<SSTProbe?>sst._probe for sst in self.l0])
+        ssts = [tuple(run.ssts) for run in layers.runs]
+        self.run_ssts = tuple(ssts)
+        self.run_probes = tuple([tuple([<SSTProbe?>sst._probe for sst in run]) for run in ssts])
+
+
+# The index of the Layers the module-level get_row/get_value read last
+# (snapshots and transactions read one Layers many times). Held through a
+# weak reference to the Layers, and dropped with it: the index holds the
+# files, and through them the block cache, which must not outlive the store.
+cdef object _recent_layers = None   # weakref.ref to a Layers, or None
+cdef _LayersIndex _recent_index = None
+
+
+def _forget_recent(ref):
+    global _recent_layers, _recent_index
+    if ref is _recent_layers:
+        _recent_layers = None
+        _recent_index = None
+
+
+cdef _LayersIndex _index_of(object layers):
+    global _recent_layers, _recent_index
+    cdef object ref = _recent_layers
+    cdef _LayersIndex index = _recent_index
+    if ref is not None and index is not None and PyWeakref_GetObject(ref) == <PyObject*>layers:
+        return index
+    index = _LayersIndex(layers)
+    _recent_layers = None  # while both change, a concurrent reader sees no entry rather than a torn one
+    _recent_index = index
+    _recent_layers = weakref.ref(layers, _forget_recent)
+    return index
+
+
+cdef object _lookup(_LayersIndex layers, bytes key, uint64_t snapshot_seq, Py_ssize_t* index):
     """Newest row of ``key`` with ``seq <= snapshot_seq``: a memtable row tuple
     (``index`` set to -1), a :class:`BlockView` (``index`` = the row), or None."""
     cdef Py_ssize_t klen = PyBytes_GET_SIZE(key)
     cdef const uint8_t* k = <const uint8_t*>PyBytes_AS_STRING(key)
     cdef PyObject* versions = PyDict_GetItem(layers.memtable._rows, key)
-    cdef Py_ssize_t i, n, lo, hi, mid
+    cdef Py_ssize_t i, n, r, lo, hi, mid
     cdef object row
     if versions != NULL:
         n = PyTuple_GET_SIZE(<object>versions)
@@ -529,27 +597,26 @@ cdef object _lookup(object layers, bytes key, uint64_t snapshot_seq, Py_ssize_t*
     cdef uint64_t h = _xxh64(k, klen, 0)
     cdef BlockView block
     cdef SSTProbe probe
-    for sst in layers.l0:
-        probe = <SSTProbe?>sst._probe
-        block = probe._get(sst, k, klen, h, snapshot_seq, index, True)
+    cdef tuple files = layers.l0_probes
+    for i in range(PyTuple_GET_SIZE(files)):
+        probe = <SSTProbe>PyTuple_GET_ITEM(files, i)
+        block = probe._get(<object>PyTuple_GET_ITEM(layers.l0, i), k, klen, h, snapshot_seq, index, True)
         if block is not None:
             return block
-    cdef tuple ssts
-    for run in layers.runs:
-        ssts = run.ssts
+    for r in range(PyTuple_GET_SIZE(layers.run_probes)):
+        files = <tuple>PyTuple_GET_ITEM(layers.run_probes, r)
         # The one SST whose range can hold the key: first with max_key >= key.
-        lo, hi = 0, PyTuple_GET_SIZE(ssts)
+        lo, hi = 0, PyTuple_GET_SIZE(files)
         while lo < hi:
             mid = (lo + hi) >> 1
-            probe = <SSTProbe?>(<object>PyTuple_GET_ITEM(ssts, mid))._probe
-            if _cmp_bytes(probe.max_key, k, klen) < 0:
+            if _cmp_bytes((<SSTProbe>PyTuple_GET_ITEM(files, mid)).max_key, k, klen) < 0:
                 lo = mid + 1
             else:
                 hi = mid
-        if lo < PyTuple_GET_SIZE(ssts):
-            sst = <object>PyTuple_GET_ITEM(ssts, lo)
-            probe = <SSTProbe>sst._probe
-            block = probe._get(sst, k, klen, h, snapshot_seq, index, False)
+        if lo < PyTuple_GET_SIZE(files):
+            probe = <SSTProbe>PyTuple_GET_ITEM(files, lo)
+            block = probe._get(<object>PyTuple_GET_ITEM(<tuple>PyTuple_GET_ITEM(layers.run_ssts, r), lo),
+                               k, klen, h, snapshot_seq, index, False)
             if block is not None:
                 return block
     return None
@@ -561,7 +628,7 @@ def get_row(layers, bytes key, uint64_t snapshot_seq):
     Requires: ``key`` already validated (non-empty, within the size limit).
     """
     cdef Py_ssize_t index = -1
-    found = _lookup(layers, key, snapshot_seq, &index)
+    found = _lookup(_index_of(layers), key, snapshot_seq, &index)
     if found is None or index < 0:
         return found
     return (<BlockView>found)._row(index)
@@ -575,7 +642,7 @@ def get_value(layers, bytes key, uint64_t snapshot_seq, now_ms=None):
     Requires: ``key`` already validated (non-empty, within the size limit).
     """
     cdef Py_ssize_t index = -1
-    return _visible(_lookup(layers, key, snapshot_seq, &index), index, now_ms)
+    return _visible(_lookup(_index_of(layers), key, snapshot_seq, &index), index, now_ms)
 
 
 cdef object _visible(object found, Py_ssize_t index, object now_ms):
@@ -623,6 +690,10 @@ cdef class StoreGetter:
     cdef object _sync
     cdef Py_buffer _beacon_buffer
     cdef const uint64_t* _beacon
+    # The index of the state's layers as last read, and those layers (held:
+    # compared by identity, so they must not be freed and their address reused).
+    cdef object _indexed_layers
+    cdef _LayersIndex _index
 
     def __cinit__(self, state, check_key, Py_ssize_t max_key_bytes, raise_closed):
         self._state = state
@@ -703,5 +774,10 @@ cdef class StoreGetter:
         # every row up to its seq (newer ones are filtered by seq).
         cdef uint64_t seq = <uint64_t>(<tuple?>state.head)[1]
         layers = state.layers
+        cdef _LayersIndex layers_index = self._index
+        if layers is not self._indexed_layers:
+            layers_index = _LayersIndex(layers)
+            self._index = layers_index
+            self._indexed_layers = layers
         cdef Py_ssize_t index = -1
-        return _visible(_lookup(layers, <bytes?>key, seq, &index), index, None)
+        return _visible(_lookup(layers_index, <bytes?>key, seq, &index), index, None)
