@@ -35,14 +35,15 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem
 from cpython.list cimport PyList_GET_ITEM
-from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.weakref cimport PyWeakref_GetObject
 from libc.stdint cimport int32_t, int64_t, uint64_t, uint8_t, uintptr_t
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memset
 
 from cython_ext._bloom cimport _xxh64
+from cython_ext._keyindex cimport (KeyIndex, head_of, index_alloc, index_end_of_head, index_finish, index_first_head_at_least,
+                                   index_free, index_prefix_order)
 from cython_ext._lru cimport CacheEntry, LruCore
 
 import sys
@@ -79,16 +80,6 @@ cdef inline const uint8_t* _address(object buf) except? NULL:
     if buf is None:
         return NULL
     return <const uint8_t*><uintptr_t>buf.address
-
-
-cdef inline uint64_t _head(const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    """The first 8 bytes of ``p[:n]`` as a big-endian integer, zero-padded:
-    heads order like the byte strings they start (equal heads: compare the rest)."""
-    cdef uint64_t h = 0
-    cdef Py_ssize_t i
-    for i in range(8):
-        h = (h << 8) | (p[i] if i < n else 0)
-    return h
 
 
 cdef inline bint _valid(const uint8_t* bitmap, Py_ssize_t bit) noexcept nogil:
@@ -135,45 +126,43 @@ cdef class BlockView:
         buffers = expires.buffers()
         self._expire_valid = _address(buffers[0]) if expires.null_count else NULL
         self._expire_bit0 = offset
-        # An all-null int64 column may come without a data buffer.
+        # No data buffer (an all-null int64 column may come without one), or
+        # no row that expires: NULL, and a get reads no bitmap.
         self._expires = NULL
-        if buffers[1] is not None:
+        if buffers[1] is not None and expires.null_count < self.num_rows:
             self._expires = (<const int64_t*>_address(buffers[1])) + offset
-        self._build_heads()
+        self._build_index()
 
     def __dealloc__(self):
-        PyMem_Free(self._heads)
+        index_free(&self._index)
 
-    cdef int _build_heads(self) except -1:
-        """The key-head index that :meth:`_lower_bound` searches first.
+    cdef int _build_index(self) except -1:
+        """The key index (see _keyindex.pxd) that :meth:`_find` searches.
 
         Why: a binary search over the key column touches, per step, an offset
         and a key in the data buffer (two cache misses in a block seen for
         the first time) and calls ``memcmp``. Keys in a block share a long
         prefix (the harness's 16-byte keys share 13 bytes in a 465-row
         block), so the 8 bytes after the shared prefix order the keys almost
-        always by themselves: one array of integers, compared inline.
+        always by themselves, and often hold all the rest of each key.
         """
-        cdef Py_ssize_t n = self.num_rows, i, j, start, klen, last_len, first_len
+        cdef Py_ssize_t n = self.num_rows, i, start, klen
         if n == 0:
-            return 0
-        self._heads = <uint64_t*>PyMem_Malloc(n * sizeof(uint64_t))
-        if self._heads == NULL:
-            raise MemoryError()
-        start = self._key_offsets[0]
-        first_len = self._key_offsets[1] - start
-        self._prefix = self._key_data + start
-        # Keys are sorted, so the prefix all keys share is the first and last key's.
-        cdef const uint8_t* last = self._key_data + self._key_offsets[n - 1]
-        last_len = self._key_offsets[n] - self._key_offsets[n - 1]
-        j = 0
-        while j < first_len and j < last_len and self._prefix[j] == last[j]:
-            j += 1
-        self._lcp = j
+            return index_alloc(&self._index, 0, NULL, 0, NULL, 0)
+        cdef const int32_t* offsets = self._key_offsets
+        cdef const uint8_t* data = self._key_data
+        index_alloc(&self._index, n, data + offsets[0], offsets[1] - offsets[0],
+                    data + offsets[n - 1], offsets[n] - offsets[n - 1])
+        cdef Py_ssize_t lcp = self._index.lcp, length = offsets[1] - offsets[0]
+        cdef bint whole = length - lcp <= 8
         for i in range(n):
-            start = self._key_offsets[i]
-            klen = self._key_offsets[i + 1] - start
-            self._heads[i] = _head(self._key_data + start + self._lcp, klen - self._lcp)
+            start = offsets[i]
+            klen = offsets[i + 1] - start
+            whole = whole and klen == length
+            self._index.heads[i] = head_of(data + start + lcp, klen - lcp)
+        if whole and length <= 0x7FFFFFFF:
+            self._index.key_len = <int32_t>length
+        index_finish(&self._index)
         return 0
 
     # -- C level -----------------------------------------------------------------
@@ -182,38 +171,14 @@ cdef class BlockView:
         cdef int32_t start = self._key_offsets[i]
         return _cmp(self._key_data + start, self._key_offsets[i + 1] - start, k, klen)
 
-    cdef Py_ssize_t _lower_bound(self, const uint8_t* k, Py_ssize_t klen, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
-        """``bisect_left`` over keys ``[lo, hi)``: on the key heads, then ``memcmp`` among equal heads."""
-        cdef Py_ssize_t mid, m, stop = hi
-        cdef int c
-        cdef uint64_t h
-        if lo >= hi:
+    cdef Py_ssize_t _search(self, const uint8_t* k, Py_ssize_t klen, uint64_t h) noexcept nogil:
+        """``bisect_left`` over all keys for a key ``k`` that starts with the
+        block's prefix and has head ``h``: on the heads, then ``memcmp``
+        among equal heads (none when a head holds the whole key)."""
+        cdef Py_ssize_t lo = index_first_head_at_least(&self._index, h), hi, mid
+        if klen == self._index.key_len:
             return lo
-        # Every key of the block starts with the prefix: a key that differs
-        # from it within its first ``_lcp`` bytes sorts before or after all of them.
-        m = klen if klen < self._lcp else self._lcp
-        c = memcmp(k, self._prefix, m) if m > 0 else 0
-        if c < 0 or (c == 0 and klen < self._lcp):
-            return lo
-        if c > 0:
-            return hi
-        h = _head(k + self._lcp, klen - self._lcp)
-        while lo < hi:  # first head >= h
-            mid = (lo + hi) >> 1
-            if self._heads[mid] < h:
-                lo = mid + 1
-            else:
-                hi = mid
-        # Then ``[lo, hi)`` is the run of heads equal to h (usually one row or
-        # none): only there do the rest of the bytes decide.
-        hi = stop
-        m = lo
-        while m < hi:  # first head > h
-            mid = (m + hi) >> 1
-            if self._heads[mid] <= h:
-                m = mid + 1
-            else:
-                hi = mid
+        hi = index_end_of_head(&self._index, lo, h)
         while lo < hi:
             mid = (lo + hi) >> 1
             if self._cmp_key(mid, k, klen) < 0:
@@ -222,13 +187,41 @@ cdef class BlockView:
                 hi = mid
         return lo
 
+    cdef Py_ssize_t _lower_bound(self, const uint8_t* k, Py_ssize_t klen, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+        """``bisect_left`` over keys ``[lo, hi)``."""
+        if lo >= hi:
+            return lo
+        # Every key of the block starts with the prefix: a key that differs
+        # from it sorts before or after all of them.
+        cdef int order = index_prefix_order(&self._index, k, klen)
+        if order < 0:
+            return lo
+        if order > 0:
+            return hi
+        cdef Py_ssize_t lcp = self._index.lcp
+        cdef Py_ssize_t i = self._search(k, klen, head_of(k + lcp, klen - lcp))
+        return lo if i < lo else hi if i > hi else i
+
     cdef Py_ssize_t _find(self, const uint8_t* k, Py_ssize_t klen, uint64_t snapshot_seq) noexcept nogil:
         cdef Py_ssize_t n = self.num_rows
-        cdef Py_ssize_t i = self._lower_bound(k, klen, 0, n)
-        while i < n and self._cmp_key(i, k, klen) == 0:
-            if self._seqs[i] <= snapshot_seq:
-                return i
-            i += 1
+        if n == 0:
+            return _NEXT_BLOCK
+        cdef int order = index_prefix_order(&self._index, k, klen)
+        if order != 0:  # before every key (one follows) or after them all
+            return _NOT_HERE if order < 0 else _NEXT_BLOCK
+        cdef Py_ssize_t lcp = self._index.lcp
+        cdef uint64_t h = head_of(k + lcp, klen - lcp)
+        cdef Py_ssize_t i = self._search(k, klen, h)
+        if klen == self._index.key_len:  # equal heads are equal keys: no key bytes to read
+            while i < n and self._index.heads[i] == h:
+                if self._seqs[i] <= snapshot_seq:
+                    return i
+                i += 1
+        else:
+            while i < n and self._cmp_key(i, k, klen) == 0:
+                if self._seqs[i] <= snapshot_seq:
+                    return i
+                i += 1
         return _NOT_HERE if i < n else _NEXT_BLOCK
 
     cdef bytes _key(self, Py_ssize_t i):
@@ -306,63 +299,48 @@ cdef class BlockView:
         return 0
 
 
-cdef uint64_t* _tuple_heads(tuple keys, Py_ssize_t* lcp) except? NULL:
-    """Key heads of a sorted tuple of ``bytes`` (NULL if empty), and the
-    length of the prefix they all share in ``lcp``: the same index as
-    ``BlockView._build_heads``, for the block index in a file's footer."""
-    cdef Py_ssize_t n = PyTuple_GET_SIZE(keys), i, j = 0
-    lcp[0] = 0
+cdef int _tuple_index(KeyIndex* index, tuple keys) except -1:
+    """The key index (see _keyindex.pxd) of a sorted tuple of ``bytes``, as
+    ``BlockView._build_index`` makes for a block: for the block index in a
+    file's footer. ``index`` must be zeroed; free it with ``index_free``."""
+    cdef Py_ssize_t n = PyTuple_GET_SIZE(keys), i, klen
     if n == 0:
-        return NULL
+        return index_alloc(index, 0, NULL, 0, NULL, 0)
     cdef bytes first = <bytes?>PyTuple_GET_ITEM(keys, 0)
     cdef bytes last = <bytes?>PyTuple_GET_ITEM(keys, n - 1)
     cdef const uint8_t* a = <const uint8_t*>PyBytes_AS_STRING(first)
-    cdef const uint8_t* b = <const uint8_t*>PyBytes_AS_STRING(last)
-    while j < PyBytes_GET_SIZE(first) and j < PyBytes_GET_SIZE(last) and a[j] == b[j]:
-        j += 1
-    lcp[0] = j
-    cdef uint64_t* heads = <uint64_t*>PyMem_Malloc(n * sizeof(uint64_t))
-    if heads == NULL:
-        raise MemoryError()
+    index_alloc(index, n, a, PyBytes_GET_SIZE(first), <const uint8_t*>PyBytes_AS_STRING(last), PyBytes_GET_SIZE(last))
+    cdef Py_ssize_t lcp = index.lcp, length = PyBytes_GET_SIZE(first)
+    cdef bint whole = length - lcp <= 8
     cdef bytes key
     for i in range(n):
         key = <bytes?>PyTuple_GET_ITEM(keys, i)
-        if PyBytes_GET_SIZE(key) < j or memcmp(PyBytes_AS_STRING(key), a, j) != 0:
-            PyMem_Free(heads)
+        klen = PyBytes_GET_SIZE(key)
+        if klen < lcp or memcmp(PyBytes_AS_STRING(key), a, lcp) != 0:
+            index_free(index)
             raise ValueError("block index keys are not sorted")
-        heads[i] = _head(<const uint8_t*>PyBytes_AS_STRING(key) + j, PyBytes_GET_SIZE(key) - j)
-    return heads
+        whole = whole and klen == length
+        index.heads[i] = head_of(<const uint8_t*>PyBytes_AS_STRING(key) + lcp, klen - lcp)
+    if whole and length <= 0x7FFFFFFF:
+        index.key_len = <int32_t>length
+    index_finish(index)
+    return 0
 
 
-cdef Py_ssize_t _tuple_lower_bound(tuple keys, const uint64_t* heads, Py_ssize_t lcp,
-                                   const uint8_t* k, Py_ssize_t klen) noexcept:
-    """``bisect_left(keys, k)`` over a sorted tuple of ``bytes`` with its
-    heads from :func:`_tuple_heads` (the search of ``BlockView._lower_bound``)."""
-    cdef Py_ssize_t n = PyTuple_GET_SIZE(keys), lo = 0, hi = n, mid, m
+cdef Py_ssize_t _tuple_lower_bound(tuple keys, const KeyIndex* index, const uint8_t* k, Py_ssize_t klen) noexcept:
+    """``bisect_left(keys, k)`` over a sorted tuple of ``bytes`` through its
+    index from :func:`_tuple_index` (the search of ``BlockView._lower_bound``)."""
+    cdef Py_ssize_t n = index.n, lo, hi, mid
     if n == 0:
         return 0
-    cdef object first = <object>PyTuple_GET_ITEM(keys, 0)
-    m = klen if klen < lcp else lcp
-    cdef int c = memcmp(k, PyBytes_AS_STRING(first), m) if m > 0 else 0
-    if c < 0 or (c == 0 and klen < lcp):
-        return 0
-    if c > 0:
-        return n
-    cdef uint64_t h = _head(k + lcp, klen - lcp)
-    while lo < hi:  # first head >= h
-        mid = (lo + hi) >> 1
-        if heads[mid] < h:
-            lo = mid + 1
-        else:
-            hi = mid
-    hi = n
-    m = lo
-    while m < hi:  # first head > h
-        mid = (m + hi) >> 1
-        if heads[mid] <= h:
-            m = mid + 1
-        else:
-            hi = mid
+    cdef int order = index_prefix_order(index, k, klen)
+    if order != 0:
+        return 0 if order < 0 else n
+    cdef uint64_t h = head_of(k + index.lcp, klen - index.lcp)
+    lo = index_first_head_at_least(index, h)
+    if klen == index.key_len:  # equal heads are equal keys
+        return lo
+    hi = index_end_of_head(index, lo, h)
     while lo < hi:  # equal heads: the rest of the bytes decide
         mid = (lo + hi) >> 1
         if _cmp_bytes(<object>PyTuple_GET_ITEM(keys, mid), k, klen) < 0:
@@ -373,13 +351,14 @@ cdef Py_ssize_t _tuple_lower_bound(tuple keys, const uint64_t* heads, Py_ssize_t
 
 
 def tuple_lower_bound(tuple keys, bytes key):
-    """``bisect_left(keys, key)`` through the head index (for the tests)."""
-    cdef Py_ssize_t lcp = 0
-    cdef uint64_t* heads = _tuple_heads(keys, &lcp)
+    """``bisect_left(keys, key)`` through the key index (for the tests)."""
+    cdef KeyIndex index
+    memset(&index, 0, sizeof(KeyIndex))
+    _tuple_index(&index, keys)
     try:
-        return _tuple_lower_bound(keys, heads, lcp, <const uint8_t*>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
+        return _tuple_lower_bound(keys, &index, <const uint8_t*>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
     finally:
-        PyMem_Free(heads)
+        index_free(&index)
 
 
 cdef class SSTProbe:
@@ -400,11 +379,10 @@ cdef class SSTProbe:
     cdef tuple _first_keys
     cdef tuple _last_keys
     cdef Py_ssize_t _blocks
-    # Key heads of _last_keys (see BlockView._build_heads): the block-index
-    # bisection compares integers in one array instead of chasing a bytes
-    # object per step.
-    cdef Py_ssize_t _last_lcp
-    cdef uint64_t* _last_heads
+    # The key index of _last_keys (see _keyindex.pxd): the block-index
+    # search compares integers in a few cache lines instead of chasing a
+    # bytes object per step.
+    cdef KeyIndex _last_index
     cdef object _cache_get
     # The compiled cache core (None for any other cache) and, per block, the
     # entry it last found for the block (None before): a hit revisits the
@@ -430,7 +408,7 @@ cdef class SSTProbe:
         self._blocks = len(self._first_keys)
         if len(self._last_keys) != self._blocks:
             raise ValueError("first_keys and last_keys differ in length")
-        self._last_heads = _tuple_heads(self._last_keys, &self._last_lcp)
+        _tuple_index(&self._last_index, self._last_keys)
         self._cache_get = None if cache is None else cache.get
         self._lru = cache if isinstance(cache, LruCore) else None
         self._handles = [None] * self._blocks
@@ -438,7 +416,7 @@ cdef class SSTProbe:
         self._path = path
 
     def __dealloc__(self):
-        PyMem_Free(self._last_heads)
+        index_free(&self._last_index)
 
     cdef bint _may_contain(self, const uint8_t* k, Py_ssize_t klen, uint64_t h) noexcept:
         if _cmp_bytes(self.min_key, k, klen) > 0 or _cmp_bytes(self.max_key, k, klen) < 0:
@@ -493,12 +471,17 @@ cdef class SSTProbe:
         elif _cmp_bytes(self.min_key, k, klen) > 0 or _cmp_bytes(self.max_key, k, klen) < 0:
             return None
         # First block whose last key is >= key (bisect_left over last_keys).
-        cdef Py_ssize_t lo = _tuple_lower_bound(self._last_keys, self._last_heads, self._last_lcp, k, klen), i
+        cdef Py_ssize_t lo = _tuple_lower_bound(self._last_keys, &self._last_index, k, klen), i
         cdef object found
         cdef BlockView block
-        while lo < self._blocks and _cmp_bytes(<object>PyTuple_GET_ITEM(self._first_keys, lo), k, klen) <= 0:
+        # A cached block answers for a key in the gap before its first key
+        # too (``_find``: NOT_HERE), so the first key (a cold bytes object)
+        # is compared only before a block read.
+        while lo < self._blocks:
             found = self._cached(lo)
             if found is None:
+                if _cmp_bytes(<object>PyTuple_GET_ITEM(self._first_keys, lo), k, klen) > 0:
+                    return None
                 if not bloom_checked:
                     if not self._may_contain(k, klen, h):
                         return None
@@ -694,6 +677,10 @@ cdef class StoreGetter:
     # compared by identity, so they must not be freed and their address reused).
     cdef object _indexed_layers
     cdef _LayersIndex _index
+    # What :meth:`read` adds to a get (bind_store): the handle's lease
+    # filter and its consistency barrier for an explicit ``consistency``.
+    cdef object _lease_reads
+    cdef object _sync_for
 
     def __cinit__(self, state, check_key, Py_ssize_t max_key_bytes, raise_closed):
         self._state = state
@@ -741,6 +728,40 @@ cdef class StoreGetter:
             PyBuffer_Release(&self._beacon_buffer)
             return
         self._beacon = <const uint64_t*>self._beacon_buffer.buf
+
+    def bind_store(self, lease_reads, sync_for):
+        """Make :meth:`read` the whole of ``Store.get``.
+
+        Args:
+            lease_reads: the handle's ``LeaseReads`` (read: ``seen``, ``value``).
+            sync_for: ``Store._sync``: validates an explicit ``consistency``
+                and brings the view up to date when it asks for that.
+        """
+        self._lease_reads = lease_reads
+        self._sync_for = sync_for
+
+    def read(self, key, consistency=None):
+        """``Store.get(key, consistency)`` (see there), after :meth:`bind_store`.
+
+        ``Store.__init__`` binds the handle's ``get`` to this method: a get
+        is then one call from Python, with no Python frame of its own (it
+        was ~0.1 µs of a ~1 µs get on a settled store).
+        """
+        if consistency is None:
+            value = self._get(key, True)
+        else:
+            if consistency != "serializable":
+                self._sync_for(consistency)
+            value = self._get(key, False)
+        if value is None:
+            return None
+        # LeaseReads.active's common case, inlined: the view holds no lease record.
+        lease_reads = self._lease_reads
+        seen = <tuple?>lease_reads.seen
+        state = self._state
+        if seen[0] == (<tuple?>state.head)[1] and not seen[1]:
+            return value
+        return lease_reads.value(key, value, state.layers, state.head[1])
 
     def get(self, key):
         """The value ``key`` has in the state's current view, or None."""
