@@ -24,6 +24,14 @@ cdef class BlockView:
     # key index (see _keyindex.pxd), then the columns of the row it finds.
     cdef KeyIndex _index
     cdef readonly Py_ssize_t num_rows
+    # Summaries that spare a get a cold cache line each: the largest seq (a
+    # reader at or past it needs no row's seq) and whether every row is a PUT.
+    cdef uint64_t _max_seq
+    cdef bint _only_puts
+    # Every value non-null and ``_value_len`` bytes long (else -1): value i
+    # then starts at ``_value_base + i * _value_len``, with no offset to read.
+    cdef Py_ssize_t _value_len
+    cdef const uint8_t* _value_base
     # Buffer addresses of the batch's columns, already offset by the column's
     # slice offset; the bitmaps are NULL when the column has no nulls, else
     # read at bit ``*_bit0 + i``. ``_expires`` is NULL when no row expires.

@@ -131,6 +131,21 @@ cdef class BlockView:
         self._expires = NULL
         if buffers[1] is not None and expires.null_count < self.num_rows:
             self._expires = (<const int64_t*>_address(buffers[1])) + offset
+        cdef Py_ssize_t i, n = self.num_rows
+        self._only_puts = True
+        for i in range(n):
+            if self._seqs[i] > self._max_seq:
+                self._max_seq = self._seqs[i]
+            if self._kinds[i] != _PUT:
+                self._only_puts = False
+        self._value_len = -1
+        if n > 0 and self._value_valid == NULL:
+            self._value_len = self._value_offsets[1] - self._value_offsets[0]
+            for i in range(1, n):
+                if self._value_offsets[i + 1] - self._value_offsets[i] != self._value_len:
+                    self._value_len = -1
+                    break
+            self._value_base = self._value_data + self._value_offsets[0] if self._value_data != NULL else NULL
         self._build_index()
 
     def __dealloc__(self):
@@ -212,14 +227,15 @@ cdef class BlockView:
         cdef Py_ssize_t lcp = self._index.lcp
         cdef uint64_t h = head_of(k + lcp, klen - lcp)
         cdef Py_ssize_t i = self._search(k, klen, h)
+        cdef bint all_visible = snapshot_seq >= self._max_seq
         if klen == self._index.key_len:  # equal heads are equal keys: no key bytes to read
             while i < n and self._index.heads[i] == h:
-                if self._seqs[i] <= snapshot_seq:
+                if all_visible or self._seqs[i] <= snapshot_seq:
                     return i
                 i += 1
         else:
             while i < n and self._cmp_key(i, k, klen) == 0:
-                if self._seqs[i] <= snapshot_seq:
+                if all_visible or self._seqs[i] <= snapshot_seq:
                     return i
                 i += 1
         return _NOT_HERE if i < n else _NEXT_BLOCK
@@ -229,6 +245,8 @@ cdef class BlockView:
         return PyBytes_FromStringAndSize(<const char*>self._key_data + start, self._key_offsets[i + 1] - start)
 
     cdef object _value(self, Py_ssize_t i):
+        if self._value_len >= 0:  # fixed-length values: no offsets line to read first
+            return PyBytes_FromStringAndSize(<const char*>self._value_base + i * self._value_len, self._value_len)
         if not _valid(self._value_valid, self._value_bit0 + i):
             return None
         cdef int32_t start = self._value_offsets[i]
@@ -245,7 +263,7 @@ cdef class BlockView:
     cdef object _visible_value(self, Py_ssize_t i, object now_ms):
         """The value row ``i`` shows a reader at ``now_ms`` (None: the clock, read
         only if the row can expire): None for a delete or an expired row."""
-        if self._kinds[i] != _PUT:
+        if not self._only_puts and self._kinds[i] != _PUT:
             return None
         if self._expires != NULL and _valid(self._expire_valid, self._expire_bit0 + i):
             if self._expires[i] <= (_clock_ms() if now_ms is None else <int64_t>now_ms):
