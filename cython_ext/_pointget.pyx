@@ -469,7 +469,7 @@ cdef class SSTProbe:
             return None
         return self._cache_get((self._url, self._path, b))
 
-    cdef BlockView _get(self, object sst, const uint8_t* k, Py_ssize_t klen, uint64_t h, uint64_t snapshot_seq,
+    cdef BlockView _get(self, object sst, const uint8_t* k, Py_ssize_t klen, uint64_t* h, uint64_t snapshot_seq,
                         Py_ssize_t* index, bint bloom_first):
         """The block holding the key's newest visible row (its index in ``index``), or None.
 
@@ -479,12 +479,18 @@ cdef class SSTProbe:
         block the cache does not hold: a cached block answers as fast as the
         filter's ~7 scattered bit reads, and a present key (the common case
         at the bottom of the tree) then pays for no filter at all.
+
+        ``h``: the key's bloom hash, or 0 if not computed yet (then it is, at
+        most once, when the filter is needed; a key whose hash is 0 is merely
+        hashed again).
         """
         if snapshot_seq < self._min_seq:
             return None
         cdef bint bloom_checked = bloom_first
         if bloom_first:
-            if not self._may_contain(k, klen, h):
+            if h[0] == 0:
+                h[0] = _xxh64(k, klen, 0)
+            if not self._may_contain(k, klen, h[0]):
                 return None
         elif _cmp_bytes(self.min_key, k, klen) > 0 or _cmp_bytes(self.max_key, k, klen) < 0:
             return None
@@ -501,7 +507,9 @@ cdef class SSTProbe:
                 if _cmp_bytes(<object>PyTuple_GET_ITEM(self._first_keys, lo), k, klen) > 0:
                     return None
                 if not bloom_checked:
-                    if not self._may_contain(k, klen, h):
+                    if h[0] == 0:
+                        h[0] = _xxh64(k, klen, 0)
+                    if not self._may_contain(k, klen, h[0]):
                         return None
                     bloom_checked = True
                 found = sst._load_block(lo)
@@ -523,7 +531,8 @@ cdef class SSTProbe:
         cdef Py_ssize_t klen = PyBytes_GET_SIZE(key)
         cdef const uint8_t* k = <const uint8_t*>PyBytes_AS_STRING(key)
         cdef Py_ssize_t index = 0
-        cdef BlockView block = self._get(sst, k, klen, _xxh64(k, klen, 0), snapshot_seq, &index, True)
+        cdef uint64_t h = 0
+        cdef BlockView block = self._get(sst, k, klen, &h, snapshot_seq, &index, True)
         return None if block is None else block._row(index)
 
 
@@ -595,13 +604,14 @@ cdef object _lookup(_LayersIndex layers, bytes key, uint64_t snapshot_seq, Py_ss
             if <uint64_t>row[1] <= snapshot_seq:
                 index[0] = -1
                 return row
-    cdef uint64_t h = _xxh64(k, klen, 0)
     cdef BlockView block
     cdef SSTProbe probe
     cdef tuple files = layers.l0_probes
+    # The bloom hash, computed once, when a file first needs it (0: not yet).
+    cdef uint64_t h = 0
     for i in range(PyTuple_GET_SIZE(files)):
         probe = <SSTProbe>PyTuple_GET_ITEM(files, i)
-        block = probe._get(<object>PyTuple_GET_ITEM(layers.l0, i), k, klen, h, snapshot_seq, index, True)
+        block = probe._get(<object>PyTuple_GET_ITEM(layers.l0, i), k, klen, &h, snapshot_seq, index, True)
         if block is not None:
             return block
     for r in range(PyTuple_GET_SIZE(layers.run_probes)):
@@ -617,7 +627,7 @@ cdef object _lookup(_LayersIndex layers, bytes key, uint64_t snapshot_seq, Py_ss
         if lo < PyTuple_GET_SIZE(files):
             probe = <SSTProbe>PyTuple_GET_ITEM(files, lo)
             block = probe._get(<object>PyTuple_GET_ITEM(<tuple>PyTuple_GET_ITEM(layers.run_ssts, r), lo),
-                               k, klen, h, snapshot_seq, index, False)
+                               k, klen, &h, snapshot_seq, index, False)
             if block is not None:
                 return block
     return None
@@ -765,31 +775,37 @@ cdef class StoreGetter:
         is then one call from Python, with no Python frame of its own (it
         was ~0.1 µs of a ~1 µs get on a settled store).
         """
+        cdef uint64_t seq = 0
         if consistency is None:
-            value = self._get(key, True)
+            value = self._get(key, True, &seq)
         else:
             if consistency != "serializable":
                 self._sync_for(consistency)
-            value = self._get(key, False)
+            value = self._get(key, False, &seq)
         if value is None:
             return None
-        # LeaseReads.active's common case, inlined: the view holds no lease record.
+        # LeaseReads.active's common case, inlined: the view the value was
+        # read in holds no lease record (then no row carries a lease marker).
         lease_reads = self._lease_reads
         seen = <tuple?>lease_reads.seen
-        state = self._state
-        if seen[0] == (<tuple?>state.head)[1] and not seen[1]:
+        seen_seq = seen[0]
+        if not seen[1] and type(seen_seq) is int and seen_seq >= 0 and <uint64_t>seen_seq == seq:
             return value
+        state = self._state
         return lease_reads.value(key, value, state.layers, state.head[1])
 
     def get(self, key):
         """The value ``key`` has in the state's current view, or None."""
-        return self._get(key, False)
+        cdef uint64_t seq
+        return self._get(key, False, &seq)
 
     def get_synced(self, key):
         """:meth:`get` behind the barrier of :meth:`set_barrier` (none set: the same as :meth:`get`)."""
-        return self._get(key, True)
+        cdef uint64_t seq
+        return self._get(key, True, &seq)
 
-    cdef object _get(self, object key, bint synced):
+    cdef object _get(self, object key, bint synced, uint64_t* seq_out):
+        """The value of ``key``, or None; ``seq_out``: the seq it was read at."""
         if self._closed:
             self._raise_closed()
             raise RuntimeError("raise_closed returned")  # it must raise; never read a closed store
@@ -799,19 +815,20 @@ cdef class StoreGetter:
                 self._raise_closed()
                 raise RuntimeError("raise_closed returned")
         state = self._state
-        cdef uint64_t head_version
         cdef const uint64_t* beacon
+        cdef tuple head = <tuple?>state.head
         if synced and self._sync is not None:
-            head_version = <uint64_t>(<tuple?>state.head)[0]
             # Loaded after the last step that could run Python code (and so
             # let Store.close release the mapping): NULL once released.
             beacon = self._beacon
-            if beacon == NULL or beacon[0] > head_version:
+            if beacon == NULL or beacon[0] > <uint64_t>head[0]:
                 self._sync()
+                head = <tuple?>state.head
         # Head before layers, as Store._view: apply_root installs a version's
         # rows before it moves the head, so layers read after the head hold
         # every row up to its seq (newer ones are filtered by seq).
-        cdef uint64_t seq = <uint64_t>(<tuple?>state.head)[1]
+        cdef uint64_t seq = <uint64_t>head[1]
+        seq_out[0] = seq
         layers = state.layers
         cdef _LayersIndex layers_index = self._index
         if layers is not self._indexed_layers:
