@@ -1,5 +1,5 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""The point-get path in C: memtable probe, bloom filter, block index, binary
+"""The point-get path in C: memtable probe, bloom filter, block index, key
 search inside an SST block's Arrow buffers, and visibility.
 
 Pure-Python twins (the spec; the tests run both on the same random stores):
@@ -20,12 +20,19 @@ rerun with benchmarks/pointget_bench.py):
 * The whole lookup is one call from Python: the memtable (a dict probe), each
   L0 file and the one file of each sorted run whose range holds the key
   (range check, bloom filter with the same XXH64 kernel the writer used, the
-  block index by ``memcmp`` bisection, then the block). The Python path made
-  ~60 calls per get and validated the key at every layer; here the caller
-  validates it once.
-* The key's bloom hash is computed once per get and reused for every file,
-  because all files use the same hash (XXH64, seed 0) and differ only in
-  ``num_bits``/``num_hashes``.
+  block index, then the block). The Python path made ~60 calls per get and
+  validated the key at every layer; here the caller validates it once.
+* On a store larger than the CPU caches a get costs its cache misses, not its
+  instructions, so each step reads as few cache lines as it can: the block
+  index and each block are searched through key heads in a static tree
+  (``_keyindex.pxd``), a block's summaries (newest seq, all PUTs, one value
+  length) spare the seq, kind and value-offset columns, a cached block is
+  revisited through its cache entry (``_lru.pyx``) without hashing a key, and
+  each ``Layers`` is indexed once (:class:`_LayersIndex`) instead of read
+  attribute by attribute.
+* The key's bloom hash is computed at most once per get, when a filter is
+  first consulted, and reused for every file, because all files use the same
+  hash (XXH64, seed 0) and differ only in ``num_bits``/``num_hashes``.
 
 Thread-safety: a :class:`BlockView` and an :class:`SSTProbe` are immutable
 after construction; the block cache lookup they call has its own lock.
