@@ -481,7 +481,7 @@ class Store:
         """
         # A closed store is refused by the getter, which also runs the default
         # consistency's barrier and the lease filter (StoreGetter.read).
-        return self._getter.read(key, consistency)  # type: ignore[no-any-return]
+        return self._getter.read(key, consistency)
 
     def reads_without_waiting(self) -> bool:
         """True when a linearizable read now would need no storage request and no lock:
