@@ -562,10 +562,17 @@ cdef class _LayersIndex:
     def __cinit__(self, layers):
         self.memtable = layers.memtable
         self.l0 = tuple(layers.l0)
-        self.l0_probes = tuple([<SSTProbe?>sst._probe for sst in self.l0])
+        self.l0_probes = tuple([_probe_of(sst) for sst in self.l0])
         ssts = [tuple(run.ssts) for run in layers.runs]
         self.run_ssts = tuple(ssts)
-        self.run_probes = tuple([tuple([<SSTProbe?>sst._probe for sst in run]) for run in ssts])
+        self.run_probes = tuple([tuple([_probe_of(sst) for sst in run]) for run in ssts])
+
+
+cdef SSTProbe _probe_of(sst):
+    probe = sst._probe
+    if not isinstance(probe, SSTProbe):  # None: a reader opened with implementation="python"
+        raise TypeError(f"{sst!r} has no compiled probe: read it with kvstore.reader.get_row_py")
+    return <SSTProbe>probe
 
 
 # The index of the Layers the module-level get_row/get_value read last

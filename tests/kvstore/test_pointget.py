@@ -380,3 +380,14 @@ def test_a_handles_get_is_store_get(tmp_path: Path) -> None:
         db.get(b"k")
     with pytest.raises(StoreClosedError):
         kvstore.Store.get(db, b"k", "serializable")
+
+
+def test_compiled_get_refuses_files_opened_without_the_compiled_reader() -> None:
+    """Layers whose SSTs were opened with ``implementation="python"`` have no
+    compiled probe: the compiled get names the problem instead of crashing."""
+    layers = build_layers([{b"a": (PUT, b"1", None)}, {b"b": (PUT, b"2", None)}], [1], 1, 64, None, "python")
+    assert get_row_py(layers, b"a", 2) == (b"a", 1, PUT, b"1", None)
+    with pytest.raises(TypeError, match="no compiled probe"):
+        get_row(layers, b"a", 2)
+    with pytest.raises(TypeError, match="no compiled probe"):
+        get_value(layers, b"b", 2)
