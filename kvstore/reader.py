@@ -73,7 +73,8 @@ class StoreGetterPy:
         raise_closed: called (and must raise) once :attr:`closed` is set.
     """
 
-    __slots__ = ("_beacon", "_check_key", "_max_key_bytes", "_raise_closed", "_state", "_sync", "closed")
+    __slots__ = ("_beacon", "_check_key", "_lease_reads", "_max_key_bytes", "_raise_closed", "_state", "_sync",
+                 "_sync_for", "closed")
 
     def __init__(self, state: Any, check_key: Callable[[object], bytes], max_key_bytes: int,
                  raise_closed: Callable[[], None]) -> None:
@@ -83,6 +84,8 @@ class StoreGetterPy:
         self._raise_closed = raise_closed
         self._sync: Callable[[], None] | None = None
         self._beacon: Any = None
+        self._lease_reads: Any = None
+        self._sync_for: Callable[[str], None] | None = None
         self.closed = False
 
     def set_barrier(self, beacon: Any, sync: Callable[[], None] | None) -> None:
@@ -91,6 +94,27 @@ class StoreGetterPy:
         None: no barrier."""
         self._sync = sync
         self._beacon = beacon
+
+    def bind_store(self, lease_reads: Any, sync_for: Callable[[str], None]) -> None:
+        """Make :meth:`read` the whole of ``Store.get``: ``lease_reads`` is the
+        handle's ``LeaseReads``, ``sync_for`` its ``Store._sync``."""
+        self._lease_reads = lease_reads
+        self._sync_for = sync_for
+
+    def read(self, key: object, consistency: str | None = None) -> bytes | None:
+        """``Store.get(key, consistency)``, after :meth:`bind_store`."""
+        if consistency is None:
+            value = self._get(key, True)
+        else:
+            if consistency != "serializable":
+                self._sync_for(consistency)  # type: ignore[misc]
+            value = self._get(key, False)
+        if value is None:
+            return None
+        seen, state = self._lease_reads.seen, self._state
+        if seen[0] == state.head[1] and not seen[1]:
+            return value
+        return self._lease_reads.value(key, value, state.layers, state.head[1])  # type: ignore[no-any-return]
 
     def get(self, key: object) -> bytes | None:
         return self._get(key, False)

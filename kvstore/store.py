@@ -204,6 +204,13 @@ class Store:
         self._getter = StoreGetter(self._state, check_key, MAX_KEY_BYTES, self._check_open)
         # Reads hide the keys of ended leases (a keepalive rewrites no key: kvstore.lease_reads).
         self._lease_reads = LeaseReads()
+        self._getter.bind_store(self._lease_reads, self._sync)
+        # The hottest call, without a Python frame: this handle's ``get`` is
+        # the compiled getter's ``read``, which does exactly what Store.get
+        # below does (Store.get stays, for the class and the docs; a subclass
+        # that overrides it keeps its override).
+        if type(self).get is Store.get:
+            self.get = self._getter.read  # type: ignore[method-assign]
         self._clock = StorageClock(objects)
         # Seqs pinned by this handle's open snapshots and transactions.
         self.watermark = Watermark()
@@ -472,22 +479,9 @@ class Store:
             StoreClosedError: the store is closed.
             CorruptionError / ObjectStoreError: an SST or root file could not be read.
         """
-        # Inlined (this is the hottest call): a closed store is refused by the
-        # getter, which also runs the default consistency's barrier.
-        if consistency is None:
-            value = self._getter.get_synced(key)
-        else:
-            if consistency != "serializable":
-                self._sync(consistency)
-            value = self._getter.get(key)
-        if value is None:
-            return None
-        # Inlined LeaseReads.active for the common case: this view holds no lease record.
-        seen = self._lease_reads.seen
-        state = self._state
-        if seen[0] == state.head[1] and not seen[1]:
-            return value
-        return self._lease_reads.value(key, value, state.layers, state.head[1])
+        # A closed store is refused by the getter, which also runs the default
+        # consistency's barrier and the lease filter (StoreGetter.read).
+        return self._getter.read(key, consistency)
 
     def reads_without_waiting(self) -> bool:
         """True when a linearizable read now would need no storage request and no lock:

@@ -33,8 +33,10 @@ NEXT_BLOCK: Final = -2
 # Python objects and Arrow's C++ array headers of one decoded batch, charged on
 # top of its buffers (measured: ~1.5 KiB for a 5-column batch; rounded up).
 BLOCK_OVERHEAD_BYTES: Final = 2048
-# The compiled BlockView's search index: one 8-byte key head per row (malloc'd).
-KEY_HEAD_BYTES: Final = 8
+# The compiled BlockView's search index (cython_ext/_keyindex.pxd, malloc'd):
+# one 8-byte key head per row, plus the tree levels above them (an eighth
+# more, and more again) and padding: 9.4 bytes a row in a 465-row block.
+KEY_HEAD_BYTES: Final = 10
 
 
 class _ArrowKeys:

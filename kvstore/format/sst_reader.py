@@ -85,7 +85,7 @@ class SSTReader:
         if implementation == "cython" and compiled is not None:
             self._block_type = BlockView
             # Read by cython_ext._pointget.get_row (the store's point get) too.
-            self._probe = compiled.SSTProbe(meta, cache.get if cache is not None else None, self._url, path)
+            self._probe = compiled.SSTProbe(meta, cache, self._url, path)
         elif implementation == "python":
             self._block_type, self._probe = PyBlockView, None
         else:

@@ -305,3 +305,89 @@ def test_cache_charges_blocks_their_size_on_disk() -> None:
     block_bytes = stats.bytes - info.tail_size * 2  # the footer is charged twice its tail
     index_bytes = KEY_HEAD_BYTES * len(rows)  # the compiled view's key heads
     assert data_bytes <= block_bytes <= data_bytes + index_bytes + info.block_count * BLOCK_OVERHEAD_BYTES + 1024
+
+
+def test_a_block_evicted_or_cleared_from_the_cache_is_read_again() -> None:
+    """A get remembers where the cache holds its block; once the block has
+    left the cache (cleared, or evicted by other entries) that is a miss and
+    the block is read again, never a stale or wrong block."""
+    store = MemoryStore()
+    rows = [(b"%08d" % i, 1, PUT, b"v%d" % i, None) for i in range(400)]
+    info = write_sst(store, "sst/e.sst", rows, block_size=512)
+    cache = BlockCache(1 << 20)
+    reader = SSTReader.open(store, "sst/e.sst", cache=cache, size=info.size, tail_size=info.tail_size)
+    assert info.block_count > 4
+    key = b"%08d" % 123
+
+    def lookups() -> tuple[int, int]:
+        stats = cache.stats()
+        return stats.hits, stats.misses
+
+    assert reader.get(key) == rows[123]
+    before = lookups()
+    assert reader.get(key) == rows[123]
+    assert lookups() == (before[0] + 1, before[1])  # found again, hashed or not: one hit
+    cache.clear()
+    assert reader.get(key) == rows[123]
+    assert lookups() == (before[0] + 1, before[1] + 1)  # a miss, then read again
+    assert reader.get(key) == rows[123]
+    # Evicted: other entries fill the budget; the block's slot may be reused by another block.
+    for i in range(40):
+        cache.put(("filler", i), b"x", (1 << 20) // 20)
+    assert cache.stats().evictions > 0
+    for i in (123, 0, 399, 200):
+        assert reader.get(b"%08d" % i) == rows[i]
+        assert reader.get(b"%08d" % i) == rows[i]
+
+
+def test_module_level_gets_keep_no_dropped_layers_alive() -> None:
+    """get_row/get_value index the layers they read last, but a Layers that
+    nobody else holds goes away with its files and block cache."""
+    import gc
+    import weakref
+
+    from kvstore.memtable import Memtable
+    from kvstore.state import Layers, SortedRun
+
+    store = MemoryStore()
+    info = write_sst(store, "sst/w.sst", [(b"k", 1, PUT, b"v", None)])
+    cache = BlockCache(1 << 20)
+    layers = Layers(Memtable(), (), (SortedRun((SSTReader.open(store, "sst/w.sst", cache=cache, size=info.size),)),))
+    assert get_value(layers, b"k", 1) == b"v" and get_row(layers, b"k", 1) == (b"k", 1, PUT, b"v", None)
+    assert get_value(layers, b"k", 0) is None
+    dropped = weakref.ref(cache)
+    del layers, cache
+    gc.collect()
+    assert dropped() is None
+
+
+def test_a_handles_get_is_store_get(tmp_path: Path) -> None:
+    """A handle's ``get`` is the compiled getter's ``read``, which answers as
+    ``Store.get`` called through the class, for every consistency and error."""
+    with kvstore.open(str(tmp_path), poll_interval_s=0) as db:
+        db.put(b"k", b"1")
+        db.delete(b"gone")
+        for key in (b"k", b"gone", b"never", bytearray(b"k"), memoryview(b"k")):
+            for consistency in (None, "serializable", "linearizable"):
+                assert db.get(key, consistency) == kvstore.Store.get(db, key, consistency)
+                assert db.get(key, consistency=consistency) == kvstore.Store.get(db, key, consistency=consistency)
+        for bad, error in ((b"k", ValueError), ("k", TypeError), (b"", ValueError)):
+            with pytest.raises(error):
+                db.get(bad, "sometimes" if error is ValueError and bad else None)
+            with pytest.raises(error):
+                kvstore.Store.get(db, bad, "sometimes" if error is ValueError and bad else None)
+    with pytest.raises(StoreClosedError):
+        db.get(b"k")
+    with pytest.raises(StoreClosedError):
+        kvstore.Store.get(db, b"k", "serializable")
+
+
+def test_compiled_get_refuses_files_opened_without_the_compiled_reader() -> None:
+    """Layers whose SSTs were opened with ``implementation="python"`` have no
+    compiled probe: the compiled get names the problem instead of crashing."""
+    layers = build_layers([{b"a": (PUT, b"1", None)}, {b"b": (PUT, b"2", None)}], [1], 1, 64, None, "python")
+    assert get_row_py(layers, b"a", 2) == (b"a", 1, PUT, b"1", None)
+    with pytest.raises(TypeError, match="no compiled probe"):
+        get_row(layers, b"a", 2)
+    with pytest.raises(TypeError, match="no compiled probe"):
+        get_value(layers, b"b", 2)
