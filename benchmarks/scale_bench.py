@@ -495,9 +495,9 @@ def main(argv: list[str] | None = None) -> int:
         for key in systems:
             if key == "lakekv" and "local" not in storages:
                 continue
-            system = LakekvScale(Path(tmp) / key) if key == "lakekv" else PeerScale(key, Path(tmp) / key)
+            local: LakekvScale | PeerScale = LakekvScale(Path(tmp) / key) if key == "lakekv" else PeerScale(key, Path(tmp) / key)
             limit = None if key == "lakekv" else args.peer_limit_s
-            results["systems"][key] = run_system(system, sizes, args.repeats, args.appends, limit, log)
+            results["systems"][key] = run_system(local, sizes, args.repeats, args.appends, limit, log)
             (out / "scale_bench.json").write_text(json.dumps({**results, "systems": {**results["systems"], **s3_rows}}, indent=1))
         results["systems"].update(s3_rows)
     (out / "scale_bench.json").write_text(json.dumps(results, indent=1))

@@ -4,6 +4,7 @@ is one view of now that a load and its plan share."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -50,7 +51,7 @@ def test_a_view_of_now_loads_and_plans_a_table_with_one_freshness_probe_and_sees
     # now shares one between the load and the plan, and still sees every
     # commit that finished before it, another handle's included.
     counting = CountingStore(MemoryStore(), record_paths=True)
-    no_follower = {"poll_interval_s": 1000.0, "background_maintenance": False}
+    no_follower: dict[str, Any] = {"poll_interval_s": 1000.0, "background_maintenance": False}
     with kvstore.open(counting, **no_follower) as reader_store, kvstore.open(counting, **no_follower) as writer_store:
         reader, writer = Lakehouse(reader_store), Lakehouse(writer_store)
         writer.create_namespace("ns")
