@@ -356,6 +356,38 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n\n".join(out)
 
 
+_S3_PLANS = ("one_partition", "narrow_range", "full_plan", "old_version", "one_partition_two_reads")
+
+
+def s3_markdown(results: dict[str, Any]) -> str:
+    """S3 against local disk, plan by plan at each size both reached: median ms and their ratio.
+
+    Empty when the run had no S3 part.
+    """
+    systems = results["systems"]
+    local, s3, view = systems.get("lakekv"), systems.get("lakekv-s3"), systems.get("lakekv-s3-view")
+    if local is None or s3 is None:
+        return ""
+    lines = [
+        "| files | plan | local | S3 | S3 ÷ local | S3, serializable reads | ÷ local |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for size, measured in s3["sizes"].items():
+        here = local["sizes"].get(size)
+        if here is None:
+            continue
+        seen = (view or {}).get("sizes", {}).get(size, {})
+        for plan in _S3_PLANS:
+            if plan not in measured or plan not in here:
+                continue
+            base = here[plan]["ms"]
+            cells = [f"{int(size):,}", _COLUMNS[plan], f"{base:,.1f}", f"{measured[plan]['ms']:,.1f}",
+                     f"{measured[plan]['ms'] / base:.2f}×"]
+            cells += [f"{seen[plan]['ms']:,.1f}", f"{seen[plan]['ms'] / base:.2f}×"] if plan in seen else ["n/a", "n/a"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 # -- the growth plot ---------------------------------------------------------------------
 
 _PANEL_W, _PANEL_H, _PAD = 230, 190, 44
@@ -452,6 +484,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.svg is not None:
             Path(args.svg).write_text(growth_svg(earlier))
         print(markdown(earlier))
+        if s3_markdown(earlier):
+            print("\n" + s3_markdown(earlier))
         return 0
     sizes = sorted(int(s) for s in args.sizes.split(","))
     if any(s % (2 * PARTITIONS) or s <= 0 for s in sizes):  # the old-version plan is at half the size
@@ -504,6 +538,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.svg is not None:
         Path(args.svg).write_text(growth_svg(results))
     print(markdown(results))
+    if s3_markdown(results):
+        print("\n" + s3_markdown(results))
     return 0
 
 
