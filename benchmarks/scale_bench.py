@@ -48,9 +48,12 @@ How each system's table is built (only planning and appends are measured):
 
 Run: ``.venv/bin/python benchmarks/scale_bench.py [--sizes 10000,100000,1000000]
 [--systems lakekv,ducklake,pyiceberg] [--storage local,s3] [--peer-limit-s 300]
-[--out DIR] [--svg FILE]``; writes ``scale_bench.json`` under ``--out``
-(default ``benchmarks/results``) and, with ``--svg``, a growth plot of its
-numbers (``--from-json JSON`` prints an earlier run's tables and plot).
+[--s3-limit-s 3600] [--dir DIR [--keep]] [--out DIR] [--svg FILE]``; writes
+``scale_bench.json`` under ``--out`` (default ``benchmarks/results``) and,
+with ``--svg``, a growth plot of its numbers (``--from-json JSON`` prints an
+earlier run's tables and plot). With S3, the S3 part runs first (its build
+is the slow one: a placeholder PUT and a commit HEAD per file) and an
+S3 ÷ local table of the plans follows the per-size tables.
 """
 
 from __future__ import annotations
