@@ -138,7 +138,7 @@ class PastLakehouse(TreeMethods):
             TypeError: ``op`` is not an op.
             ReadOnlyError: always.
         """
-        raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a past version)")
+        raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a view from lake.at(): write through the lakehouse)")
 
     @checked
     def check_writable(self) -> None:
@@ -147,7 +147,7 @@ class PastLakehouse(TreeMethods):
         Raises:
             ReadOnlyError: always.
         """
-        raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a past version)")
+        raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a view from lake.at(): write through the lakehouse)")
 
     @checked
     def close(self) -> None:
