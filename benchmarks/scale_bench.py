@@ -19,6 +19,12 @@ every system is measured:
   machine's load (the two see the same load);
 - **old version**: a narrow-range plan (of a file it holds) at the version
   where the table had half its files.
+- **one partition, load then plan**: the one-partition plan as
+  ``lake.load_table(t).files(f)``, two reads of the live lakehouse. Every
+  other plan of the current version loads and plans through one view of now
+  (``with lake.at() as now: now.load_table(t).files(f)``): on S3 a default
+  (linearizable) read first checks for a newer root file, a GET round trip,
+  and the view makes one check where the two reads make two.
 
 Each plan is repeated ``--repeats`` times warm; the median is reported with
 the min-max spread. lakekv, DuckLake and pyiceberg's SQL catalog run as
@@ -42,14 +48,18 @@ How each system's table is built (only planning and appends are measured):
 
 Run: ``.venv/bin/python benchmarks/scale_bench.py [--sizes 10000,100000,1000000]
 [--systems lakekv,ducklake,pyiceberg] [--storage local,s3] [--peer-limit-s 300]
-[--out DIR] [--svg FILE]``; writes ``scale_bench.json`` under ``--out``
-(default ``benchmarks/results``) and, with ``--svg``, a growth plot of its
-numbers (``--from-json JSON`` prints an earlier run's tables and plot).
+[--s3-limit-s 3600] [--dir DIR [--keep]] [--out DIR] [--svg FILE]``; writes
+``scale_bench.json`` under ``--out`` (default ``benchmarks/results``) and,
+with ``--svg``, a growth plot of its numbers (``--from-json JSON`` prints an
+earlier run's tables and plot). With S3, the S3 part runs first (its build
+is the slow one: a placeholder PUT and a commit HEAD per file) and an
+S3 ÷ local table of the plans follows the per-size tables.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -168,11 +178,22 @@ class LakekvScale:
         old = self.versions[self.files // 2]
         old_lo, old_hi = _narrow(self.files // 4 + 7)  # a file the old version holds
         old_narrow = (pc.field("id") >= old_lo) & (pc.field("id") <= old_hi)
+
+        def plan(files: Callable[[catalog.Table], int]) -> Callable[[], int]:
+            # One view of now for the load and the plan: one freshness check
+            # on S3, where lake.load_table(t).files(f) makes two.
+            def run() -> int:
+                with lake.at() as now:
+                    return files(now.load_table(TABLE))
+            return run
+
         out = {
-            "full_plan": timed(lambda: lake.load_table(TABLE).files_table().num_rows, repeats),
-            "full_plan_list": timed(lambda: len(lake.load_table(TABLE).files()), 1),
-            "one_partition": timed(lambda: len(lake.load_table(TABLE).files(pc.field("part") == 123)), repeats),
-            "narrow_range": timed(lambda: len(lake.load_table(TABLE).files(narrow)), repeats),
+            "full_plan": timed(plan(lambda t: t.files_table().num_rows), repeats),
+            "full_plan_list": timed(plan(lambda t: len(t.files())), 1),
+            "one_partition": timed(plan(lambda t: len(t.files(pc.field("part") == 123))), repeats),
+            "narrow_range": timed(plan(lambda t: len(t.files(narrow))), repeats),
+            # The same one-partition plan as two linearizable reads (a load, then a plan): two checks on S3.
+            "one_partition_two_reads": timed(lambda: len(lake.load_table(TABLE).files(pc.field("part") == 123)), repeats),
         }
 
         def old_plan() -> int:
@@ -288,6 +309,7 @@ _COLUMNS = {
     "full_plan_list": "full plan (list)",
     "one_partition": "one partition",
     "narrow_range": "narrow range",
+    "one_partition_two_reads": "one partition, load then plan",
     "append_p50": "append p50",
     "append_reference_p50": "append p50, 10k-file table, same run",
     "old_version": "old-version plan",
@@ -306,17 +328,17 @@ def markdown(results: dict[str, Any]) -> str:
     """The results as one table per size: a row per system, median (min-max) in ms."""
     header = (
         "| system | full plan | full plan, first | full plan (list) | one partition | narrow range | old-version plan "
-        "| append p50 | append p50, 10k-file table | append ÷ 10k-file append |"
+        "| one partition, load then plan | append p50 | append p50, 10k-file table | append ÷ 10k-file append |"
     )
     out = []
     for size in results["sizes"]:
-        lines = [f"#### {size:,} files", "", header, "|---|" + "---:|" * 9]
+        lines = [f"#### {size:,} files", "", header, "|---|" + "---:|" * 10]
         for r in results["systems"].values():
             m = r["sizes"].get(str(size))
             if m is None:
                 if r["gave_up_at"] is not None and r["gave_up_at"] < size:
                     lines.append(f"| {r['label']} | gave up building at {r['gave_up_at']:,} files "
-                                 f"({r['build_s']:.0f} s limit) |" + " |" * 8)
+                                 f"({r['build_s']:.0f} s limit) |" + " |" * 9)
                 continue
             paired = m.get("append_p50"), m.get("append_reference_p50")
             ratio = f"{paired[0]['ms'] / paired[1]['ms']:.2f}" if paired[0] and paired[1] else "n/a"
@@ -327,6 +349,7 @@ def markdown(results: dict[str, Any]) -> str:
                 _cell(m.get("one_partition")),
                 _cell(m.get("narrow_range")),
                 _cell(m.get("old_version")),
+                _cell(m.get("one_partition_two_reads")),
                 _cell(m.get("append_p50")),
                 _cell(m.get("append_reference_p50")),
                 ratio,
@@ -334,6 +357,38 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
         out.append("\n".join(lines))
     return "\n\n".join(out)
+
+
+_S3_PLANS = ("one_partition", "narrow_range", "full_plan", "old_version", "one_partition_two_reads")
+
+
+def s3_markdown(results: dict[str, Any]) -> str:
+    """S3 against local disk, plan by plan at each size both reached: median ms and their ratio.
+
+    Empty when the run had no S3 part.
+    """
+    systems = results["systems"]
+    local, s3, view = systems.get("lakekv"), systems.get("lakekv-s3"), systems.get("lakekv-s3-view")
+    if local is None or s3 is None:
+        return ""
+    lines = [
+        "| files | plan | local | S3 | S3 ÷ local | S3, serializable reads | ÷ local |",
+        "|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for size, measured in s3["sizes"].items():
+        here = local["sizes"].get(size)
+        if here is None:
+            continue
+        seen = (view or {}).get("sizes", {}).get(size, {})
+        for plan in _S3_PLANS:
+            if plan not in measured or plan not in here:
+                continue
+            base = here[plan]["ms"]
+            cells = [f"{int(size):,}", _COLUMNS[plan], f"{base:,.1f}", f"{measured[plan]['ms']:,.1f}",
+                     f"{measured[plan]['ms'] / base:.2f}×"]
+            cells += [f"{seen[plan]['ms']:,.1f}", f"{seen[plan]['ms'] / base:.2f}×"] if plan in seen else ["n/a", "n/a"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 # -- the growth plot ---------------------------------------------------------------------
@@ -424,12 +479,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-json", default=None, metavar="JSON",
                         help="run nothing: print an earlier run's tables (and draw its --svg)")
     parser.add_argument("--dir", default=None, help="where the tables are built (default: a temporary directory)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the built stores (a directory under --dir, named in the output) instead of deleting them")
     args = parser.parse_args(argv)
     if args.from_json is not None:
         earlier = json.loads(Path(args.from_json).read_text())
         if args.svg is not None:
             Path(args.svg).write_text(growth_svg(earlier))
         print(markdown(earlier))
+        if s3_markdown(earlier):
+            print("\n" + s3_markdown(earlier))
         return 0
     sizes = sorted(int(s) for s in args.sizes.split(","))
     if any(s % (2 * PARTITIONS) or s <= 0 for s in sizes):  # the old-version plan is at half the size
@@ -447,14 +506,15 @@ def main(argv: list[str] | None = None) -> int:
     def log(line: str) -> None:
         print(line, flush=True)
 
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        for key in systems:
-            if key == "lakekv" and "local" not in storages:
-                continue
-            system = LakekvScale(Path(tmp) / key) if key == "lakekv" else PeerScale(key, Path(tmp) / key)
-            limit = None if key == "lakekv" else args.peer_limit_s
-            results["systems"][key] = run_system(system, sizes, args.repeats, args.appends, limit, log)
-            (out / "scale_bench.json").write_text(json.dumps(results, indent=1))
+    # The S3 part runs first: its build is the slow one, and --s3-limit-s
+    # then bounds it in wall-clock terms from the start of the run.
+    with contextlib.ExitStack() as stack:
+        if args.keep:
+            tmp = tempfile.mkdtemp(prefix="scale_bench-", dir=args.dir)
+            log(f"building under {tmp} (kept)")
+        else:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(dir=args.dir))
+        s3_rows: dict[str, Any] = {}
         if "s3" in storages:
             from kvstore.testing.seaweed import SeaweedServer
 
@@ -464,14 +524,25 @@ def main(argv: list[str] | None = None) -> int:
                 system = LakekvScale(Path(tmp) / "lakekv-s3", url, options)
                 s3 = run_system(system, sizes, args.repeats, args.appends, args.s3_limit_s, log)
                 view = s3.pop("serializable_reads", {})
-                results["systems"]["lakekv-s3"] = s3
-                results["systems"]["lakekv-s3-view"] = {**s3, "label": "lakekv (S3, serializable reads)", "sizes": view}
+                s3_rows["lakekv-s3"] = s3
+                s3_rows["lakekv-s3-view"] = {**s3, "label": "lakekv (S3, serializable reads)", "sizes": view}
+                (out / "scale_bench.json").write_text(json.dumps({**results, "systems": s3_rows}, indent=1))
             finally:
                 seaweed.stop()
+        for key in systems:
+            if key == "lakekv" and "local" not in storages:
+                continue
+            local: LakekvScale | PeerScale = LakekvScale(Path(tmp) / key) if key == "lakekv" else PeerScale(key, Path(tmp) / key)
+            limit = None if key == "lakekv" else args.peer_limit_s
+            results["systems"][key] = run_system(local, sizes, args.repeats, args.appends, limit, log)
+            (out / "scale_bench.json").write_text(json.dumps({**results, "systems": {**results["systems"], **s3_rows}}, indent=1))
+        results["systems"].update(s3_rows)
     (out / "scale_bench.json").write_text(json.dumps(results, indent=1))
     if args.svg is not None:
         Path(args.svg).write_text(growth_svg(results))
     print(markdown(results))
+    if s3_markdown(results):
+        print("\n" + s3_markdown(results))
     return 0
 
 

@@ -203,14 +203,22 @@ class Lakehouse(TreeMethods):
 
     @checked
     def at(self, version: int | None = None, timestamp: float | None = None) -> PastLakehouse:
-        """The lakehouse as of a version or a storage timestamp (read-only).
+        """The lakehouse as of a version or a storage timestamp (read-only); with neither, as of now.
 
         TrinityLake's ``FOR SYSTEM_VERSION AS OF`` / ``FOR SYSTEM_TIME AS OF``:
         ``timestamp`` is seconds since the epoch, compared with the storage's
         own time of each commit. Raises ``SnapshotTooOldError`` past retention.
 
+        ``lake.at()`` is one consistent view of the newest version, read as
+        this handle reads (by default linearizable: it sees every commit
+        finished before the call). Every read through it shares that one
+        check, where each ``lake`` read makes its own: on S3 that is a GET
+        round trip per read, so ``with lake.at() as now:
+        now.load_table(t).files(f)`` plans with one, ``lake.load_table(t).files(f)``
+        with two. Close it (or use ``with``) to release the version.
+
         Raises:
-            TypeError: an argument of the wrong type.
+            TypeError: an argument of the wrong type, or both given.
             SnapshotTooOldError: the version or time is past retention.
         """
         return timetravel.at(self.context, version, timestamp)

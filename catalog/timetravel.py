@@ -78,7 +78,7 @@ class _PastObjects(ForwardingStore):
 
 
 class PastLakehouse(TreeMethods):
-    """The lakehouse as of one past version: every read, no write (``lake.at(...)``).
+    """The lakehouse as of one version, past or current: every read, no write (``lake.at(...)``).
 
     It is the host of its own :class:`~catalog.tree.LakeTree`: reads come
     from one retained snapshot, writes raise :class:`~catalog.errors.ReadOnlyError`.
@@ -138,7 +138,7 @@ class PastLakehouse(TreeMethods):
             TypeError: ``op`` is not an op.
             ReadOnlyError: always.
         """
-        raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a past version)")
+        raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a view from lake.at(): write through the lakehouse)")
 
     @checked
     def check_writable(self) -> None:
@@ -147,7 +147,7 @@ class PastLakehouse(TreeMethods):
         Raises:
             ReadOnlyError: always.
         """
-        raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a past version)")
+        raise ReadOnlyError(f"lakehouse version {self.version} is read-only (a view from lake.at(): write through the lakehouse)")
 
     @checked
     def close(self) -> None:
@@ -162,12 +162,19 @@ class PastLakehouse(TreeMethods):
 
 
 def at(ctx: LakeContext, version: int | None = None, timestamp: float | None = None) -> PastLakehouse:
-    """The lakehouse as of ``version`` or storage time ``timestamp`` (see ``Lakehouse.at``).
+    """The lakehouse as of ``version`` or storage time ``timestamp``, or with neither as of now (see ``Lakehouse.at``).
 
     Raises:
+        TypeError: both ``version`` and ``timestamp`` given.
         SnapshotTooOldError: the version or time is past the lakehouse's retention.
     """
-    snapshot = ctx.store.at(version=version, timestamp=timestamp)
+    if version is None and timestamp is None:
+        # Now: one snapshot of the store, taken as the handle reads (a default
+        # handle's is linearizable: one freshness check, which every read
+        # through the view then shares: a load and its plan, several tables).
+        snapshot = ctx.store.snapshot()
+    else:
+        snapshot = ctx.store.at(version=version, timestamp=timestamp)
     try:
         retention.check_readable(ctx.store, int(snapshot.version))
     except BaseException:

@@ -228,7 +228,9 @@ class Store:
         def catch_up_if_moved() -> None:
             # Probe without the chain lock (our committer holds it while
             # publishing: a read need not wait for a commit still in flight).
-            if chain.exists(state.head[0] + 1):
+            # A GET, not a HEAD: s3fs answers a HEAD of a missing key with a
+            # HEAD and a LIST (two round trips), a GET with one 404.
+            if chain.try_read_root(state.head[0] + 1) is not None:
                 state.catch_up(stale_after_s=options.stale_check_s)
 
         self._barrier = ReadBarrier(lambda: state.head[0], catch_up_if_moved, beacon)
