@@ -26,6 +26,7 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTu
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport uint64_t
 from libc.string cimport memcmp
+from cython_ext._keyref cimport KeyRef, key_less, key_ref_set
 
 
 cdef tuple _prepend(object row, tuple current):
@@ -135,38 +136,6 @@ def apply_rows(dict data, list rows, Py_ssize_t row_overhead):
     return new_keys, nbytes, max_seq, ordered
 
 
-cdef struct _KeyRef:
-    PyObject* key
-    const char* data
-    Py_ssize_t size
-    # The key's first 16 bytes, big-endian, zero-padded: most comparisons end
-    # here without touching the key's memory (a cache miss per key otherwise).
-    uint64_t head
-    uint64_t tail
-
-
-cdef inline uint64_t _word(const unsigned char* p, Py_ssize_t size, Py_ssize_t start) noexcept nogil:
-    cdef uint64_t w = 0
-    cdef Py_ssize_t i
-    for i in range(start, start + 8):
-        w = (w << 8) | (p[i] if i < size else 0)
-    return w
-
-
-cdef inline bint _less(const _KeyRef* x, const _KeyRef* y) noexcept nogil:
-    if x.head != y.head:
-        return x.head < y.head
-    if x.tail != y.tail:
-        return x.tail < y.tail
-    # Equal in the first 16 bytes (zero-padded), so equal up to the shorter
-    # length when it is under 16; compare the rest, then the lengths.
-    cdef Py_ssize_t n = x.size if x.size < y.size else y.size
-    cdef int c = 0
-    if n > 16:
-        c = memcmp(x.data + 16, y.data + 16, n - 16)
-    return c < 0 or (c == 0 and x.size < y.size)
-
-
 def merge_runs(list runs):
     """One sorted list of the keys of ``runs`` (sorted lists of bytes).
 
@@ -182,11 +151,11 @@ def merge_runs(list runs):
     cdef list run
     for r in range(k):
         n += len(<list>runs[r])
-    cdef _KeyRef* refs = <_KeyRef*>PyMem_Malloc((n if n else 1) * sizeof(_KeyRef))
-    cdef _KeyRef* spare = <_KeyRef*>PyMem_Malloc((n if n else 1) * sizeof(_KeyRef))
+    cdef KeyRef* refs = <KeyRef*>PyMem_Malloc((n if n else 1) * sizeof(KeyRef))
+    cdef KeyRef* spare = <KeyRef*>PyMem_Malloc((n if n else 1) * sizeof(KeyRef))
     cdef Py_ssize_t* bounds = <Py_ssize_t*>PyMem_Malloc((k + 1) * sizeof(Py_ssize_t))
     cdef Py_ssize_t width, count, a, a_end, b_end, out
-    cdef _KeyRef* tmp
+    cdef KeyRef* tmp
     cdef object key
     cdef list merged
     if refs == NULL or spare == NULL or bounds == NULL:
@@ -203,11 +172,7 @@ def merge_runs(list runs):
                 key = run[j]
                 if type(key) is not bytes:
                     raise TypeError(f"memtable run keys must be bytes, got {type(key).__name__}")
-                refs[i].key = <PyObject*>key
-                refs[i].data = PyBytes_AS_STRING(key)
-                refs[i].size = PyBytes_GET_SIZE(key)
-                refs[i].head = _word(<const unsigned char*>refs[i].data, refs[i].size, 0)
-                refs[i].tail = _word(<const unsigned char*>refs[i].data, refs[i].size, 8)
+                key_ref_set(&refs[i], <PyObject*>key, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
                 i += 1
         bounds[k] = n
         count = k
@@ -224,7 +189,7 @@ def merge_runs(list runs):
                     i, j = a, a_end
                     bounds[width // 2] = out
                     while i < a_end and j < b_end:
-                        if _less(&refs[j], &refs[i]):
+                        if key_less(&refs[j], &refs[i]):
                             spare[out] = refs[j]
                             j += 1
                         else:
@@ -247,8 +212,8 @@ def merge_runs(list runs):
                 spare = tmp
         merged = PyList_New(n)
         for i in range(n):
-            Py_INCREF(<object>refs[i].key)
-            PyList_SET_ITEM(merged, i, <object>refs[i].key)
+            Py_INCREF(<object>refs[i].obj)
+            PyList_SET_ITEM(merged, i, <object>refs[i].obj)
         return merged
     finally:
         PyMem_Free(refs)

@@ -26,7 +26,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdint cimport uint64_t
-from libc.string cimport memcmp
+from cython_ext._keyref cimport KeyRef, key_less, key_ref_set
 from cpython.dict cimport PyDict_SetItem
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
@@ -52,47 +52,16 @@ def put_pairs(dict mutations, pairs, object put, Py_ssize_t max_key, Py_ssize_t 
 # -- a commit's rows in storage order -------------------------------------------
 
 
-
-cdef struct _RowRef:
-    PyObject* row
-    const char* data
-    Py_ssize_t size
-    # The key's first 16 bytes, big-endian, zero-padded: most comparisons end
-    # here without touching the key's memory.
-    uint64_t head
-    uint64_t tail
-
-
-cdef inline uint64_t _word(const unsigned char* p, Py_ssize_t size, Py_ssize_t start) noexcept nogil:
-    cdef uint64_t w = 0
-    cdef Py_ssize_t i
-    for i in range(start, start + 8):
-        w = (w << 8) | (p[i] if i < size else 0)
-    return w
-
-
-cdef inline bint _less(const _RowRef* x, const _RowRef* y) noexcept nogil:
-    if x.head != y.head:
-        return x.head < y.head
-    if x.tail != y.tail:
-        return x.tail < y.tail
-    cdef Py_ssize_t n = x.size if x.size < y.size else y.size
-    cdef int c = 0
-    if n > 16:
-        c = memcmp(x.data + 16, y.data + 16, n - 16)
-    return c < 0 or (c == 0 and x.size < y.size)
-
-
-cdef void _stable_sort(_RowRef* refs, _RowRef* spare, Py_ssize_t n) noexcept nogil:
+cdef void _stable_sort(KeyRef* refs, KeyRef* spare, Py_ssize_t n) noexcept nogil:
     """Bottom-up merge sort, stable (ties keep their input order); the result
     ends in ``refs``. Width-1 runs are fine: n is a commit's rows."""
     cdef Py_ssize_t width = 1, lo, mid, hi, i, j, out
-    cdef _RowRef* src = refs
-    cdef _RowRef* dst = spare
-    cdef _RowRef* tmp
+    cdef KeyRef* src = refs
+    cdef KeyRef* dst = spare
+    cdef KeyRef* tmp
     cdef bint sorted_already = True
     for i in range(1, n):
-        if _less(&refs[i], &refs[i - 1]):
+        if key_less(&refs[i], &refs[i - 1]):
             sorted_already = False
             break
     if sorted_already:
@@ -104,7 +73,7 @@ cdef void _stable_sort(_RowRef* refs, _RowRef* spare, Py_ssize_t n) noexcept nog
             hi = lo + 2 * width if lo + 2 * width < n else n
             i, j, out = lo, mid, lo
             while i < mid and j < hi:
-                if _less(&src[j], &src[i]):
+                if key_less(&src[j], &src[i]):
                     dst[out] = src[j]
                     j += 1
                 else:
@@ -139,14 +108,13 @@ def mutation_rows(list groups):
     cdef Py_ssize_t n = 0, i = 0, g
     cdef object group, seq, mutations, key, mutation
     cdef tuple row
-    cdef const unsigned char* data
     for g in range(len(groups)):
         group = groups[g]
         if type(group) is not tuple or PyTuple_GET_SIZE(group) != 2 or type(<object>PyTuple_GET_ITEM(group, 1)) is not dict:
             return None
         n += len(<dict>PyTuple_GET_ITEM(group, 1))
-    cdef _RowRef* refs = <_RowRef*>PyMem_Malloc((n if n else 1) * sizeof(_RowRef))
-    cdef _RowRef* spare = <_RowRef*>PyMem_Malloc((n if n else 1) * sizeof(_RowRef))
+    cdef KeyRef* refs = <KeyRef*>PyMem_Malloc((n if n else 1) * sizeof(KeyRef))
+    cdef KeyRef* spare = <KeyRef*>PyMem_Malloc((n if n else 1) * sizeof(KeyRef))
     cdef list rows = PyList_New(n)  # filled below; a None slot would never be read
     if refs == NULL or spare == NULL:
         PyMem_Free(refs)
@@ -160,27 +128,22 @@ def mutation_rows(list groups):
             for key, mutation in (<dict>mutations).items():
                 if type(key) is not bytes or type(mutation) is not tuple or PyTuple_GET_SIZE(mutation) != 3 or i >= n:
                     for g in range(i):
-                        Py_XDECREF(refs[g].row)  # the list's slots are still empty (NULL)
+                        Py_XDECREF(refs[g].obj)  # the list's slots are still empty (NULL)
                     return None
                 row = (key, seq, <object>PyTuple_GET_ITEM(mutation, 0), <object>PyTuple_GET_ITEM(mutation, 1),
                        <object>PyTuple_GET_ITEM(mutation, 2))
                 Py_INCREF(row)  # owned by refs until it is placed in the list
-                data = <const unsigned char*>PyBytes_AS_STRING(key)
-                refs[i].row = <PyObject*>row
-                refs[i].data = <const char*>data
-                refs[i].size = PyBytes_GET_SIZE(key)
-                refs[i].head = _word(data, refs[i].size, 0)
-                refs[i].tail = _word(data, refs[i].size, 8)
+                key_ref_set(&refs[i], <PyObject*>row, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
                 i += 1
         if i != n:  # the dicts changed size meanwhile: let the twin build them
             for g in range(i):
-                Py_XDECREF(refs[g].row)
+                Py_XDECREF(refs[g].obj)
             return None
         # With the GIL held: it takes microseconds, and releasing it would let a
         # busy thread (a flush) keep it for a switch interval (5 ms).
         _stable_sort(refs, spare, n)
         for g in range(n):
-            PyList_SET_ITEM(rows, g, <object>refs[g].row)  # steals the reference taken above
+            PyList_SET_ITEM(rows, g, <object>refs[g].obj)  # steals the reference taken above
         return rows
     finally:
         PyMem_Free(refs)
