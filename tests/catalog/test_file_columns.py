@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from catalog.datafiles import DataFile
 from catalog.file_columns import SCHEMA, from_entries, pack, to_entries, unpack, unpack_each, without
+from plain_pack_util import plain_pack
 
 # File ids are 32 hex digits; a pack takes ids of any length.
 _hex = st.text("0123456789abcdef", min_size=32, max_size=32) | st.text("0123456789abcdef", min_size=1, max_size=40)
@@ -73,23 +74,14 @@ def test_unpacking_what_is_not_a_pack_is_a_value_error() -> None:
         unpack(b"not arrow")
 
 
-def _plain(raw: bytes) -> bytes:
-    """A pack as stored before compression: the same table in a plain IPC stream."""
-    table = pa.ipc.open_stream(raw).read_all()
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
-
-
 @settings(max_examples=15, deadline=None)
 @given(groups=st.lists(st.tuples(_entries, st.booleans()), min_size=1, max_size=3), data=st.data())
 def test_packs_stored_before_compression_read_as_they_did(groups: list[tuple[list[DataFile], bool]], data: Any) -> None:
-    stored = [_plain(pack(files)) if plain else pack(files) for files, plain in groups]
+    stored = [plain_pack(pack(files)) if plain else pack(files) for files, plain in groups]
     assert [to_entries(t) for t in unpack_each(stored)] == [files for files, _ in groups]
     files, _ = groups[0]
     removed = data.draw(st.sets(st.sampled_from([f.id for f in files])))
-    rest, lost = without(_plain(pack(files)), removed)
+    rest, lost = without(plain_pack(pack(files)), removed)
     kept = [f for f in files if f.id not in removed]
     assert lost == len(removed)
     assert (rest is None) == (not kept)
@@ -104,5 +96,5 @@ def test_a_pack_is_stored_compressed() -> None:
         for n in range(1_000)
     ]
     raw = pack(files)
-    assert len(raw) * 2 < len(_plain(raw))
+    assert len(raw) * 2 < len(plain_pack(raw))
     assert to_entries(unpack(raw)) == files

@@ -23,18 +23,10 @@ from catalog import file_index, keys
 from catalog.datafiles import DataFile, new_file_id
 from catalog.file_columns import to_entries
 from catalog.schema import field_id
+from plain_pack_util import plain_pack
 
 _names = itertools.count()
 _SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.int64())])
-
-
-def _plain(raw: bytes) -> bytes:
-    """A pack as stored before compression: the same table in a plain IPC stream."""
-    table = pa.ipc.open_stream(raw).read_all()
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
 
 
 def _table_of_groups(lake: catalog.Lakehouse, groups: int) -> tuple[catalog.Table, list[DataFile]]:
@@ -84,7 +76,7 @@ def test_a_first_whole_plan_of_many_groups_is_the_linear_plan(groups: int, data:
         table, entries = _table_of_groups(lake, groups)
         packs = dict(lake.store.scan(prefix=keys.group_packs(table.id)))
         for key in data.draw(st.lists(st.sampled_from(sorted(packs)), max_size=30, unique=True), label="plain packs"):
-            lake.store.put(key, _plain(packs[key]))
+            lake.store.put(key, plain_pack(packs[key]))
         removed = data.draw(st.lists(st.sampled_from(entries), max_size=20, unique_by=lambda e: e.id), label="removed")
         if removed:
             table.commit_files([], mode="replace", replaced=removed)
