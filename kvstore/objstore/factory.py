@@ -31,6 +31,7 @@ from kvstore.objstore.fsspec_store import FsspecStore
 from kvstore.objstore.lmdb_commit import LmdbCommitStore
 from kvstore.objstore.local import LocalStore
 from kvstore.objstore.memory import named_memory_store
+from kvstore.objstore.s3_direct_get import DirectGet
 
 # fsync is a store option (kvstore.open documents it for every store): local
 # stores honour it; memory and S3 accept and ignore it (S3 acknowledges a PUT
@@ -209,7 +210,8 @@ def _open_s3(location: str, options: dict[str, Any]) -> ObjectStore:
         skip_instance_cache=True,
     )
     url = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
-    store = FsspecStore(fs, f"{bucket}/{prefix}" if prefix else bucket, url, owns_fs=True)
+    store = FsspecStore(fs, f"{bucket}/{prefix}" if prefix else bucket, url, owns_fs=True,
+                        direct_get=_direct_get(bucket, options))
     # Fail at open, not at the first commit, when the bucket is missing or the
     # credentials are wrong: s3fs would report a missing bucket as "not found"
     # for every object, which reads as an empty store.
@@ -219,3 +221,14 @@ def _open_s3(location: str, options: dict[str, Any]) -> ObjectStore:
         store.close()
         raise ObjectStoreError(f"cannot open {url}: bucket {bucket!r} is not reachable: {exc}") from exc
     return store
+
+
+def _direct_get(bucket: str, options: dict[str, Any]) -> DirectGet | None:
+    """Signed one-request GETs for an S3-compatible endpoint given in full (see s3_direct_get), else None."""
+    endpoint, key, secret = _text(options, "endpoint_url"), _text(options, "key"), _text(options, "secret")
+    if not (endpoint and key and secret) or _text(options, "token"):
+        return None
+    try:
+        return DirectGet(endpoint, bucket, key, secret, _text(options, "region") or "us-east-1")
+    except ValueError:
+        return None  # an endpoint with a path: s3fs knows what to make of it

@@ -38,6 +38,7 @@ from typing import Any, Iterator
 from kvstore.errors import ObjectStoreError
 from kvstore.objstore.base import ObjectMeta, validate_path, validate_prefix
 from kvstore.objstore.local import check_range
+from kvstore.objstore.s3_direct_get import DirectGet, DirectGetUnavailable
 
 # 409 ConditionalRequestConflict means "another conditional write to this key
 # is in progress": back off briefly and ask again. Eight tries with doubling
@@ -116,18 +117,23 @@ class FsspecStore:
         root: path of the store's root inside ``fs`` (``bucket/prefix``).
         url: the URL that reopens this store (``s3://bucket/prefix``).
         owns_fs: close the filesystem's session in :meth:`close`.
+        direct_get: whole-object GETs of ``root``'s bucket in one signed
+            request (:mod:`kvstore.objstore.s3_direct_get`); whatever it cannot
+            answer goes to ``fs``. Only when ``root`` is ``bucket[/prefix]`` of it.
 
     Thread-safety: fsspec's async filesystems run every call on their own event
     loop thread, so concurrent calls from many threads are fine.
     """
 
-    def __init__(self, fs: Any, root: str, url: str, *, owns_fs: bool = False) -> None:
+    def __init__(self, fs: Any, root: str, url: str, *, owns_fs: bool = False, direct_get: DirectGet | None = None) -> None:
         if not isinstance(root, str) or not root.strip("/"):
             raise ValueError(f"root must be a non-empty path inside the filesystem, got {root!r}")
         self.fs = fs
         self.root = root.strip("/")
         self.url = url
         self._owns_fs = owns_fs
+        self._direct = direct_get
+        self._key_prefix = self.root.partition("/")[2]  # the objects' keys inside the bucket start with it
         # s3fs's find() filters by key prefix on the server; other filesystems
         # list the directory and we filter here.
         self._server_prefix = "prefix" in inspect.signature(fs.find).parameters
@@ -144,6 +150,15 @@ class FsspecStore:
 
     def get(self, path: str) -> bytes:
         full = self._full(path)
+        if self._direct is not None and self._direct.usable:
+            try:
+                found = self._direct.get(f"{self._key_prefix}/{path}" if self._key_prefix else path)
+            except DirectGetUnavailable:
+                pass  # s3fs answers below, with its own errors
+            else:
+                if found is None:
+                    raise FileNotFoundError(path)
+                return found
         try:
             return bytes(self.fs.cat_file(full, **self._get_kwargs))
         except Exception as exc:  # fsspec backends raise anything; classify below
@@ -249,6 +264,8 @@ class FsspecStore:
 
     def close(self) -> None:
         """Close the S3 session if this store created the filesystem."""
+        if self._direct is not None:
+            self._direct.close()
         if not self._owns_fs:
             return
         client = getattr(self.fs, "_s3", None)

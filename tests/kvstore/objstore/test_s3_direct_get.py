@@ -1,0 +1,89 @@
+"""Signed one-request GETs (kvstore.objstore.s3_direct_get) against a real S3 server (SeaweedFS).
+
+What they must never do: call a missing bucket or a refused request a missing
+key (a store would read as empty), or answer with other bytes than s3fs.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import pytest
+
+from kvstore.objstore import open_store
+from kvstore.objstore.fsspec_store import FsspecStore
+from kvstore.objstore.s3_direct_get import DirectGet, DirectGetUnavailable
+from kvstore.testing.seaweed import SeaweedServer
+
+pytestmark = pytest.mark.s3
+
+
+@pytest.fixture
+def s3(seaweedfs: SeaweedServer) -> tuple[str, str, dict[str, Any]]:
+    """(bucket, key prefix, options) of a fresh prefix."""
+    url, options = seaweedfs.new_url()
+    bucket, _, prefix = url.removeprefix("s3://").partition("/")
+    return bucket, prefix, options
+
+
+def _direct(bucket: str, options: dict[str, Any], secret: str | None = None) -> DirectGet:
+    return DirectGet(options["endpoint_url"], bucket, options["key"], secret or options["secret"], options.get("region") or "us-east-1")
+
+
+def test_direct_gets_read_what_s3fs_wrote_and_none_for_a_missing_key(s3: tuple[str, str, dict[str, Any]]) -> None:
+    bucket, prefix, options = s3
+    store = open_store(f"s3://{bucket}/{prefix}", **options)
+    objects = {"plain": b"x" * 10, "a=b+c@d/e.f_g-h": bytes(range(256)) * 40, "empty": b""}
+    for path, data in objects.items():
+        store.put(path, data)
+    direct = _direct(bucket, options)
+    try:
+        for path, data in objects.items():
+            assert direct.get(f"{prefix}/{path}") == data
+        assert direct.get(f"{prefix}/missing") is None
+        assert direct.usable
+    finally:
+        direct.close()
+        store.close()
+
+
+def test_a_missing_bucket_is_never_a_missing_key(s3: tuple[str, str, dict[str, Any]]) -> None:
+    _, _, options = s3
+    direct = _direct("no-such-bucket-here", options)
+    with pytest.raises(DirectGetUnavailable, match="status 404"):
+        direct.get("anything")
+
+
+def test_a_refused_signature_turns_direct_gets_off_and_the_store_still_reads(s3: tuple[str, str, dict[str, Any]]) -> None:
+    bucket, prefix, options = s3
+    store = open_store(f"s3://{bucket}/{prefix}", **options)
+    store.put("k", b"value")
+    wrong = _direct(bucket, options, secret="not-the-secret")
+    with pytest.raises(DirectGetUnavailable, match="status 403"):
+        wrong.get(f"{prefix}/k")
+    assert not wrong.usable
+    with pytest.raises(DirectGetUnavailable, match="turned off"):
+        wrong.get(f"{prefix}/k")
+    # A store whose direct GETs are refused reads through s3fs, with its errors.
+    assert isinstance(store, FsspecStore)
+    fallback = FsspecStore(store.fs, f"{bucket}/{prefix}", store.url, direct_get=_direct(bucket, options, secret="nope"))
+    assert fallback.get("k") == b"value"
+    with pytest.raises(FileNotFoundError):
+        fallback.get("missing")
+    store.close()
+
+
+def test_an_unreachable_endpoint_is_unavailable_not_missing() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed when the block ends: nothing listens there
+    direct = DirectGet(f"http://127.0.0.1:{port}", "bucket", "key", "secret", "us-east-1", timeout_s=2.0)
+    with pytest.raises(DirectGetUnavailable, match="ConnectionRefusedError"):
+        direct.get("k")
+
+
+@pytest.mark.parametrize("endpoint", ["ftp://host", "http://host/some/path", "http://", "host:9000"])
+def test_an_endpoint_that_is_not_a_plain_http_host_is_a_value_error(endpoint: str) -> None:
+    with pytest.raises(ValueError, match="endpoint_url must be"):
+        DirectGet(endpoint, "bucket", "key", "secret", "us-east-1")
