@@ -74,8 +74,15 @@ appends cost exactly what they did. A load derives for the version it reads
 (the handle's newest unless told otherwise), so the first load after a
 commit sees it. Each derivation builds on the newest earlier derived state
 (this process's cache, else the derived files themselves): right after an
-append that is one scan of the table's file keys, one manifest, one
-manifest list and one ``metadata.json``. A first derivation goes through
+append that is one manifest, one manifest list and one ``metadata.json``,
+and the files the append added are found through the planning index
+(:func:`files_added`: the group its commit wrote), so the cost is the
+table's group summaries and the files added, not every file key (a
+removal likewise, on a table whose every group has its pack:
+:func:`files_changed`). Where the index cannot tell (an older layout, a
+commit between the two changes whose history summaries were cut and so may
+not name the table, counts that differ from the summaries') the live file
+keys of both versions are compared, as before. A first derivation goes through
 every retained change, but scans the file keys once for the newest run of
 changes that removed no file (the keys' revisions say which change added
 each file; see :class:`_Appended`), and once per change before it.
@@ -94,7 +101,7 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from copy import copy
 from dataclasses import dataclass
-from typing import Any, Callable, Final, Iterator, Protocol
+from typing import Any, Callable, Final, Iterable, Iterator, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -126,7 +133,7 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import PrimitiveType
 
-from catalog import keys, names, retention
+from catalog import file_index, keys, names, retention
 from catalog.access import FILE_CACHE, CatalogReader
 from catalog.context import LakeContext
 from catalog.datafiles import DataFile
@@ -603,6 +610,9 @@ class _Change:
     # or said it removed files).
     seqs: frozenset[int] = frozenset()
     files_added: int | None = None
+    # The files those summaries say were added and removed (None: some
+    # operation that changes files gave no count).
+    counts: tuple[int, int] | None = None
     # Whether a commit after this change, up to and including the next
     # newer change the walk yielded, had its summaries cut to fit the root
     # file (transactions.bounded): that commit may have changed the table's
@@ -622,6 +632,18 @@ def _files_added(ops: list[dict[str, Any]]) -> int | None:
         elif op.get("kind") not in _NO_FILE_CHANGES:
             return None
     return added
+
+
+def _file_counts(ops: list[dict[str, Any]]) -> tuple[int, int] | None:
+    """How many files ``ops`` added and removed, if their summaries say so."""
+    added = removed = 0
+    for op in ops:
+        if "files_added" in op or "files_removed" in op:
+            added += int(op.get("files_added") or 0)
+            removed += int(op.get("files_removed") or 0)
+        elif op.get("kind") not in _NO_FILE_CHANGES:
+            return None
+    return added, removed
 
 
 # Operations whose history summaries carry no file counts because they change
@@ -797,7 +819,7 @@ def _changes(ctx: LakeContext, table_id: str, version: int, floor: int) -> Itera
                 ops.extend(mine)
             if ops:
                 yield _Change(
-                    info.version, timestamp_ms(info.timestamp), changes_files(ops), frozenset(seqs), _files_added(ops), cut
+                    info.version, timestamp_ms(info.timestamp), changes_files(ops), frozenset(seqs), _files_added(ops), _file_counts(ops), cut
                 )
                 cut = cut_here
                 if info.version <= floor or any(op.get("kind") == "create_table" for op in ops):
@@ -950,7 +972,7 @@ class _Appended:
 
 
 def files_added(snap: Any, table_id: str, seqs: frozenset[int], since: int, count: int) -> list[tuple[bytes, bytes]] | None:
-    """The file keys and entries the commits ``seqs`` added to the table, found through its planning index, or None.
+    """The file keys and entries the commits ``seqs``, which removed no file, added to the table, through its planning index, or None.
 
     Every commit that adds files writes them a file group of fresh id
     (:mod:`catalog.file_index`: ``grp/<group>`` and a ``gfile/`` member key
@@ -990,6 +1012,65 @@ def files_added(snap: Any, table_id: str, seqs: frozenset[int], since: int, coun
     return pairs if len(pairs) == count else None
 
 
+def files_changed(
+    old: Any, new: Any, table_id: str, seqs: frozenset[int], counts: tuple[int, int]
+) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]] | None:
+    """The file keys and entries the commits ``seqs`` added and removed (old to new), through the planning index, or None.
+
+    For a table whose every group has its pack (:data:`file_index.PACKED`
+    at both views) a removal rewrites the summary of each group it takes
+    files from, or deletes it when the group empties: the groups it
+    touched are those whose summary is gone or was written by one of
+    ``seqs``, those it made are those that are new, and what the commits
+    added and removed are those groups' members that came and went. The
+    cost is the table's groups and the touched groups' members, not every
+    file. ``old`` and ``new`` are the views at the previous change and at
+    the commits' version; ``counts`` the files the summaries say were
+    added and removed.
+
+    None (the caller compares the live file keys instead): a table of an
+    older index layout, a group written by a commit not in ``seqs``, a
+    member with no file entry, or counts other than ``counts``.
+    """
+    if file_index.layout(old, table_id) != file_index.PACKED or file_index.layout(new, table_id) != file_index.PACKED:
+        return None
+    prefix = keys.file_groups(table_id)
+    before = {key[len(prefix) :].decode() for key, _ in old.scan(prefix=prefix)}
+    after: dict[str, int] = {}
+    for key, _, revision in new.scan_with_revision(prefix=prefix):
+        if revision > old.seq and revision not in seqs:
+            return None
+        after[key[len(prefix) :].decode()] = revision
+    touched = [g for g in sorted(before) if g not in after or after[g] > old.seq]
+    made = [g for g in sorted(after) if g not in before]
+
+    def members(snap: Any, group: str) -> set[str]:
+        start = keys.group_files(table_id, group)
+        return {key[len(start) :].decode() for key, _ in snap.scan(prefix=start)}
+
+    def entries(snap: Any, ids: Iterable[str]) -> list[tuple[bytes, bytes]] | None:
+        pairs = []
+        for file_id in sorted(ids):
+            value = snap.get(keys.table_file(table_id, file_id))
+            if value is None:
+                return None
+            pairs.append((keys.table_file(table_id, file_id), value))
+        return pairs
+
+    added_ids: set[str] = set()
+    for group in made:
+        added_ids |= members(new, group)
+    removed_ids: set[str] = set()
+    for group in touched:
+        removed_ids |= members(old, group) - (members(new, group) if group in after else set())
+    if (len(added_ids), len(removed_ids)) != counts:
+        return None
+    added, removed = entries(new, added_ids), entries(old, removed_ids)
+    if added is None or removed is None:
+        return None
+    return added, removed
+
+
 def _derive_change(
     ctx: LakeContext,
     fileio: LakeFileIO,
@@ -1023,11 +1104,20 @@ def _derive_change(
                     since = before.seq
                 pairs = files_added(snap, table_id, change.seqs, since, change.files_added)
                 appended_now = None if pairs is None else [FILE_CACHE.get(k, v) for k, v in pairs]
+        # A removal's files, likewise (None: compare the live keys).
+        rewritten: tuple[list[DataFile], list[DataFile]] | None = None
+        if appended_now is None and base is not None and told and change.counts is not None:
+            with ctx.store.at(version=base.derived.snapshot_version) as before:
+                found = files_changed(before, snap, table_id, change.seqs, change.counts)
+            if found is not None:
+                rewritten = ([FILE_CACHE.get(k, v) for k, v in found[0]], [FILE_CACHE.get(k, v) for k, v in found[1]])
         if appended_now is not None:
             if appended is not None and version == appended.newest:
                 files = appended.files
             else:  # the live keys, if known: the base's, unless files were added
                 files = None if appended_now else base.files  # type: ignore[union-attr]
+        elif rewritten is not None:
+            files = None
         else:
             files = _file_keys_in(snap, table_id)
     assert definition is not None and definition.schema is not None
@@ -1047,6 +1137,8 @@ def _derive_change(
         added, gone = files.entries(), []
     elif appended_now is not None:
         kept, added = list(base.manifests), appended_now
+    elif rewritten is not None:
+        kept, (added, gone) = list(base.manifests), rewritten
     else:
         assert files is not None
         kept = list(base.manifests)
@@ -1062,7 +1154,7 @@ def _derive_change(
     removed = {f.path for f in gone}
     added.sort(key=lambda f: f.id)
     total_records = (0 if base is None else base.total_records) + sum(f.rows for f in added) - sum(f.rows for f in gone)
-    total_files = len(files.keys) if files is not None else _total_files(base) + len(added)
+    total_files = len(files.keys) if files is not None else _total_files(base) + len(added) - len(gone)
 
     retype = base is not None and any(base.types.get(fid) not in (None, t) for fid, t in types.items())
     list_path = _manifest_list_path(definition, version)
