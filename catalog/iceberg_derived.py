@@ -74,8 +74,15 @@ appends cost exactly what they did. A load derives for the version it reads
 (the handle's newest unless told otherwise), so the first load after a
 commit sees it. Each derivation builds on the newest earlier derived state
 (this process's cache, else the derived files themselves): right after an
-append that is one scan of the table's file keys, one manifest, one
-manifest list and one ``metadata.json``. A first derivation goes through
+append that is one manifest, one manifest list and one ``metadata.json``,
+and the files the append added are found through the planning index
+(:func:`files_added`: the group its commit wrote), so the cost is the
+table's group summaries and the files added, not every file key (a
+removal likewise, on a table whose every group has its pack:
+:func:`files_changed`). Where the index cannot tell (an older layout, a
+commit between the two changes whose history summaries were cut and so may
+not name the table, counts that differ from the summaries') the live file
+keys of both versions are compared, as before. A first derivation goes through
 every retained change, but scans the file keys once for the newest run of
 changes that removed no file (the keys' revisions say which change added
 each file; see :class:`_Appended`), and once per change before it.
@@ -94,7 +101,7 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from copy import copy
 from dataclasses import dataclass
-from typing import Any, Callable, Final, Iterator, Protocol
+from typing import Any, Callable, Final, Iterable, Iterator, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -126,7 +133,7 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import PrimitiveType
 
-from catalog import keys, names, retention
+from catalog import file_index, keys, names, retention
 from catalog.access import FILE_CACHE, CatalogReader
 from catalog.context import LakeContext
 from catalog.datafiles import DataFile
@@ -603,6 +610,15 @@ class _Change:
     # or said it removed files).
     seqs: frozenset[int] = frozenset()
     files_added: int | None = None
+    # The files those summaries say were added and removed (None: some
+    # operation that changes files gave no count).
+    counts: tuple[int, int] | None = None
+    # Whether a commit after this change, up to and including the next
+    # newer change the walk yielded, had its summaries cut to fit the root
+    # file (transactions.bounded): that commit may have changed the table's
+    # files without naming it, so the newer change's summaries do not tell
+    # all that changed since this one.
+    cut_above: bool = False
 
 
 def _files_added(ops: list[dict[str, Any]]) -> int | None:
@@ -618,9 +634,24 @@ def _files_added(ops: list[dict[str, Any]]) -> int | None:
     return added
 
 
+def _file_counts(ops: list[dict[str, Any]]) -> tuple[int, int] | None:
+    """How many files ``ops`` added and removed, if their summaries say so."""
+    added = removed = 0
+    for op in ops:
+        if "files_added" in op or "files_removed" in op:
+            added += int(op.get("files_added") or 0)
+            removed += int(op.get("files_removed") or 0)
+        elif op.get("kind") not in _NO_FILE_CHANGES:
+            return None
+    return added, removed
+
+
 # Operations whose history summaries carry no file counts because they change
 # no data files. Any other operation without counts is treated as changing
 # files (the live file keys are compared).
+# The kind of the history entry that stands for the operations a commit's
+# summaries were cut to (transactions.bounded): it names no table.
+_CUT_SUMMARIES: Final = "more"
 _NO_FILE_CHANGES: Final = frozenset({"create_table", "rename_table", "update_schema", "update_properties", "commit_metadata", "check_read"})
 
 
@@ -709,9 +740,11 @@ def derive_table(ctx: LakeContext, table_id: str, version: int) -> Derived:
     # Newest first: the table's changes down to the newest one whose derived state is known.
     pending: list[_Change] = []
     base: _State | None = None
+    base_change: _Change | None = None
     for change in _changes(ctx, table_id, version, floor):
         base = _known_state(ctx, fileio, definition, change.version, floor)
         if base is not None:
+            base_change = change
             break
         pending.append(change)
     if base is not None and not pending:
@@ -720,8 +753,12 @@ def derive_table(ctx: LakeContext, table_id: str, version: int) -> Derived:
         raise NoSuchTableError(f"table {table_id!r} has no retained version at or before {version}")
     state = base
     appended = _Appended.scan(ctx, table_id, pending, base)
+    older = base_change
     for change in reversed(pending):
-        state = _derive_change(ctx, fileio, table_id, change, state, floor, appended)
+        # Whether the change's summaries tell all that changed since the previous one.
+        told = older is not None and not older.cut_above
+        state = _derive_change(ctx, fileio, table_id, change, state, floor, appended, told)
+        older = change
     assert state is not None
     return _at_version(state, version, fileio)
 
@@ -766,30 +803,38 @@ def _changes(ctx: LakeContext, table_id: str, version: int, floor: int) -> Itera
     start: int | None = version
     page = _FIRST_PAGE
     oldest: Any = None
+    cut = False  # a cut summary since (and at) the last change yielded
     while start is not None and start >= 0:
         infos = ctx.store.history(limit=page, start=start)
         if not infos:
             break
         for info in infos:
-            ops, seqs = [], set()
+            ops, seqs, cut_here = [], set(), False
             for commit in info.commits:
-                mine = [op for op in ((commit.get("summary") or {}).get("ops") or []) if op.get("table_id") == table_id]
+                every = (commit.get("summary") or {}).get("ops") or []
+                cut_here = cut_here or any(op.get("kind") == _CUT_SUMMARIES for op in every)
+                mine = [op for op in every if op.get("table_id") == table_id]
                 if mine and isinstance(commit.get("seq"), int):
                     seqs.add(commit["seq"])
                 ops.extend(mine)
             if ops:
-                yield _Change(info.version, timestamp_ms(info.timestamp), changes_files(ops), frozenset(seqs), _files_added(ops))
+                yield _Change(
+                    info.version, timestamp_ms(info.timestamp), changes_files(ops), frozenset(seqs), _files_added(ops), _file_counts(ops), cut
+                )
+                cut = cut_here
                 if info.version <= floor or any(op.get("kind") == "create_table" for op in ops):
                     return
             elif info.version <= floor:
-                yield _Change(info.version, timestamp_ms(info.timestamp), True)
+                yield _Change(info.version, timestamp_ms(info.timestamp), True, cut_above=cut)
                 return
+            else:
+                cut = cut or cut_here
             oldest = None if ops else info  # the oldest version seen since the last change
         last = infos[-1].version
         start = last - 1 if last > 0 and len(infos) == page else None
         page = _PAGE
     if oldest is not None:
-        yield _Change(oldest.version, timestamp_ms(oldest.timestamp), True)
+        yield _Change(oldest.version, timestamp_ms(oldest.timestamp), True, cut_above=cut)
 
 
 def _known_state(ctx: LakeContext, fileio: LakeFileIO, definition: TableDef, version: int, floor: int) -> _State | None:
@@ -926,6 +971,106 @@ class _Appended:
         return [FILE_CACHE.get(k, v) for k, v in pairs]
 
 
+def files_added(snap: Any, table_id: str, seqs: frozenset[int], since: int, count: int) -> list[tuple[bytes, bytes]] | None:
+    """The file keys and entries the commits ``seqs``, which removed no file, added to the table, through its planning index, or None.
+
+    Every commit that adds files writes them a file group of fresh id
+    (:mod:`catalog.file_index`: ``grp/<group>`` and a ``gfile/`` member key
+    per file), so the groups whose summary's revision is one of ``seqs``
+    hold exactly the files those commits added: reading the table's group
+    summaries and those groups' members costs the groups and the files
+    added, not every file of the table (a million-file table has a
+    thousand groups). ``snap`` is the view at the commits' version,
+    ``since`` the seq of the previous change's view, ``count`` the files
+    the commits' summaries say they added.
+
+    None (the caller compares the live file keys instead) when the index
+    cannot tell: a group written since ``since`` by a commit not in
+    ``seqs`` (a summary rewritten by a removal, or a commit whose
+    summaries left the table out), a member with no live file entry, or
+    a number of files other than ``count`` (files added by code that
+    wrote no index).
+    """
+    prefix = keys.file_groups(table_id)
+    groups = []
+    for key, _, revision in snap.scan_with_revision(prefix=prefix):
+        if revision > since:
+            if revision not in seqs:
+                return None
+            groups.append(key[len(prefix) :].decode())
+    pairs = []
+    for group in groups:
+        members = keys.group_files(table_id, group)
+        for key, _ in snap.scan(prefix=members):
+            file_key = keys.table_file(table_id, key[len(members) :].decode())
+            value = snap.get(file_key)
+            if value is None:
+                return None
+            pairs.append((file_key, value))
+            if len(pairs) > count:
+                return None
+    return pairs if len(pairs) == count else None
+
+
+def files_changed(
+    old: Any, new: Any, table_id: str, seqs: frozenset[int], counts: tuple[int, int]
+) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]] | None:
+    """The file keys and entries the commits ``seqs`` added and removed (old to new), through the planning index, or None.
+
+    For a table whose every group has its pack (:data:`file_index.PACKED`
+    at both views) a removal rewrites the summary of each group it takes
+    files from, or deletes it when the group empties: the groups it
+    touched are those whose summary is gone or was written by one of
+    ``seqs``, those it made are those that are new, and what the commits
+    added and removed are those groups' members that came and went. The
+    cost is the table's groups and the touched groups' members, not every
+    file. ``old`` and ``new`` are the views at the previous change and at
+    the commits' version; ``counts`` the files the summaries say were
+    added and removed.
+
+    None (the caller compares the live file keys instead): a table of an
+    older index layout, a group written by a commit not in ``seqs``, a
+    member with no file entry, or counts other than ``counts``.
+    """
+    if file_index.layout(old, table_id) != file_index.PACKED or file_index.layout(new, table_id) != file_index.PACKED:
+        return None
+    prefix = keys.file_groups(table_id)
+    before = {key[len(prefix) :].decode() for key, _ in old.scan(prefix=prefix)}
+    after: dict[str, int] = {}
+    for key, _, revision in new.scan_with_revision(prefix=prefix):
+        if revision > old.seq and revision not in seqs:
+            return None
+        after[key[len(prefix) :].decode()] = revision
+    touched = [g for g in sorted(before) if g not in after or after[g] > old.seq]
+    made = [g for g in sorted(after) if g not in before]
+
+    def members(snap: Any, group: str) -> set[str]:
+        start = keys.group_files(table_id, group)
+        return {key[len(start) :].decode() for key, _ in snap.scan(prefix=start)}
+
+    def entries(snap: Any, ids: Iterable[str]) -> list[tuple[bytes, bytes]] | None:
+        pairs = []
+        for file_id in sorted(ids):
+            value = snap.get(keys.table_file(table_id, file_id))
+            if value is None:
+                return None
+            pairs.append((keys.table_file(table_id, file_id), value))
+        return pairs
+
+    added_ids: set[str] = set()
+    for group in made:
+        added_ids |= members(new, group)
+    removed_ids: set[str] = set()
+    for group in touched:
+        removed_ids |= members(old, group) - (members(new, group) if group in after else set())
+    if (len(added_ids), len(removed_ids)) != counts:
+        return None
+    added, removed = entries(new, added_ids), entries(old, removed_ids)
+    if added is None or removed is None:
+        return None
+    return added, removed
+
+
 def _derive_change(
     ctx: LakeContext,
     fileio: LakeFileIO,
@@ -934,8 +1079,15 @@ def _derive_change(
     base: _State | None,
     floor: int,
     appended: _Appended | None = None,
+    told: bool = False,
 ) -> _State:
-    """Derive (write what is missing of) the table's state at ``change``, on top of ``base`` (its previous change)."""
+    """Derive (write what is missing of) the table's state at ``change``, on top of ``base`` (its previous change).
+
+    ``told``: whether ``change``'s summaries tell every change of the
+    table's files since ``base`` (no commit between them had its summaries
+    cut), so that an append's files may be found without a scan of the
+    table's file keys.
+    """
     version = change.version
     files: _FileKeys | None
     # The files this change added, known without a scan of its keys (None: scan them).
@@ -944,10 +1096,28 @@ def _derive_change(
         reader = CatalogReader(snap)
         definition = reader.table_def(table_id)
         properties = reader.table_properties(table_id)
+        if appended_now is None and base is not None and told and change.files_added is not None:
+            if not change.changes_files:
+                appended_now = []  # the summaries say no file changed: nothing to read
+            else:
+                with ctx.store.at(version=base.derived.snapshot_version) as before:
+                    since = before.seq
+                pairs = files_added(snap, table_id, change.seqs, since, change.files_added)
+                appended_now = None if pairs is None else [FILE_CACHE.get(k, v) for k, v in pairs]
+        # A removal's files, likewise (None: compare the live keys).
+        rewritten: tuple[list[DataFile], list[DataFile]] | None = None
+        if appended_now is None and base is not None and told and change.counts is not None:
+            with ctx.store.at(version=base.derived.snapshot_version) as before:
+                found = files_changed(before, snap, table_id, change.seqs, change.counts)
+            if found is not None:
+                rewritten = ([FILE_CACHE.get(k, v) for k, v in found[0]], [FILE_CACHE.get(k, v) for k, v in found[1]])
         if appended_now is not None:
-            files = appended.files if version == appended.newest else None  # type: ignore[union-attr]
-        elif base is not None and base.files is not None and not change.changes_files:
-            files = base.files  # the summaries say no file changed: nothing to scan
+            if appended is not None and version == appended.newest:
+                files = appended.files
+            else:  # the live keys, if known: the base's, unless files were added
+                files = None if appended_now else base.files  # type: ignore[union-attr]
+        elif rewritten is not None:
+            files = None
         else:
             files = _file_keys_in(snap, table_id)
     assert definition is not None and definition.schema is not None
@@ -967,6 +1137,8 @@ def _derive_change(
         added, gone = files.entries(), []
     elif appended_now is not None:
         kept, added = list(base.manifests), appended_now
+    elif rewritten is not None:
+        kept, (added, gone) = list(base.manifests), rewritten
     else:
         assert files is not None
         kept = list(base.manifests)
@@ -982,7 +1154,7 @@ def _derive_change(
     removed = {f.path for f in gone}
     added.sort(key=lambda f: f.id)
     total_records = (0 if base is None else base.total_records) + sum(f.rows for f in added) - sum(f.rows for f in gone)
-    total_files = len(files.keys) if files is not None else _total_files(base) + len(added)
+    total_files = len(files.keys) if files is not None else _total_files(base) + len(added) - len(gone)
 
     retype = base is not None and any(base.types.get(fid) not in (None, t) for fid, t in types.items())
     list_path = _manifest_list_path(definition, version)
