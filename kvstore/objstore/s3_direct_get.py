@@ -23,6 +23,7 @@ import hashlib
 import hmac
 import http.client
 import logging
+import os
 import threading
 import time
 import urllib.parse
@@ -116,6 +117,10 @@ class DirectGet:
 
     def _connection(self, *, fresh: bool) -> http.client.HTTPConnection:
         connection: http.client.HTTPConnection | None = getattr(self._local, "connection", None)
+        if connection is not None and self._local.pid != os.getpid():
+            # A forked child inherited the parent's socket: requests on it would
+            # interleave with the parent's. Leave it to the parent; open our own.
+            connection = None
         if connection is None or fresh:
             if connection is not None:
                 connection.close()
@@ -124,6 +129,7 @@ class DirectGet:
             else:
                 connection = http.client.HTTPConnection(self._netloc, timeout=self._timeout_s)
             self._local.connection = connection
+            self._local.pid = os.getpid()
         return connection
 
     def _signed_headers(self, path: str) -> dict[str, str]:

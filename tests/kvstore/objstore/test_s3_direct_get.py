@@ -6,6 +6,7 @@ key (a store would read as empty), or answer with other bytes than s3fs.
 
 from __future__ import annotations
 
+import os
 import socket
 from typing import Any
 
@@ -46,6 +47,33 @@ def test_direct_gets_read_what_s3fs_wrote_and_none_for_a_missing_key(s3: tuple[s
     finally:
         direct.close()
         store.close()
+
+
+def test_a_forked_child_reads_on_its_own_connection_and_the_parent_still_reads(s3: tuple[str, str, dict[str, Any]]) -> None:
+    # Parent and child read different objects at the same time: on one shared
+    # socket their requests and responses would interleave (wrong bytes, or
+    # errors), so each must have its own connection after the fork.
+    bucket, prefix, options = s3
+    store = open_store(f"s3://{bucket}/{prefix}", **options)
+    store.put("parent", b"p" * 3000)
+    store.put("child", b"c" * 7)
+    direct = _direct(bucket, options)
+    assert direct.get(f"{prefix}/parent") == b"p" * 3000  # the parent's kept connection is open now
+    child = os.fork()
+    if child == 0:  # the child never returns into pytest: exit code 0 only if every read was right
+        try:
+            ok = all(direct.get(f"{prefix}/child") == b"c" * 7 for _ in range(300))
+            os._exit(0 if ok else 1)
+        except BaseException:
+            os._exit(2)
+    try:
+        for _ in range(300):
+            assert direct.get(f"{prefix}/parent") == b"p" * 3000
+    finally:
+        _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    direct.close()
+    store.close()
 
 
 def test_a_missing_bucket_is_never_a_missing_key(s3: tuple[str, str, dict[str, Any]]) -> None:
