@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
+import logging
 import time
 from typing import Any, Iterator
 
@@ -39,6 +40,8 @@ from kvstore.errors import ObjectStoreError
 from kvstore.objstore.base import ObjectMeta, validate_path, validate_prefix
 from kvstore.objstore.local import check_range
 from kvstore.objstore.s3_direct_get import DirectGet, DirectGetUnavailable
+
+log = logging.getLogger(__name__)
 
 # 409 ConditionalRequestConflict means "another conditional write to this key
 # is in progress": back off briefly and ask again. Eight tries with doubling
@@ -153,8 +156,9 @@ class FsspecStore:
         if self._direct is not None and self._direct.usable:
             try:
                 found = self._direct.get(f"{self._key_prefix}/{path}" if self._key_prefix else path)
-            except DirectGetUnavailable:
-                pass  # s3fs answers below, with its own errors
+            except DirectGetUnavailable as exc:
+                # s3fs answers below, with its own errors (a missing bucket, credentials, the network).
+                log.debug("direct GET of %s unavailable (%s): asking s3fs", path, exc)
             else:
                 if found is None:
                     raise FileNotFoundError(path)
