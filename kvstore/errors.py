@@ -18,6 +18,12 @@ class ObjectStoreError(StoreError):
     """A backend call failed; the backend's own exception is the ``__cause__``."""
 
 
+class DirectGetUnavailableError(ObjectStoreError):
+    """A signed one-request S3 GET (:mod:`kvstore.objstore.s3_direct_get`) could
+    not answer: another status, a missing bucket, a transport error. The store
+    asks s3fs instead; it never reaches a caller of the store."""
+
+
 class NotWrittenError(ObjectStoreError):
     """A write failed before its object could exist under its name (e.g. the disk
     was full while the bytes went to a temp file): the storage certainly holds

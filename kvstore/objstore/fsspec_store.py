@@ -36,10 +36,10 @@ import logging
 import time
 from typing import Any, Iterator
 
-from kvstore.errors import ObjectStoreError
+from kvstore.errors import DirectGetUnavailableError, ObjectStoreError
 from kvstore.objstore.base import ObjectMeta, validate_path, validate_prefix
 from kvstore.objstore.local import check_range
-from kvstore.objstore.s3_direct_get import DirectGet, DirectGetUnavailable
+from kvstore.objstore.s3_direct_get import DirectGet
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ class FsspecStore:
         if self._direct is not None and self._direct.usable:
             try:
                 found = self._direct.get(f"{self._key_prefix}/{path}" if self._key_prefix else path)
-            except DirectGetUnavailable as exc:
+            except DirectGetUnavailableError as exc:
                 # s3fs answers below, with its own errors (a missing bucket, credentials, the network).
                 log.debug("direct GET of %s unavailable (%s): asking s3fs", path, exc)
             else:

@@ -29,6 +29,8 @@ import time
 import urllib.parse
 from typing import Final
 
+from kvstore.errors import DirectGetUnavailableError
+
 log = logging.getLogger(__name__)
 
 _UNSIGNED: Final = "UNSIGNED-PAYLOAD"
@@ -37,10 +39,6 @@ _SIGNED_HEADERS: Final = "host;x-amz-content-sha256;x-amz-date"
 # endpoint does not take this client's requests (wrong signature, region
 # redirect, path-style refused), so every later GET goes to s3fs directly.
 _GIVE_UP: Final = frozenset({301, 307, 400, 403, 405, 501})
-
-
-class DirectGetUnavailable(Exception):
-    """This GET must go through s3fs instead (the reason is the message)."""
 
 
 class DirectGet:
@@ -78,10 +76,10 @@ class DirectGet:
         """The object's bytes, or None if the bucket has no such key.
 
         Raises:
-            DirectGetUnavailable: anything else; ask s3fs.
+            DirectGetUnavailableError: anything else; ask s3fs.
         """
         if not self.usable:
-            raise DirectGetUnavailable("direct GETs were turned off for this endpoint")
+            raise DirectGetUnavailableError("direct GETs were turned off for this endpoint")
         path = "/" + urllib.parse.quote(f"{self._bucket}/{object_key}", safe="/-_.~")
         headers = self._signed_headers(path)
         for attempt in (0, 1):
@@ -96,7 +94,7 @@ class DirectGet:
                 connection.close()
                 self._local.connection = None
                 if attempt == 1:
-                    raise DirectGetUnavailable(f"GET {path}: {type(exc).__name__}: {exc}") from exc
+                    raise DirectGetUnavailableError(f"GET {path}: {type(exc).__name__}: {exc}") from exc
                 continue
             if response.status == 200:
                 return body
@@ -105,7 +103,7 @@ class DirectGet:
             if response.status in _GIVE_UP:
                 self.usable = False
                 log.info("direct S3 GETs off for %s: status %d on %s", self._netloc, response.status, path)
-            raise DirectGetUnavailable(f"GET {path}: status {response.status}")
+            raise DirectGetUnavailableError(f"GET {path}: status {response.status}")
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def close(self) -> None:

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
+from kvstore.errors import DirectGetUnavailableError
 from kvstore.objstore import open_store
 from kvstore.objstore.fsspec_store import FsspecStore
-from kvstore.objstore.s3_direct_get import DirectGet, DirectGetUnavailable
+from kvstore.objstore.s3_direct_get import DirectGet
 from kvstore.testing.seaweed import SeaweedServer
 
 pytestmark = pytest.mark.s3
@@ -63,9 +64,9 @@ def test_a_forked_child_reads_on_its_own_connection_and_the_parent_still_reads(s
     if child == 0:  # the child never returns into pytest: exit code 0 only if every read was right
         try:
             ok = all(direct.get(f"{prefix}/child") == b"c" * 7 for _ in range(300))
-            os._exit(0 if ok else 1)
+            os._exit(0 if ok else 1)  # internals: a forked child must leave without running pytest's teardown
         except BaseException:
-            os._exit(2)
+            os._exit(2)  # internals: a forked child must leave without running pytest's teardown
     try:
         for _ in range(300):
             assert direct.get(f"{prefix}/parent") == b"p" * 3000
@@ -79,7 +80,7 @@ def test_a_forked_child_reads_on_its_own_connection_and_the_parent_still_reads(s
 def test_a_missing_bucket_is_never_a_missing_key(s3: tuple[str, str, dict[str, Any]]) -> None:
     _, _, options = s3
     direct = _direct("no-such-bucket-here", options)
-    with pytest.raises(DirectGetUnavailable, match="status 404"):
+    with pytest.raises(DirectGetUnavailableError, match="status 404"):
         direct.get("anything")
 
 
@@ -88,10 +89,10 @@ def test_a_refused_signature_turns_direct_gets_off_and_the_store_still_reads(s3:
     store = open_store(f"s3://{bucket}/{prefix}", **options)
     store.put("k", b"value")
     wrong = _direct(bucket, options, secret="not-the-secret")
-    with pytest.raises(DirectGetUnavailable, match="status 403"):
+    with pytest.raises(DirectGetUnavailableError, match="status 403"):
         wrong.get(f"{prefix}/k")
     assert not wrong.usable
-    with pytest.raises(DirectGetUnavailable, match="turned off"):
+    with pytest.raises(DirectGetUnavailableError, match="turned off"):
         wrong.get(f"{prefix}/k")
     # A store whose direct GETs are refused reads through s3fs, with its errors.
     assert isinstance(store, FsspecStore)
@@ -107,7 +108,7 @@ def test_an_unreachable_endpoint_is_unavailable_not_missing() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # closed when the block ends: nothing listens there
     direct = DirectGet(f"http://127.0.0.1:{port}", "bucket", "key", "secret", "us-east-1", timeout_s=2.0)
-    with pytest.raises(DirectGetUnavailable, match="ConnectionRefusedError"):
+    with pytest.raises(DirectGetUnavailableError, match="ConnectionRefusedError"):
         direct.get("k")
 
 
