@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from pathlib import Path
@@ -12,6 +13,11 @@ from full_disk_util import WRITTEN_PATH, free_bytes, tmpfs, writer_killed_mid_wr
 from kvstore.errors import NotWrittenError, ObjectStoreError
 from kvstore.objstore import LocalStore
 from kvstore.objstore import local as local_module
+
+try:
+    from cython_ext import _newfile
+except ImportError:  # not built: the Python path is tested alone
+    _newfile = None
 
 
 def test_readers_never_see_a_partial_object(tmp_path: Path) -> None:
@@ -185,6 +191,45 @@ def test_compiled_publish_matches_the_python_twin(tmp_path: Path, fsync: bool) -
     assert outcomes[True] == outcomes[False]
     assert outcomes[True][0] == [True, False, True, True, True]
     assert outcomes[True][1]["a"] == b"first" and outcomes[True][1]["new/prefix/c"] == b"bcd"
+
+
+@pytest.mark.skipif(_newfile is None, reason="cython_ext._newfile is not built")
+@pytest.mark.parametrize("fsync", [True, False])
+def test_unnamed_and_named_temp_files_publish_alike(tmp_path: Path, fsync: bool) -> None:
+    """cython_ext._newfile with an O_TMPFILE inode and with a named temp file:
+    the same outcome for a publish, a lost race and a missing directory, and no temp name left."""
+    outcomes = {}
+    for unnamed in (True, False):
+        root = tmp_path / str(unnamed)
+        (root / ".tmp").mkdir(parents=True)
+        (root / "d").mkdir()
+        temp = b"%s/.tmp/t" % os.fsencode(root)
+
+        def publish(name: str, data: bytes) -> tuple[int, int]:
+            final = os.fsencode(root / name)
+            return _newfile.publish_new_file(temp, final, os.path.dirname(final), data, fsync, unnamed)
+
+        steps = [publish("d/a", b"first" * 1000), publish("d/a", b"second"), publish("missing/b", b"x")]
+        assert (root / "d" / "a").read_bytes() == b"first" * 1000
+        assert os.listdir(root / ".tmp") == [] and sorted(os.listdir(root)) == [".tmp", "d"]
+        outcomes[unnamed] = steps
+    assert outcomes[True][:2] == outcomes[False][:2] == [(0, 0), (_newfile.LINK, errno.EEXIST)]
+    # A missing directory: ENOENT at the step that first needs it (LocalStore
+    # sends both to its Python path, which creates the directory).
+    unnamed_step = _newfile.OPEN_TEMP if _newfile.unnamed_temp_files() else _newfile.LINK
+    assert outcomes[True][2] == (unnamed_step, errno.ENOENT) and outcomes[False][2] == (_newfile.LINK, errno.ENOENT)
+
+
+@pytest.mark.skipif(_newfile is None or not _newfile.unnamed_temp_files(), reason="no O_TMPFILE here")
+def test_an_unnamed_temp_file_needs_no_temp_directory(tmp_path: Path) -> None:
+    """With O_TMPFILE the temp name is never created: a publish works with no .tmp/ at all."""
+    final = os.fsencode(tmp_path / "a")
+    temp = os.fsencode(tmp_path / "no-such-dir" / "t")
+    assert _newfile.publish_new_file(temp, final, os.fsencode(tmp_path), b"data", True) == (0, 0)
+    assert _newfile.publish_new_file(temp, final, os.fsencode(tmp_path), b"data", True, False) == (
+        _newfile.OPEN_TEMP, errno.ENOENT,
+    )
+    assert sorted(os.listdir(tmp_path)) == ["a"] and (tmp_path / "a").read_bytes() == b"data"
 
 
 def test_compiled_publish_races_across_threads(tmp_path: Path) -> None:
