@@ -411,6 +411,8 @@ def decode_root(data: bytes, expected_version: int | None = None) -> RootFile:
             format, or a version that differs from the one its name promises.
     """
     what = f"root file {root_path(expected_version)}" if expected_version is not None else "root file"
+    if type(data) is not bytes:  # the compiled row decoder reads bytes only
+        data = bytes(data)
     batch: pa.RecordBatch | None = None
     rows: list[Row] | None = None
     if data.startswith(_MAGIC):

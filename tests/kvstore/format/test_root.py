@@ -43,6 +43,8 @@ def test_root_round_trip() -> None:
     decoded = decode_root(encode_root(root), 7)
     assert decoded.metadata() == root.metadata()
     assert decoded.delta_rows() == batch_to_rows(root.delta)
+    for buffer in (bytearray, memoryview):
+        assert decode_root(buffer(encode_root(root)), 7).delta_rows() == decoded.delta_rows()
 
 
 def test_root_with_empty_delta() -> None:
