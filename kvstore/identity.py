@@ -54,7 +54,7 @@ def create_store(objects: ObjectStore, chain: VersionChain, writer_id: str) -> i
 
 
 def check_identity(objects: ObjectStore) -> None:
-    """Check the identity file; upgrade a format-1 store to format 2.
+    """Check the identity file; upgrade a format-1 or -2 store to format 3.
 
     Raises:
         StoreError: no identity (root files without one are not a store),
@@ -70,7 +70,7 @@ def check_identity(objects: ObjectStore) -> None:
         found = identity.get("format") if isinstance(identity, dict) else identity
         raise StoreError(f"{objects.url}: unsupported store format {found!r}")
     if identity["format"] != STORE_FORMAT:
-        # This version writes root format 2: mark the store so that older
+        # This version writes root format 3: mark the store so that older
         # versions refuse it cleanly (see names.STORE_FORMAT).
         log.info("%s: upgrading store format %s -> %s", objects.url, identity["format"], STORE_FORMAT)
         objects.put(IDENTITY_PATH, json.dumps(dict(identity, format=STORE_FORMAT)).encode())

@@ -34,12 +34,13 @@ HINT_PATH: Final = "_latest_hint"
 CLOCK_PROBE_PATH: Final = "_clock_probe"
 BEACON_PATH: Final = "_head_beacon"
 
-# The store format in the identity file. 2: root files in root format 2
-# (kvstore.format.root). Format 1 stores are read and upgraded to 2 when a
-# handle opens them, so that older lakekv versions refuse them with a clear
-# "unsupported store format" instead of failing on the new root files.
-STORE_FORMAT: Final = 2
-SUPPORTED_STORE_FORMATS: Final = (1, 2)
+# The store format in the identity file: the newest root format the store's
+# root files may use (kvstore.format.root); 3 since issue 38. Format 1 and 2
+# stores are read and upgraded to 3 when a handle opens them, so that older
+# lakekv versions refuse them with a clear "unsupported store format" instead
+# of failing on the new root files.
+STORE_FORMAT: Final = 3
+SUPPORTED_STORE_FORMATS: Final = (1, 2, 3)
 
 _SST_RE: Final = re.compile(r"^sst/[0-9a-f]{32}\.sst$")
 _TREE_RE: Final = re.compile(r"^tree/[0-9a-f]{32}\.ipc$")

@@ -67,7 +67,7 @@ def _run_until_crash(db: kvstore.Store, batches: int, threads: int) -> tuple[set
 
 
 @pytest.mark.parametrize("crash_at", list(range(0, 60, 3)))
-@pytest.mark.parametrize("inline_delta_bytes", [1 << 20, 64])  # inline deltas, and delta SSTs
+@pytest.mark.parametrize("inline_delta_bytes", [1 << 20, 32])  # inline deltas, and delta SSTs
 def test_crash_at_any_call_then_reopen(crash_at: int, inline_delta_bytes: int) -> None:
     inner = MemoryStore()
     kvstore.open(inner, poll_interval_s=0).close()
@@ -85,7 +85,7 @@ def test_random_errors_before_and_after_calls(seed: int) -> None:
     inner = MemoryStore()
     kvstore.open(inner, poll_interval_s=0).close()
     faulty = FaultyStore(inner, seed=seed)
-    with kvstore.open(faulty, poll_interval_s=0, hint_interval_s=0, inline_delta_bytes=64, **FAST_RETRY) as db:
+    with kvstore.open(faulty, poll_interval_s=0, hint_interval_s=0, inline_delta_bytes=32, **FAST_RETRY) as db:
         faulty.error_rate = faulty.after_rate = 0.1
         acked, attempted = _run_until_crash(db, batches=40, threads=4)
     assert acked, "with 10% faults some commits must still succeed"
@@ -160,7 +160,7 @@ def test_hint_write_failure_does_not_fail_commits() -> None:
 def test_delta_sst_write_failure_fails_only_that_commit(when: str) -> None:
     inner = MemoryStore()
     faulty = FaultyStore(inner, seed=6)
-    with kvstore.open(faulty, poll_interval_s=0, inline_delta_bytes=64) as db:
+    with kvstore.open(faulty, poll_interval_s=0, inline_delta_bytes=32) as db:
         faulty.fail_next("put", when=when, path_prefix="sst/")
         with pytest.raises(StoreError):
             db.write(_batch(0))

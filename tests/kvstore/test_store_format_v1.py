@@ -1,5 +1,5 @@
 """A store written by the format-1 engine (committed fixture) opens, reads,
-time-travels, takes new commits (format-2 roots) and verifies."""
+time-travels, takes new commits (format-3 roots) and verifies."""
 
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ def test_a_format_1_store_keeps_working(tmp_path: Path) -> None:
         with db.at(version=3) as old:
             assert old.get(b"k0") == b"v0"
         old_head = db.version
-        db.put(b"new", b"format 2")
-        assert (store / root_path(db.version)).read_bytes().startswith(b"LKVROOT2")
+        db.put(b"new", b"format 3")
+        assert (store / root_path(db.version)).read_bytes().startswith(b"LKVROOT3")
         assert (store / root_path(old_head)).read_bytes().startswith(b"ARROW1")
         db.flush()
         assert db.verify().ok
         assert [info.version for info in db.history(limit=3)] == [db.version, db.version - 1, db.version - 2]
-    assert json.loads((store / "_lakekv_store").read_text())["format"] == 2
+    assert json.loads((store / "_lakekv_store").read_text())["format"] == 3
     with kvstore.open(store, create=False, **options) as db:
-        assert db.get(b"new") == b"format 2" and db.get(b"k0") is None
+        assert db.get(b"new") == b"format 3" and db.get(b"k0") is None

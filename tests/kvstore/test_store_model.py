@@ -67,7 +67,7 @@ class StoreModel(RuleBasedStateMachine):
         # only through the steps, so the model knows every version.
         self.options = {
             "poll_interval_s": 0,
-            "inline_delta_bytes": 64,
+            "inline_delta_bytes": 24,  # a batch of 2+ rows goes to a delta SST
             "background_maintenance": False,
             "retention_window_s": window,
             "gc_grace_s": 0.0,

@@ -43,6 +43,8 @@ def test_root_round_trip() -> None:
     decoded = decode_root(encode_root(root), 7)
     assert decoded.metadata() == root.metadata()
     assert decoded.delta_rows() == batch_to_rows(root.delta)
+    for buffer in (bytearray, memoryview):
+        assert decode_root(buffer(encode_root(root)), 7).delta_rows() == decoded.delta_rows()
 
 
 def test_root_with_empty_delta() -> None:
@@ -64,9 +66,20 @@ def test_every_single_bit_flip_in_a_root_file_is_detected() -> None:
             decode_root(bytes(damaged), 7)
 
 
+def test_every_single_byte_change_in_a_small_format_3_root_is_detected() -> None:
+    data = encode_root(_root())
+    assert data.startswith(b"LKVROOT3") and len(data) < 250
+    for position in range(len(data)):
+        for flip in range(1, 256):
+            damaged = bytearray(data)
+            damaged[position] ^= flip
+            with pytest.raises(CorruptionError):
+                decode_root(bytes(damaged), 7)
+
+
 def test_truncated_root_is_corrupt() -> None:
     data = encode_root(_root())
-    for cut in (0, 10, len(data) // 2, len(data) - 1):
+    for cut in range(len(data)):
         with pytest.raises(CorruptionError):
             decode_root(data[:cut], 7)
 
@@ -89,7 +102,7 @@ def test_tree_manifest_flip_detected(position: int) -> None:
         decode_tree(bytes(damaged), "tree/x.ipc")
 
 
-# -- format 2: compact roots; format 1 still read ------------------------------------
+# -- format 3: dense roots; formats 2 and 1 still read ------------------------------------
 
 ROWS_STRATEGY = st.lists(
     st.tuples(
@@ -106,7 +119,7 @@ ROWS_STRATEGY = st.lists(
 
 @settings(max_examples=200, deadline=None)
 @given(ROWS_STRATEGY)
-def test_format_2_round_trips_any_rows(rows) -> None:
+def test_format_3_round_trips_any_rows(rows) -> None:
     rows = sorted(rows, key=lambda r: (r[0], -r[1]))
     root = _root(rows=rows)
     decoded = decode_root(encode_root(root), 7)
@@ -123,8 +136,8 @@ def test_a_one_key_put_root_is_a_few_hundred_bytes() -> None:
         commits=[{"op": "write", "keys": 1, "seq": 99999}],
     )
     data = encode_root(root)
-    assert data.startswith(b"LKVROOT2")
-    assert len(data) < 400, len(data)
+    assert data.startswith(b"LKVROOT3")
+    assert len(data) < 340, len(data)  # format 2: 352
 
 
 def test_unknown_magic_is_corruption() -> None:
@@ -143,6 +156,29 @@ def test_format_1_roots_of_an_old_store_still_decode() -> None:
         assert data.startswith(b"ARROW1")
         root = decode_root(data, version)
         assert root.version == version and root.parent == (version - 1 if version else None)
-        # and re-encoding it in format 2 keeps everything
+        # and re-encoding it in format 3 keeps everything
         again = decode_root(encode_root(root), version)
         assert again.metadata() == root.metadata() and again.delta_rows() == root.delta_rows()
+
+
+def test_format_2_roots_of_an_old_store_still_decode() -> None:
+    from pathlib import Path
+
+    store_v2 = Path(__file__).resolve().parents[1] / "data" / "store_v2"
+    rows = 0
+    for path in sorted(store_v2.glob("_*.ipc")):
+        version = parse_root_path(path.name)
+        assert version is not None
+        data = path.read_bytes()
+        assert data.startswith(b"LKVROOT2")
+        root = decode_root(data, version)
+        assert root.version == version
+        rows += root.delta_row_count
+        again = encode_root(root)
+        assert again.startswith(b"LKVROOT3") and len(again) < len(data)
+        decoded = decode_root(again, version)
+        assert decoded.metadata() == root.metadata() and decoded.delta_rows() == root.delta_rows()
+        damaged = data[:-5] + bytes([data[-5] ^ 1]) + data[-4:]
+        with pytest.raises(CorruptionError, match="checksum"):
+            decode_root(damaged, version)
+    assert rows > 50
