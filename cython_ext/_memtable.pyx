@@ -245,6 +245,9 @@ cdef enum:
     # half as far): the rows' objects are scattered, so each row is a few
     # cache misses. Filling 200k rows took 38 ms without, 17 ms with it.
     _PREFETCH_ROWS = 8
+    # Rows taken between two releases of the GIL while a cursor is built
+    # (~0.1 ms of work): the committer never waits long behind a flush.
+    _ROWS_PER_GIL_HOLD = 2048
 
 cdef extern from *:
     void _prefetch "__builtin_prefetch"(const void* address) nogil
@@ -544,7 +547,7 @@ def flush_cursor(list versions, object low, object high, object floor):
     Requires: ``low``, ``high`` and ``floor`` in 0..2**64 - 1.
     """
     cdef uint64_t low_c = low, high_c = high, floor_c = floor, seq, last_seq = 0
-    cdef Py_ssize_t total = 0, n = 0, v, i, m
+    cdef Py_ssize_t total = 0, n = 0, v, i, m, taken_at_release = 0
     cdef list rows
     cdef PyObject* row
     cdef PyObject* ahead
@@ -597,6 +600,11 @@ def flush_cursor(list versions, object low, object high, object floor):
             buf[n].key_size = <uint32_t>_bytes_size(key)
             buf[n].value_size = _NO_VALUE if value == <PyObject*>None else <uint32_t>_bytes_size(value)
             n += 1
+        if n - taken_at_release >= _ROWS_PER_GIL_HOLD:
+            # Let the committer in: a flush runs beside a bulk load, and
+            # this loop never gives up the GIL on its own.
+            with nogil:
+                taken_at_release = n
     cursor._owned = owned
     spare = <FlushRow*>PyMem_Malloc((n if n else 1) * sizeof(FlushRow))
     bounds = <Py_ssize_t*>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
