@@ -540,7 +540,7 @@ def flush_cursor(list versions, object low, object high, object floor):
     ``versions``: lists of rows, in apply order (``Memtable``'s apply log).
     Takes the rows with ``low < seq <= high``, sorts them into storage order
     and keeps per key every version above ``floor`` and the newest at or
-    below it; see ``kvstore.memtable.flush_rows_py``, the twin. On None (a
+    below it; see ``kvstore.flush_rows.flush_rows_py``, the twin. On None (a
     row that is not a 5-tuple of bytes key, int seq and kind in range,
     bytes-or-None value, int64-or-None expiry) the caller takes the twin.
 

@@ -11,10 +11,10 @@ same rows, with ``snapshot_seq=high``.
 :func:`flush_batches` builds the batches in C (``cython_ext._memtable``):
 one pass takes the range's rows out of the applied versions, a natural merge
 sort without the GIL orders them (the versions are sorted runs already), and
-the Arrow buffers are filled straight from the row tuples. No tuple, list
-of rows or Python int is made per row on the way. :func:`flush_batches_py`
-is the pure-Python twin and the spec; the tests compare the two batch by
-batch on random memtables.
+the Arrow buffers are filled straight from the row tuples. No Python
+object (tuple, int, batch of rows) is made per row on the way.
+:func:`flush_batches_py` is the pure-Python twin and the spec; the tests
+compare the two batch by batch on random memtables.
 
 Why: a bulk-load flush used to merge the versions' row tuples in the merge
 iterator and hand them to the SST writer, which converted them to Arrow
