@@ -541,8 +541,9 @@ def flush_cursor(list versions, object low, object high, object floor):
     Takes the rows with ``low < seq <= high``, sorts them into storage order
     and keeps per key every version above ``floor`` and the newest at or
     below it; see ``kvstore.flush_rows.flush_rows_py``, the twin. On None (a
-    row that is not a 5-tuple of bytes key, int seq and kind in range,
-    bytes-or-None value, int64-or-None expiry) the caller takes the twin.
+    version that is not a list, a row that is not a 5-tuple of bytes key,
+    int seq and kind in range, bytes-or-None value, int64-or-None expiry)
+    the caller takes the twin.
 
     Requires: ``low``, ``high`` and ``floor`` in 0..2**64 - 1.
     """
@@ -553,8 +554,11 @@ def flush_cursor(list versions, object low, object high, object floor):
     cdef PyObject* ahead
     cdef PyObject* seq_obj
     cdef PyObject* last_seq_obj = NULL
+    versions = list(versions)  # our own: nothing resizes it while the GIL is given up below
     for v in range(len(versions)):
-        total += len(<list>versions[v])
+        if type(versions[v]) is not list:
+            return None  # the twin takes any iterables of rows
+        total += PyList_GET_SIZE(<list>versions[v])
     cdef FlushCursor cursor = FlushCursor.__new__(FlushCursor)
     cdef list owned = []
     cdef FlushRow* buf = <FlushRow*>PyMem_Malloc((total if total else 1) * sizeof(FlushRow))
@@ -590,8 +594,10 @@ def flush_cursor(list versions, object low, object high, object floor):
             value = _tuple_item(row, 3)
             if not _plain_fields(<object>key, <object>_tuple_item(row, 2), <object>value, <object>_tuple_item(row, 4)):
                 return None
-            if seq <= low_c or seq > high_c or n >= total:
+            if seq <= low_c or seq > high_c:
                 continue
+            if n == total:
+                raise RuntimeError("a memtable version grew while a flush read it")
             owned.append(<object>row)
             buf[n].head = key_word(<const unsigned char*>_bytes_data(key), _bytes_size(key), 0)
             buf[n].tail = key_word(<const unsigned char*>_bytes_data(key), _bytes_size(key), 8)
@@ -605,6 +611,7 @@ def flush_cursor(list versions, object low, object high, object floor):
             # this loop never gives up the GIL on its own.
             with nogil:
                 taken_at_release = n
+            last_seq_obj = NULL  # (the cached seq's object may be gone and its address reused)
     cursor._owned = owned
     spare = <FlushRow*>PyMem_Malloc((n if n else 1) * sizeof(FlushRow))
     bounds = <Py_ssize_t*>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))

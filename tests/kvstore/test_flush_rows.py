@@ -153,6 +153,8 @@ def test_rows_the_c_code_does_not_take_go_to_the_twin() -> None:
         (b"a", 2, PUT, b"z", 5), (b"a", 1, PUT, b"x", None), (b"b", 1, PUT, b"y", None)
     ]
     assert _rows(list(flush_batches(versions, 0, 2, 0))) == _rows(list(flush_batches_py(versions, 0, 2, 0)))
+    as_tuples = [tuple(rows) for rows in versions[1:]]  # versions that are not lists: the twin too
+    assert _rows(list(flush_batches(as_tuples, 0, 2, 0))) == [(b"a", 2, PUT, b"z", 5)]
 
 
 @pytest.mark.parametrize(
