@@ -19,9 +19,11 @@ adopted delta SSTs go to one written SST per gap. The adopted file stays
 referenced by its root and, from the flush on, by the tree: GC keeps it while
 either survives, and a flush that loses a race does not delete it.
 
-Rows are written through the merge iterator in compaction mode with the
-retention floor, so versions already superseded below the floor never reach
-storage; L0 is never the last run, so tombstones stay.
+Rows go to the SST writer as Arrow batches the memtable builds from its
+apply log (:meth:`~kvstore.memtable.Memtable.flush_batches`, in C): what the
+merge iterator in compaction mode would keep with the retention floor, so
+versions already superseded below the floor never reach storage; L0 is
+never the last run, so tombstones stay.
 
 Two handles flushing the same versions race on the tree: one wins, the other
 deletes the SSTs it wrote. A flush rebases over a concurrent compaction (which leaves
@@ -34,22 +36,14 @@ import itertools
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Final, Iterable, Iterator
+from typing import Any
 
 from kvstore.compaction.edit import TreeEdit
 from kvstore.errors import EditConflictError
 from kvstore.compaction.install import install_edit
-from kvstore.format.rows import Row
 from kvstore.format.sst import SSTInfo, write_sst
-from kvstore.iterators.merge import merge_rows
-from kvstore.memtable import Memtable
 from kvstore.options import StoreOptions
 from kvstore.state import EngineState, UnflushedDeltaSST
-
-
-# A flush merges one source per unflushed version when versions hold at
-# least this many rows on average (see flush_once).
-_ROWS_PER_VERSION_SOURCE: Final = 64
 
 
 @dataclass(frozen=True)
@@ -112,8 +106,8 @@ def flush_once(state: EngineState, committer: Any, floor_seq: int, options: Stor
     adopted = [d for d in view.delta_ssts if low < d.first_seq and d.last_seq <= high]
     # Rows applied after the view (seq > high) may already be in the memtable:
     # they belong to the next flush (snapshot_seq drops them).
-    segments = [_merged(view.layers.memtable, lo, hi, floor) for lo, hi in _gaps(low, high, adopted)]
-    firsts = [next(rows, None) for rows in segments]
+    segments = [view.layers.memtable.flush_batches(lo, hi, floor) for lo, hi in _gaps(low, high, adopted)]
+    firsts = [next(batches, None) for batches in segments]
     if not adopted and all(first is None for first in firsts) and (
         view.version - tree.flushed_upto < options.flush_max_versions
     ):
@@ -124,9 +118,9 @@ def flush_once(state: EngineState, committer: Any, floor_seq: int, options: Stor
     # Oldest first: each gap between delta SSTs, then the delta SST after it.
     l0: list[dict[str, Any]] = []
     written: list[SSTInfo] = []
-    for index, (first, rows) in enumerate(zip(firsts, segments)):
+    for index, (first, batches) in enumerate(zip(firsts, segments)):
         if first is not None:
-            info = write_sst(state.store, f"sst/{uuid.uuid4().hex}.sst", itertools.chain((first,), rows))
+            info = write_sst(state.store, f"sst/{uuid.uuid4().hex}.sst", itertools.chain((first,), batches))
             written.append(info)
             l0.append(info.to_dict())
         if index < len(adopted):
@@ -172,26 +166,6 @@ def _gaps(low: int, high: int, adopted: list[UnflushedDeltaSST]) -> list[tuple[i
         low = delta.last_seq
     gaps.append((low, high))
     return gaps
-
-
-def _merged(memtable: Memtable, low: int, high: int, floor: int) -> Iterator[Row]:
-    """The memtable rows with ``low < seq <= high``, merged for an L0 SST."""
-    if low >= high:
-        return iter(())
-    sources: list[Iterable[Row]]
-    if memtable.row_count >= _ROWS_PER_VERSION_SOURCE * memtable.version_count:
-        # Large versions (bulk writes): one sorted source per version, see
-        # Memtable.version_rows (1.1 -> 0.65 us a row with 1000-row versions).
-        sources = list(memtable.version_rows(low, high))
-    else:
-        # Many small versions: walking the key index costs less than a merge
-        # source per version (100k one-row versions: 0.10 s vs 0.27 s).
-        sources = [
-            itertools.chain.from_iterable(
-                [row for row in chunk if low < row[1] <= high] for chunk in memtable.row_chunks()
-            )
-        ]
-    return merge_rows(sources, mode="compaction", floor_seq=floor, snapshot_seq=high)
 
 
 def flush_all(

@@ -15,8 +15,9 @@ Two structures over the same rows:
   as it goes; one that finds more merges them into one run first
   (:func:`merge_runs`, compiled: pairwise merges in C without the GIL, so a
   large merge does not stall the committer) and publishes it in place of
-  the runs it merged, so later scans start from it. A load that nobody scans pays for the order once, when the flush reads
-  the memtable, instead of once per row on the commit path. Runs are never
+  the runs it merged, so later scans start from it. A load that nobody
+  scans never pays for the key order: the flush sorts its rows from the
+  apply log (below), not from the runs. Runs are never
   mutated and the tuple is swapped whole under ``_lock`` (held only for the
   swap), so a scan iterates the runs it started with.
 
@@ -33,7 +34,9 @@ the newer rows and the engine swaps it in, so a reader still holding the old
 one (an open snapshot) keeps a complete, unchanging view. To make that cheap
 the memtable also keeps its rows in apply order (one list per applied
 version): the unflushed rows are a suffix of that log, found by bisection,
-not by walking every key.
+not by walking every key. A flush reads the same log
+(:meth:`Memtable.flush_batches`): each version's rows are one sorted run,
+so its Arrow batches come from a merge of those runs in C.
 
 Thread-safety: any number of readers, one writer at a time (caller's duty).
 
@@ -44,13 +47,15 @@ as a dict: keep it a ``key -> tuple of rows`` mapping.
 from __future__ import annotations
 
 import bisect
-import operator
 import threading
 import warnings
-from itertools import chain, islice
+from itertools import chain
 from typing import Any, Callable, Final, Iterable, Iterator
 
-from kvstore.format.rows import Row
+import pyarrow as pa
+
+from kvstore.flush_rows import FlushBatches, flush_batches
+from kvstore.format.rows import MAX_SEQ, Row
 
 # Keys merged per step of a scan over several runs: large enough that the
 # per-step bisections vanish, small enough that a scan stopped early (a
@@ -146,14 +151,22 @@ IMPLEMENTATION: Final[str] = "python" if apply_rows is apply_rows_py else "cytho
 class Memtable:
     """Ordered, multi-version in-memory rows. See the module docstring."""
 
-    def __init__(self, apply_impl: Callable[..., Any] | None = None, merge_impl: Callable[..., Any] | None = None) -> None:
-        """``apply_impl``, ``merge_impl``: the row insert and the run merge
-        (tests pass the twins :func:`apply_rows_py`, :func:`merge_runs_py`)."""
+    def __init__(
+        self,
+        apply_impl: Callable[..., Any] | None = None,
+        merge_impl: Callable[..., Any] | None = None,
+        flush_impl: FlushBatches | None = None,
+    ) -> None:
+        """``apply_impl``, ``merge_impl``, ``flush_impl``: the row insert, the
+        run merge and the flush's batch builder (tests pass the twins
+        :func:`apply_rows_py`, :func:`merge_runs_py`,
+        :func:`~kvstore.flush_rows.flush_batches_py`)."""
         self._rows: dict[bytes, tuple[Row, ...]] = {}
         self._runs: tuple[list[bytes], ...] = ()
         self._lock = threading.Lock()  # guards swaps of ``_runs`` only
         self._apply_impl = apply_impl or apply_rows
         self._merge_impl = merge_impl or merge_runs
+        self._flush_impl = flush_impl or flush_batches
         self.row_count = 0
         self.approx_bytes = 0
         # Apply log: one list of rows per apply() call (one version), and the
@@ -249,7 +262,7 @@ class Memtable:
             _, start, fresh = prepared
             fresh._extend_from(self._applied[start:], seq)
             return fresh
-        fresh = Memtable(self._apply_impl, self._merge_impl)
+        fresh = Memtable(self._apply_impl, self._merge_impl, self._flush_impl)
         first = bisect.bisect_right(self._applied_max_seq, seq)
         fresh._extend_from(self._applied[first:], seq)
         return fresh
@@ -275,7 +288,7 @@ class Memtable:
         count = min(len(applied), len(max_seqs))
         end = bisect.bisect_right(max_seqs, committed_seq, 0, count)
         first = bisect.bisect_right(max_seqs, seq, 0, end)
-        fresh = Memtable(self._apply_impl, self._merge_impl)
+        fresh = Memtable(self._apply_impl, self._merge_impl, self._flush_impl)
         fresh._extend_from(applied[first:end], seq)
         self._prepared = (seq, end, fresh)
 
@@ -286,38 +299,36 @@ class Memtable:
             # every one keeps this exact for any ``seq`` at little cost.
             self.apply([row for row in rows if row[1] > seq])
 
-    def version_rows(self, low: int, high: int) -> list[list[Row]]:
-        """The rows with ``low < seq <= high`` as sorted lists, one per applied version.
+    def flush_batches(self, low: int, high: int, floor: int) -> Iterator[pa.RecordBatch]:
+        """What a flush of the seqs ``(low, high]`` writes, as ``ROW_SCHEMA`` batches.
 
-        Each list is in storage order (key ascending, seq descending) and
-        every ``(key, seq)`` is in exactly one list, so merging the lists
-        gives :meth:`iter_rows` restricted to those seqs, except that a list
-        of the version straddling ``high`` may also hold rows above it (the
-        merge's ``snapshot_seq`` drops them). A flush merges these instead of
-        walking the key index: each list's rows were built together, so the
-        merge reads memory in a few sequential streams rather than jumping
-        between versions at every key (the walk cost ~0.85 us a row).
+        The rows with ``low < seq <= high`` in storage order (key ascending,
+        seq descending), keeping per key every version above ``floor`` and
+        the newest at or below it (:mod:`kvstore.flush_rows`). Only the
+        applied versions that can hold such rows are read (found by
+        bisection in the apply log), not the key index: their row lists are
+        sorted runs, built together, so ordering them is a merge of a few
+        sequential streams.
 
         Safe while the committer applies newer versions (they are appended
         after the lists taken here).
+
+        Raises:
+            TypeError: ``low``, ``high`` or ``floor`` is not an int.
+            ValueError: one of them is outside ``0..MAX_SEQ``.
         """
+        for name, value in (("low", low), ("high", high), ("floor", floor)):
+            if type(value) is not int:
+                raise TypeError(f"{name} must be int, not {type(value).__name__}")
+            if not 0 <= value <= MAX_SEQ:
+                raise ValueError(f"{name} must be in 0..{MAX_SEQ}, got {value}")
         applied, max_seqs = self._applied, self._applied_max_seq
         count = min(len(applied), len(max_seqs))
         first = bisect.bisect_right(max_seqs, low, 0, count)
-        last = bisect.bisect_left(max_seqs, high, first, count)  # the first version reaching high
-        lists = []
-        for index in range(first, min(last + 1, count)):
-            rows = applied[index]
-            if index == first:
-                rows = [row for row in rows if row[1] > low]  # flushes cut at versions: normally all of them
-            keys = [row[0] for row in rows]
-            if not all(map(operator.lt, keys, islice(keys, 1, None))):
-                # Repeated or unordered keys (several commits of one key in
-                # one version, or rows applied unsorted): sort a copy.
-                rows = sorted(rows, key=_storage_order)
-            if rows:
-                lists.append(rows)
-        return lists
+        # Through the first version past high (it may straddle high; a
+        # version applied again has the same max seq as its first apply).
+        end = bisect.bisect_right(max_seqs, high, first, count)
+        return self._flush_impl(applied[first:min(end + 1, count)], low, high, floor)
 
     def get(self, key: bytes, snapshot_seq: int) -> Row | None:
         """Newest row of ``key`` with ``seq <= snapshot_seq`` (DELETEs included)."""
@@ -394,10 +405,6 @@ class Memtable:
             for newer, older in zip(versions, versions[1:]):
                 assert newer[1] > older[1], f"versions of {key!r} out of order: {newer[1]} before {older[1]}"
             assert all(row[0] == key for row in versions)
-
-
-def _storage_order(row: Row) -> tuple[bytes, int]:
-    return (row[0], -row[1])
 
 
 def _key_chunks(

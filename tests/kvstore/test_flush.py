@@ -7,7 +7,6 @@ import time
 import pytest
 
 import kvstore
-from kvstore import flush
 from kvstore.errors import CommitNotLandedError, NotWrittenError
 from kvstore.format.rows import PUT
 from kvstore.format.sst import SSTReader
@@ -130,11 +129,11 @@ def test_flush_drops_versions_superseded_below_the_floor(window: float, expected
         assert db.get(b"k") == b"3"
 
 
-@pytest.mark.parametrize("rows_per_batch", [3, 200], ids=["key-index walk", "one source per version"])
+@pytest.mark.parametrize("rows_per_batch", [3, 200], ids=["small versions", "bulk versions"])
 @pytest.mark.parametrize(("window", "floor_drops"), [(0.0, True), (3600.0, False)])
-def test_both_flush_sources_write_the_same_rows(rows_per_batch: int, window: float, floor_drops: bool) -> None:
-    """Small versions are flushed by walking the key index, large ones (bulk
-    writes) by merging one source per version: same rows either way."""
+def test_flush_writes_the_memtable_rows_the_floor_keeps(rows_per_batch: int, window: float, floor_drops: bool) -> None:
+    """Keys recurring across versions, tombstones among them: the SST holds
+    every memtable row, or with a floor at the head only each key's newest."""
     with kvstore.open(MemoryStore(), retention_window_s=window, **QUIET) as db:
         for batch_no in range(6):
             batch = kvstore.WriteBatch()
@@ -145,8 +144,7 @@ def test_both_flush_sources_write_the_same_rows(rows_per_batch: int, window: flo
                 else:
                     batch.put(key, b"v%d-%d" % (batch_no, i))
             db.write(batch)
-        memtable = db._state.layers.memtable  # internals: the flush's row sources depend on the memtable's shape
-        assert (memtable.row_count >= flush._ROWS_PER_VERSION_SOURCE * memtable.version_count) == (rows_per_batch == 200)  # internals: which source the flush picks
+        memtable = db._state.layers.memtable  # internals: the rows the flush reads
         expected_live = dict(db.scan())
         all_rows = list(memtable.iter_rows())
         _wait_for_window_to_pass_head(db, window)  # see the test above

@@ -75,44 +75,10 @@ def test_scan_while_writing_sees_each_key_once() -> None:
     table.check_invariants()
 
 
-# Versions of random rows: each a list of (key, commits-ago) pairs; a pair
-# becomes a row of the version's first seq + commits-ago (several commits of
-# one version may write one key), in random order unless ``sort`` says so.
-_versions = st.lists(
-    st.tuples(
-        st.lists(st.tuples(st.binary(min_size=1, max_size=2), st.integers(0, 2)), min_size=1, max_size=12),
-        st.booleans(),
-    ),
-    min_size=1,
-    max_size=12,
-)
-
-
-@settings(max_examples=200, deadline=None)
-@given(_versions, st.data())
-def test_version_rows_are_sorted_lists_of_exactly_the_rows_between_two_seqs(versions, data) -> None:
-    table = Memtable()
-    seq = 0
-    for pairs, sort in versions:
-        rows = {(key, seq + 1 + ago): (key, seq + 1 + ago, PUT, b"v", None) for key, ago in pairs}
-        ordered = sorted(rows.values(), key=lambda row: (row[0], -row[1]))
-        table.apply(ordered if sort else list(reversed(ordered)))
-        seq += 3  # each version owns three seqs
-    low = data.draw(st.integers(0, seq))
-    high = data.draw(st.integers(low, seq))
-    lists = table.version_rows(low, high)
-    for rows in lists:
-        assert rows == sorted(rows, key=lambda row: (row[0], -row[1]))
-        assert all(row[1] > low for row in rows)
-        assert all(a[:2] != b[:2] for a, b in zip(rows, rows[1:]))
-    got = sorted((row for rows in lists for row in rows if row[1] <= high), key=lambda row: (row[0], -row[1]))
-    assert got == [row for row in table.iter_rows() if low < row[1] <= high]
-
-
 def _snapshot(table: Memtable) -> tuple:
     """Everything a reader or a flush can observe of ``table``."""
     return (list(table.iter_rows()), len(table), table.row_count, table.approx_bytes, table.version_count,
-            table.version_rows(0, 10**9))
+            [batch.to_pylist() for batch in table.flush_batches(0, 10**9, 0)])
 
 
 @settings(max_examples=100, deadline=None)
