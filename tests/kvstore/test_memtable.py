@@ -171,3 +171,26 @@ def test_a_trim_prepared_for_another_seq_is_not_used() -> None:
     table.prepare_without_upto(2, 4)
     assert [row[1] for row in table.without_upto(3).iter_rows()] == [4]
     assert [row[1] for row in table.without_upto(2).iter_rows()] == [3, 4]  # the prepared one was dropped, not reused
+
+
+def test_a_scan_of_an_empty_range_never_merges_runs() -> None:
+    """A probe of a range no run touches (the lease reaper's, every tick of a
+    bulk load) answers from bisections; a scan that finds keys merges as before."""
+    from kvstore.memtable import merge_runs
+
+    merges: list[int] = []
+
+    def counting_merge(runs: list[list[bytes]]) -> list[bytes]:
+        merges.append(len(runs))
+        return merge_runs(runs)
+
+    table = Memtable(merge_impl=counting_merge)
+    for seq in range(1, 41):  # 40 applies: 40 runs, more than a scan merges on the fly
+        table.apply([(b"k%03d-%d" % (i, seq), seq, PUT, b"v", None) for i in range(0, 100, 7)])
+    assert list(table.iter_rows(b"\x00lease/", b"\x00lease0")) == []
+    assert list(table.iter_rows(b"zz")) == [] and list(table.iter_rows(None, b"a")) == []
+    assert merges == []
+    keys = [row[0] for row in table.iter_rows(b"k007", b"k008")]
+    assert keys == sorted(b"k007-%d" % seq for seq in range(1, 41))
+    assert merges == [40]
+    table.check_invariants()
