@@ -65,6 +65,11 @@ FORMAT_VERSION: Final = 1
 # object storage (latency-bound), while fewer blocks keep the index small.
 DEFAULT_BLOCK_SIZE: Final = 64 * 1024
 DEFAULT_BLOOM_BITS_PER_KEY: Final = 10  # ~0.8 % false positives
+# Codec of a data block's Arrow buffers (the store option ``sst_compression``)
+# -> pyarrow's IPC codec name: Arrow's BodyCompression with LZ4_FRAME or ZSTD,
+# or no compression. Any Arrow reader with the codec built in reads the file.
+SST_COMPRESSIONS: Final[dict[str, str | None]] = {"lz4": "lz4", "zstd": "zstd", "none": None}
+DEFAULT_SST_COMPRESSION: Final = "lz4"
 
 ARROW_MAGIC: Final = b"ARROW1"
 # Magic, then 2 bytes of padding so the first message starts 8-aligned.

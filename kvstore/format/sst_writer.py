@@ -25,9 +25,11 @@ from kvstore.format.rows import DELETE, ROW_OVERHEAD_BYTES, ROW_SCHEMA, Row, col
 from kvstore.format.sst_format import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_BLOOM_BITS_PER_KEY,
+    DEFAULT_SST_COMPRESSION,
     FILE_SCHEMA,
     HEAD_MAGIC,
     TAIL_CRC_PREFIX,
+    SST_COMPRESSIONS,
     TAIL_CRC_ZERO,
     TRAILER_SIZE,
     SSTInfo,
@@ -63,6 +65,7 @@ def write_sst(
     *,
     block_size: int = DEFAULT_BLOCK_SIZE,
     bloom_bits_per_key: int = DEFAULT_BLOOM_BITS_PER_KEY,
+    compression: str = DEFAULT_SST_COMPRESSION,
 ) -> SSTInfo:
     """Write sorted rows to a new SST at ``path`` with one ``store.put``.
 
@@ -75,6 +78,9 @@ def write_sst(
         block_size: target encoded size of a data block, in bytes; a block is
             cut once it reaches it, so a single large row makes its own block.
         bloom_bits_per_key: bloom filter bits per distinct key (1..64).
+        compression: codec of the data blocks' Arrow buffers, a key of
+            ``SST_COMPRESSIONS`` ("lz4", "zstd" or "none"); the store passes its
+            ``sst_compression`` option.
 
     Returns:
         The new file's :class:`SSTInfo`.
@@ -82,10 +88,13 @@ def write_sst(
     Raises:
         TypeError: an argument, row or batch has the wrong type.
         ValueError: rows are unsorted, repeat a ``(key, seq)``, are invalid
-            (bad kind, null PUT value, ...) or there are none; bad sizes.
+            (bad kind, null PUT value, ...) or there are none; bad sizes or
+            an unknown compression.
     """
     validate_path(path)
-    data, info = encode_sst(path, rows_or_batches, block_size=block_size, bloom_bits_per_key=bloom_bits_per_key)
+    data, info = encode_sst(
+        path, rows_or_batches, block_size=block_size, bloom_bits_per_key=bloom_bits_per_key, compression=compression
+    )
     store.put(path, data)
     return info
 
@@ -96,6 +105,7 @@ def encode_sst(
     *,
     block_size: int = DEFAULT_BLOCK_SIZE,
     bloom_bits_per_key: int = DEFAULT_BLOOM_BITS_PER_KEY,
+    compression: str = DEFAULT_SST_COMPRESSION,
 ) -> tuple[bytes, SSTInfo]:
     """Like :func:`write_sst` but return the file bytes instead of storing them."""
     for name, value, low, high in (
@@ -106,7 +116,11 @@ def encode_sst(
             raise TypeError(f"{name} must be int, not {type(value).__name__}")
         if not low <= value <= high:
             raise ValueError(f"{name} must be in {low}..{high}, got {value}")
-    builder = _SSTBuilder(block_size, bloom_bits_per_key)
+    if not isinstance(compression, str):
+        raise TypeError(f"compression must be str, not {type(compression).__name__}")
+    if compression not in SST_COMPRESSIONS:
+        raise ValueError(f"compression must be one of {tuple(SST_COMPRESSIONS)}, got {compression!r}")
+    builder = _SSTBuilder(block_size, bloom_bits_per_key, SST_COMPRESSIONS[compression])
     items = iter(rows_or_batches)
     while chunk := list(islice(items, _ROWS_PER_CHUNK)):
         if set(map(type, chunk)) == {tuple}:  # the common case, checked at C speed
@@ -186,11 +200,16 @@ class _SSTBuilder:
     Not thread-safe; one builder per file.
     """
 
-    def __init__(self, block_size: int, bloom_bits_per_key: int) -> None:
+    def __init__(self, block_size: int, bloom_bits_per_key: int, codec: str | None) -> None:
         self._block_size = block_size
         self._bits_per_key = bloom_bits_per_key
         self._sink = _ChecksummingSink()
-        self._writer = pa.ipc.new_file(self._sink, FILE_SCHEMA)
+        # Compression runs inside write_batch, in C++ with the GIL released.
+        # One thread: a block's few buffers are too small to gain from the
+        # thread pool, and the flush thread must leave the other core to the
+        # committer.
+        options = pa.ipc.IpcWriteOptions(compression=codec, use_threads=False)
+        self._writer = pa.ipc.new_file(self._sink, FILE_SCHEMA, options=options)
         self._pending: list[pa.RecordBatch] = []
         self._pending_bytes = 0
         self._last: tuple[bytes, int] | None = None  # (key, seq) of the last row accepted
