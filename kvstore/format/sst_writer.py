@@ -48,6 +48,7 @@ RowsOrBatches = Iterable[Row | pa.RecordBatch]
 # Arrow per chunk: enough to amortise pyarrow's per-call cost, small enough to
 # keep the Python lists short-lived.
 _ROWS_PER_CHUNK: Final = 4096
+_STREAM_BUFFER_BYTES: Final = 2 * DEFAULT_BLOCK_SIZE  # holds a default-size block, compressed or not
 _META_BATCH: Final = rows_to_batch([])  # the meta block carries no rows, only custom metadata
 
 _rows_to_arrays: Callable[[list[Row]], tuple[pa.Array, ...] | None] | None
@@ -204,12 +205,16 @@ class _SSTBuilder:
         self._block_size = block_size
         self._bits_per_key = bloom_bits_per_key
         self._sink = _ChecksummingSink()
+        # pyarrow writes a block as ~18 small writes (each buffer, then its
+        # padding); a C++ buffer in front of the sink hands it the block in one
+        # call when _emit_block flushes, so the GIL is taken once per block.
+        self._stream = pa.output_stream(self._sink, buffer_size=_STREAM_BUFFER_BYTES)
         # Compression runs inside write_batch, in C++ with the GIL released.
         # One thread: a block's few buffers are too small to gain from the
         # thread pool, and the flush thread must leave the other core to the
         # committer.
         options = pa.ipc.IpcWriteOptions(compression=codec, use_threads=False)
-        self._writer = pa.ipc.new_file(self._sink, FILE_SCHEMA, options=options)
+        self._writer = pa.ipc.new_file(self._stream, FILE_SCHEMA, options=options)
         self._pending: list[pa.RecordBatch] = []
         self._pending_bytes = 0
         self._last: tuple[bytes, int] | None = None  # (key, seq) of the last row accepted
@@ -295,6 +300,7 @@ class _SSTBuilder:
         start, first_chunk = sink.position, len(sink.chunks)
         sink.region_crc = 0
         self._writer.write_batch(block)
+        self._stream.flush()
         end, crc = sink.position, sink.region_crc
         if not self._offsets:
             # pyarrow writes the magic and schema lazily, together with the
@@ -338,6 +344,7 @@ class _SSTBuilder:
         )
         self._writer.write_batch(_META_BATCH, custom_metadata=encode_meta(meta, data_end))
         self._writer.close()
+        self._stream.close()
         chunks = self._sink.chunks
         tail = bytearray(b"".join(chunks[meta_chunk:]))
         crc, _zero = tail_crc(bytes(tail), path)
