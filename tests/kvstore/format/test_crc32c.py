@@ -9,8 +9,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cython_ext import _checksum
-from kvstore.format.checksum import _crc32c_py, crc32c
+from cython_ext import _checksum  # internals: which CRC32C implementation the build chose
+from kvstore.format.checksum import _crc32c_py, crc32c  # internals: the pure-Python reference CRC
 
 
 def test_the_compiled_crc_is_the_one_in_use() -> None:
