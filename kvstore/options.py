@@ -113,13 +113,18 @@ class StoreOptions:
     # Full compaction when (all data but the oldest run) >= this x the oldest
     # run: bounds space amplification (obsolete versions and tombstones).
     max_space_amplification: float = 2.0
-    # Target size of compaction output SSTs: large enough for few objects and
-    # cheap listings, small enough to build one in memory.
+    # Target size of compaction output SSTs, counted before compression: large
+    # enough for few objects and cheap listings, small enough to build one in memory.
     sst_target_bytes: int = 32 * MiB
     # Codec of the Arrow buffers in every SST this handle writes (flush, compaction,
     # large-commit delta SSTs): "lz4", "zstd" or "none". The files stay plain
     # Arrow IPC (any Arrow reader with the codec decompresses them); readers of
-    # this store accept every codec, so handles may differ.
+    # this store accept every codec, so handles may differ. lz4 by default: on
+    # W1 rows (incompressible values) it takes SSTs from 1.24 to 1.03 bytes per
+    # logical byte for no flush CPU (fewer bytes to copy and checksum), and
+    # decompresses a 64 KiB block in ~15 us; zstd saves 8 % more but costs
+    # ~1 us a row in compaction and ~150 us per block read (pyarrow's zstd
+    # spends ~90 us compressing even a 64-byte buffer, and a block has ~15).
     sst_compression: str = DEFAULT_SST_COMPRESSION
     # Time-travel window: versions committed within it stay readable with
     # at(...), and other processes' snapshots younger than it stay valid.
