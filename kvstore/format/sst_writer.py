@@ -14,7 +14,7 @@ import warnings
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from itertools import islice
-from typing import Final
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -205,10 +205,15 @@ class _SSTBuilder:
         self._block_size = block_size
         self._bits_per_key = bloom_bits_per_key
         self._sink = _ChecksummingSink()
-        # pyarrow writes a block as ~18 small writes (each buffer, then its
-        # padding); a C++ buffer in front of the sink hands it the block in one
-        # call when _emit_block flushes, so the GIL is taken once per block.
-        self._stream = pa.output_stream(self._sink, buffer_size=_STREAM_BUFFER_BYTES)
+        # pyarrow writes a compressed block as ~30 small writes (each buffer's
+        # length, bytes and padding): a C++ buffer in front of the sink hands
+        # it the block in one call when _emit_block flushes, so the GIL is
+        # taken once per block. Uncompressed blocks come in fewer, larger
+        # writes, and there the buffer's extra copy costs more than the calls
+        # it saves (measured: 0.30 against 0.22 us a row).
+        self._stream: Any = self._sink
+        if codec is not None:
+            self._stream = pa.output_stream(self._sink, buffer_size=_STREAM_BUFFER_BYTES)
         # Compression runs inside write_batch, in C++ with the GIL released.
         # One thread: a block's few buffers are too small to gain from the
         # thread pool, and the flush thread must leave the other core to the
