@@ -122,7 +122,7 @@ class StoreOptions:
     # this store accept every codec, so handles may differ. lz4 by default: on
     # W1 rows (incompressible values) it takes SSTs from 1.24 to 1.03 bytes per
     # logical byte for no flush CPU (fewer bytes to copy and checksum), and
-    # decompresses a 64 KiB block in ~15 us; zstd saves 8 % more but costs
+    # decodes a 64 KiB block in ~20 us; zstd saves 8 % more but costs
     # ~1 us a row in compaction and ~150 us per block read (pyarrow's zstd
     # spends ~90 us compressing even a 64-byte buffer, and a block has ~15).
     sst_compression: str = DEFAULT_SST_COMPRESSION
