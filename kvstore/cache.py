@@ -4,8 +4,9 @@ One :class:`BlockCache` serves every SST reader of a store handle, so the
 budget is global: a hot file's blocks push out a cold file's. Entries are
 immutable decoded objects (SST files never change once written), so a hit
 needs no I/O and no re-parsing. Blocks are cached in their compact form
-(:mod:`kvstore.format.block_view`) and charged their size on disk plus a
-small fixed overhead, so the budget means what it says.
+(:mod:`kvstore.format.block_view`) and charged the bytes their decoded
+Arrow buffers hold (a compressed block's decompressed size, not its size on
+disk) plus a small fixed overhead, so the budget means what it says.
 
 Key conventions used by :mod:`kvstore.format.sst_reader` (any hashable works):
 

@@ -480,7 +480,7 @@ class Committer:
         inline_rows: list[Row] = rows
         if len(encoded_rows) > self._options.inline_delta_bytes:
             try:
-                info = write_sst(state.store, new_sst_path(), rows)
+                info = write_sst(state.store, new_sst_path(), rows, compression=self._options.sst_compression)
             except NotWrittenError as exc:
                 raise CommitNotLandedError(
                     f"the commit of version {version} did not land: its delta SST could not be written ({exc})"

@@ -120,7 +120,10 @@ def flush_once(state: EngineState, committer: Any, floor_seq: int, options: Stor
     written: list[SSTInfo] = []
     for index, (first, batches) in enumerate(zip(firsts, segments)):
         if first is not None:
-            info = write_sst(state.store, f"sst/{uuid.uuid4().hex}.sst", itertools.chain((first,), batches))
+            info = write_sst(
+                state.store, f"sst/{uuid.uuid4().hex}.sst", itertools.chain((first,), batches),
+                compression=options.sst_compression,
+            )
             written.append(info)
             l0.append(info.to_dict())
         if index < len(adopted):

@@ -284,7 +284,12 @@ class Housekeeper:
         floor = self.retention.floor().seq
         try:
             output = run_compaction(
-                self._state.store, task, floor, self._options.sst_target_bytes, should_stop=self._stop.is_set
+                self._state.store,
+                task,
+                floor,
+                self._options.sst_target_bytes,
+                should_stop=self._stop.is_set,
+                compression=self._options.sst_compression,
             )
         except FileNotFoundError as exc:
             # An input vanished: a rival compacted it away and GC collected it.

@@ -30,6 +30,7 @@ from kvstore.errors import CompactionAbortedError, StoreError
 from kvstore.format.names import new_sst_path
 from kvstore.format.rows import ROW_OVERHEAD_BYTES, Row
 from kvstore.format.sst import SSTInfo, SSTReader, write_sst
+from kvstore.format.sst_format import DEFAULT_SST_COMPRESSION
 from kvstore.format.tree import SSTDict
 from kvstore.iterators.merge import merge_rows
 from kvstore.objstore.base import ObjectMeta, ObjectStore
@@ -148,6 +149,7 @@ def write_run(
     target_bytes: int,
     should_stop: Callable[[], bool] = lambda: False,
     started: list[float] | None = None,
+    compression: str = DEFAULT_SST_COMPRESSION,
 ) -> list[SSTInfo]:
     """Write ``rows`` (storage order) as SSTs of about ``target_bytes`` each.
 
@@ -157,6 +159,7 @@ def write_run(
     Args:
         started: if given, ``time.monotonic()`` before the first store call
             is appended to it.
+        compression: the SSTs' block codec (the store's ``sst_compression``).
 
     Raises:
         CompactionAbortedError: ``should_stop`` asked to stop.
@@ -172,7 +175,7 @@ def write_run(
             # PUT: its storage timestamp is at least this late.
             if started is not None and not started:
                 started.append(time.monotonic())
-            written.append(write_sst(store, new_sst_path(), piece))
+            written.append(write_sst(store, new_sst_path(), piece, compression=compression))
     except BaseException:
         delete_quietly(store, [info.path for info in written])
         raise
@@ -185,8 +188,9 @@ def run_compaction(
     floor_seq: int,
     target_bytes: int,
     should_stop: Callable[[], bool] = lambda: False,
+    compression: str = DEFAULT_SST_COMPRESSION,
 ) -> CompactionOutput:
-    """Merge ``task``'s inputs at ``floor_seq`` into a new run; nothing is committed.
+    """Merge ``task``'s inputs at ``floor_seq`` into a new run (SSTs with ``compression``); nothing is committed.
 
     Raises:
         FileNotFoundError: an input vanished (another compaction won and GC ran).
@@ -194,7 +198,7 @@ def run_compaction(
         CorruptionError: an input failed its checksums.
     """
     started: list[float] = []
-    ssts = write_run(store, merged_rows(store, task, floor_seq), target_bytes, should_stop, started)
+    ssts = write_run(store, merged_rows(store, task, floor_seq), target_bytes, should_stop, started, compression)
     return CompactionOutput(
         ssts=tuple(ssts),
         bytes_read=task.input_bytes(),

@@ -1,8 +1,10 @@
 """A cached SST data block in its compact form: the Arrow batch as read.
 
 The block cache holds one :data:`BlockView` per data block: the record batch
-decoded zero-copy over the bytes whose CRC was checked, so a block costs its
-size on disk (plus a fixed overhead), never a list of Python row tuples. Reads
+decoded over the bytes whose CRC was checked (zero-copy when the block is
+uncompressed; a compressed block's buffers are decompressed once, when it is
+loaded), so a block costs what its Arrow buffers hold (plus a fixed overhead),
+never a list of Python row tuples. :func:`decoded_bytes` measures that. Reads
 search the batch in place:
 
 * ``find(key, snapshot_seq)``: index of the key's newest row with
@@ -37,6 +39,27 @@ BLOCK_OVERHEAD_BYTES: Final = 2048
 # one 8-byte key head per row, plus the tree levels above them (an eighth
 # more, and more again) and padding: 9.4 bytes a row in a 465-row block.
 KEY_HEAD_BYTES: Final = 10
+
+
+def decoded_bytes(batch: pa.RecordBatch, source: pa.Buffer) -> int:
+    """Bytes of memory ``batch`` keeps alive: ``source`` if any buffer still
+    points into it (an uncompressed block is a zero-copy view of what was
+    read), plus every buffer decoded elsewhere (a compressed block's buffers
+    are decompressed into new memory, and ``source`` is then freed).
+    """
+    start = source.address
+    end = start + source.size
+    shared = False
+    elsewhere = 0
+    for column in batch.columns:
+        for buffer in column.buffers():
+            if buffer is None:
+                continue
+            if start <= buffer.address < end:
+                shared = True
+            else:
+                elsewhere += buffer.size
+    return (source.size if shared else 0) + elsewhere
 
 
 class _ArrowKeys:

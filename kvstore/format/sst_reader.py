@@ -28,6 +28,7 @@ from kvstore.format.block_view import (
     BlockView,
     PyBlockView,
     compiled,
+    decoded_bytes,
 )
 from kvstore.format.rows import MAX_SEQ, Row
 from kvstore.format.sst_format import (
@@ -67,7 +68,7 @@ class SSTReader:
     ``expire_at_ms`` are the caller's to interpret.
 
     Blocks are cached in their compact form (:mod:`kvstore.format.block_view`:
-    the Arrow batch as read, charged its size), and point reads search them in
+    the Arrow batch as decoded, charged the bytes it holds), and point reads search them in
     place, in compiled code when ``cython_ext._pointget`` is built.
     """
 
@@ -362,9 +363,10 @@ class SSTReader:
         if crc32c(body) != meta.crcs[b]:
             raise CorruptionError(f"{path}: block {b} (bytes {offset}..{offset + length}) failed its CRC32C check")
         batch = decode_block(body, path, b, meta.rows[b])
-        # The batch's buffers point into ``data``: that is what the block costs,
-        # plus its objects and the compiled view's key heads.
-        nbytes = len(data) + BLOCK_OVERHEAD_BYTES + KEY_HEAD_BYTES * meta.rows[b]
+        # What the batch holds (``data`` itself when uncompressed, its
+        # decompressed buffers otherwise) is what the block costs, plus its
+        # objects and the compiled view's key heads.
+        nbytes = decoded_bytes(batch, pa.py_buffer(data)) + BLOCK_OVERHEAD_BYTES + KEY_HEAD_BYTES * meta.rows[b]
         try:
             block = self._block_type(batch, nbytes)
         except ValueError as exc:

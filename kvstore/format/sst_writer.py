@@ -14,7 +14,7 @@ import warnings
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from itertools import islice
-from typing import Final
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,9 +25,11 @@ from kvstore.format.rows import DELETE, ROW_OVERHEAD_BYTES, ROW_SCHEMA, Row, col
 from kvstore.format.sst_format import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_BLOOM_BITS_PER_KEY,
+    DEFAULT_SST_COMPRESSION,
     FILE_SCHEMA,
     HEAD_MAGIC,
     TAIL_CRC_PREFIX,
+    SST_COMPRESSIONS,
     TAIL_CRC_ZERO,
     TRAILER_SIZE,
     SSTInfo,
@@ -46,6 +48,7 @@ RowsOrBatches = Iterable[Row | pa.RecordBatch]
 # Arrow per chunk: enough to amortise pyarrow's per-call cost, small enough to
 # keep the Python lists short-lived.
 _ROWS_PER_CHUNK: Final = 4096
+_STREAM_BUFFER_BYTES: Final = 2 * DEFAULT_BLOCK_SIZE  # holds a default-size block, compressed or not
 _META_BATCH: Final = rows_to_batch([])  # the meta block carries no rows, only custom metadata
 
 _rows_to_arrays: Callable[[list[Row]], tuple[pa.Array, ...] | None] | None
@@ -63,6 +66,7 @@ def write_sst(
     *,
     block_size: int = DEFAULT_BLOCK_SIZE,
     bloom_bits_per_key: int = DEFAULT_BLOOM_BITS_PER_KEY,
+    compression: str = DEFAULT_SST_COMPRESSION,
 ) -> SSTInfo:
     """Write sorted rows to a new SST at ``path`` with one ``store.put``.
 
@@ -75,6 +79,9 @@ def write_sst(
         block_size: target encoded size of a data block, in bytes; a block is
             cut once it reaches it, so a single large row makes its own block.
         bloom_bits_per_key: bloom filter bits per distinct key (1..64).
+        compression: codec of the data blocks' Arrow buffers, a key of
+            ``SST_COMPRESSIONS`` ("lz4", "zstd" or "none"); the store passes its
+            ``sst_compression`` option.
 
     Returns:
         The new file's :class:`SSTInfo`.
@@ -82,10 +89,13 @@ def write_sst(
     Raises:
         TypeError: an argument, row or batch has the wrong type.
         ValueError: rows are unsorted, repeat a ``(key, seq)``, are invalid
-            (bad kind, null PUT value, ...) or there are none; bad sizes.
+            (bad kind, null PUT value, ...) or there are none; bad sizes or
+            an unknown compression.
     """
     validate_path(path)
-    data, info = encode_sst(path, rows_or_batches, block_size=block_size, bloom_bits_per_key=bloom_bits_per_key)
+    data, info = encode_sst(
+        path, rows_or_batches, block_size=block_size, bloom_bits_per_key=bloom_bits_per_key, compression=compression
+    )
     store.put(path, data)
     return info
 
@@ -96,6 +106,7 @@ def encode_sst(
     *,
     block_size: int = DEFAULT_BLOCK_SIZE,
     bloom_bits_per_key: int = DEFAULT_BLOOM_BITS_PER_KEY,
+    compression: str = DEFAULT_SST_COMPRESSION,
 ) -> tuple[bytes, SSTInfo]:
     """Like :func:`write_sst` but return the file bytes instead of storing them."""
     for name, value, low, high in (
@@ -106,7 +117,11 @@ def encode_sst(
             raise TypeError(f"{name} must be int, not {type(value).__name__}")
         if not low <= value <= high:
             raise ValueError(f"{name} must be in {low}..{high}, got {value}")
-    builder = _SSTBuilder(block_size, bloom_bits_per_key)
+    if not isinstance(compression, str):
+        raise TypeError(f"compression must be str, not {type(compression).__name__}")
+    if compression not in SST_COMPRESSIONS:
+        raise ValueError(f"compression must be one of {tuple(SST_COMPRESSIONS)}, got {compression!r}")
+    builder = _SSTBuilder(block_size, bloom_bits_per_key, SST_COMPRESSIONS[compression])
     items = iter(rows_or_batches)
     while chunk := list(islice(items, _ROWS_PER_CHUNK)):
         if set(map(type, chunk)) == {tuple}:  # the common case, checked at C speed
@@ -186,11 +201,25 @@ class _SSTBuilder:
     Not thread-safe; one builder per file.
     """
 
-    def __init__(self, block_size: int, bloom_bits_per_key: int) -> None:
+    def __init__(self, block_size: int, bloom_bits_per_key: int, codec: str | None) -> None:
         self._block_size = block_size
         self._bits_per_key = bloom_bits_per_key
         self._sink = _ChecksummingSink()
-        self._writer = pa.ipc.new_file(self._sink, FILE_SCHEMA)
+        # pyarrow writes a compressed block as ~30 small writes (each buffer's
+        # length, bytes and padding): a C++ buffer in front of the sink hands
+        # it the block in one call when _emit_block flushes, so the GIL is
+        # taken once per block. Uncompressed blocks come in fewer, larger
+        # writes, and there the buffer's extra copy costs more than the calls
+        # it saves (measured: 0.30 against 0.22 us a row).
+        self._stream: Any = self._sink
+        if codec is not None:
+            self._stream = pa.output_stream(self._sink, buffer_size=_STREAM_BUFFER_BYTES)
+        # Compression runs inside write_batch, in C++ with the GIL released.
+        # One thread: a block's few buffers are too small to gain from the
+        # thread pool, and the flush thread must leave the other core to the
+        # committer.
+        options = pa.ipc.IpcWriteOptions(compression=codec, use_threads=False)
+        self._writer = pa.ipc.new_file(self._stream, FILE_SCHEMA, options=options)
         self._pending: list[pa.RecordBatch] = []
         self._pending_bytes = 0
         self._last: tuple[bytes, int] | None = None  # (key, seq) of the last row accepted
@@ -276,6 +305,7 @@ class _SSTBuilder:
         start, first_chunk = sink.position, len(sink.chunks)
         sink.region_crc = 0
         self._writer.write_batch(block)
+        self._stream.flush()
         end, crc = sink.position, sink.region_crc
         if not self._offsets:
             # pyarrow writes the magic and schema lazily, together with the
@@ -319,6 +349,7 @@ class _SSTBuilder:
         )
         self._writer.write_batch(_META_BATCH, custom_metadata=encode_meta(meta, data_end))
         self._writer.close()
+        self._stream.close()
         chunks = self._sink.chunks
         tail = bytearray(b"".join(chunks[meta_chunk:]))
         crc, _zero = tail_crc(bytes(tail), path)

@@ -283,16 +283,17 @@ def test_implementation_is_the_compiled_one_when_built() -> None:
         SSTReader.open(MemoryStore(), "sst/none.sst", implementation="rust", size=100)
 
 
-def test_cache_charges_blocks_their_size_on_disk() -> None:
-    """A cached block is the Arrow batch over the bytes as read: charged about
-    its on-disk size, and decoding it allocates no Arrow memory (zero-copy)."""
+def test_cache_charges_uncompressed_blocks_their_size_on_disk() -> None:
+    """A cached uncompressed block is the Arrow batch over the bytes as read:
+    charged about its on-disk size, and decoding it allocates no Arrow memory
+    (zero-copy). Compressed blocks: tests/kvstore/format/test_sst_compression.py."""
     import pyarrow as pa
 
     from kvstore.format.block_view import BLOCK_OVERHEAD_BYTES, KEY_HEAD_BYTES
 
     store = MemoryStore()
     rows = [(b"%016d" % i, 1, PUT, bytes([i % 251]) * 100, None) for i in range(20_000)]
-    info = write_sst(store, "sst/z.sst", rows)
+    info = write_sst(store, "sst/z.sst", rows, compression="none")
     cache = BlockCache(64 << 20)
     reader = SSTReader.open(store, "sst/z.sst", cache=cache, size=info.size, tail_size=info.tail_size)
     allocated = pa.total_allocated_bytes()
