@@ -1,10 +1,14 @@
 # cython: boundscheck=False, wraparound=False, initializedcheck=False
 """The delta rows of a format-3 root file, encoded and decoded in C.
 
-Layout (``kvstore.format.root``'s module docstring), per row::
+Layout (``kvstore.format.root``'s module docstring): ``varint N``, ``u8``
+section flags (1: every row's seq is ``first_seq``, and rows omit it), then
+per row::
 
-    varint shared-prefix length, varint suffix length, suffix bytes,
-    varint seq - first_seq, u8 flags (kind | 4: null value | 8: expiry),
+    u8 lead: < 0x80 a PUT with a value and no expiry, sharing ``lead`` key
+    bytes with the previous row; else 0x80 | flags (kind | 4: null value |
+    8: expiry) followed by varint shared-prefix length,
+    varint suffix length, suffix bytes, [varint seq - first_seq],
     [varint value length, value bytes], [varint zigzag(expire_at_ms)]
 
 Pure-Python twins (the spec): ``kvstore.format.root.encode_rows_py`` and
@@ -148,8 +152,14 @@ cdef extern from *:
         return i;
     }
 
-    /* The encoded size of a checked row; sets f->shared from *previous, the
-       previous row's key (NULL for the first row). */
+    /* Whether a checked row takes the one-byte lead: a PUT with a value, no
+       expiry, sharing under 0x80 bytes. */
+    static inline int lakekv_plain_lead(PyObject *row, const lakekv_fields *f) {
+        return f->kind == 1 && PyTuple_GET_ITEM(row, 3) != Py_None && !f->has_expiry && f->shared < 0x80;
+    }
+
+    /* The encoded size of a checked row without its seq field; sets
+       f->shared from *previous, the previous row's key (NULL for the first row). */
     static Py_ssize_t lakekv_row_size(PyObject *row, lakekv_fields *f, PyObject **previous) {
         PyObject *key = PyTuple_GET_ITEM(row, 0), *value = PyTuple_GET_ITEM(row, 3);
         Py_ssize_t size = PyBytes_GET_SIZE(key), shared = 0, total;
@@ -157,8 +167,8 @@ cdef extern from *:
             shared = lakekv_shared(PyBytes_AS_STRING(*previous), PyBytes_GET_SIZE(*previous), PyBytes_AS_STRING(key), size);
         *previous = key;
         f->shared = shared;
-        total = lakekv_varint_size((uint64_t)shared) + lakekv_varint_size((uint64_t)(size - shared)) + size - shared;
-        total += lakekv_varint_size(f->delta) + 1;
+        total = 1 + (lakekv_plain_lead(row, f) ? 0 : lakekv_varint_size((uint64_t)shared));
+        total += lakekv_varint_size((uint64_t)(size - shared)) + size - shared;
         if (value != Py_None)
             total += lakekv_varint_size((uint64_t)PyBytes_GET_SIZE(value)) + PyBytes_GET_SIZE(value);
         if (f->has_expiry)
@@ -166,19 +176,24 @@ cdef extern from *:
         return total;
     }
 
-    /* Write a row sized by lakekv_row_size at p; returns the end. */
-    static char *lakekv_write_row(char *p, PyObject *row, const lakekv_fields *f) {
+    /* Write a row sized by lakekv_row_size (plus its seq field unless
+       one_seq) at p; returns the end. */
+    static char *lakekv_write_row(char *p, PyObject *row, const lakekv_fields *f, int one_seq) {
         PyObject *key = PyTuple_GET_ITEM(row, 0), *value = PyTuple_GET_ITEM(row, 3);
         Py_ssize_t size = PyBytes_GET_SIZE(key), shared = f->shared;
         int flags = f->kind;
-        p = lakekv_put_varint(p, (uint64_t)shared);
+        if (lakekv_plain_lead(row, f)) {
+            *p++ = (char)shared;
+        } else {
+            if (value == Py_None) flags |= 0x04;
+            if (f->has_expiry) flags |= 0x08;
+            *p++ = (char)(0x80 | flags);
+            p = lakekv_put_varint(p, (uint64_t)shared);
+        }
         p = lakekv_put_varint(p, (uint64_t)(size - shared));
         memcpy(p, PyBytes_AS_STRING(key) + shared, (size_t)(size - shared));
         p += size - shared;
-        p = lakekv_put_varint(p, f->delta);
-        if (value == Py_None) flags |= 0x04;
-        if (f->has_expiry) flags |= 0x08;
-        *p++ = (char)flags;
+        if (!one_seq) p = lakekv_put_varint(p, f->delta);
         if (value != Py_None) {
             size = PyBytes_GET_SIZE(value);
             p = lakekv_put_varint(p, (uint64_t)size);
@@ -197,7 +212,7 @@ cdef extern from *:
         Py_ssize_t shared
     int lakekv_plain_row(PyObject* row, int64_t first, lakekv_fields* out) noexcept
     Py_ssize_t lakekv_row_size(PyObject* row, lakekv_fields* f, PyObject** previous) noexcept
-    char* lakekv_write_row(char* p, PyObject* row, const lakekv_fields* f) noexcept
+    char* lakekv_write_row(char* p, PyObject* row, const lakekv_fields* f, int one_seq) noexcept
     Py_ssize_t lakekv_varint_size(uint64_t v) noexcept
     char* lakekv_put_varint(char* p, uint64_t v) noexcept
 
@@ -212,6 +227,8 @@ cdef enum:
     _KIND_BITS = 0x03
     _NULL_VALUE = 0x04
     _HAS_EXPIRY = 0x08
+    _FLAGGED_LEAD = 0x80
+    _ONE_SEQ = 0x01
 
 cdef object _U64_MAX = 2**64 - 1
 cdef uint64_t _U32_MAX = 0xFFFFFFFF
@@ -263,7 +280,8 @@ def encode_rows(list rows, first_seq):
     # A snapshot: checking an unusual row runs Python code (an int
     # subclass's comparisons) that could change the list between the passes.
     cdef tuple snapshot = tuple(rows)
-    cdef Py_ssize_t n = PyTuple_GET_SIZE(snapshot), i, total
+    cdef Py_ssize_t n = PyTuple_GET_SIZE(snapshot), i, total, seq_bytes = 0
+    cdef bint one_seq
     cdef PyObject* row
     cdef PyObject* previous = NULL
     cdef lakekv_fields* fields
@@ -280,18 +298,26 @@ def encode_rows(list rows, first_seq):
         raise MemoryError()
     try:
         # Pass 1: check every row and size the output.
-        total = lakekv_varint_size(<uint64_t>n)
+        total = lakekv_varint_size(<uint64_t>n) + 1
+        one_seq = True
         for i in range(n):
             row = PyTuple_GET_ITEM(snapshot, i)
             if not lakekv_plain_row(row, first, &fields[i]):
                 _check_row(<object>row, first_seq, &fields[i])
             total += lakekv_row_size(row, &fields[i], &previous)
+            seq_bytes += lakekv_varint_size(fields[i].delta)
+            if fields[i].delta != 0:
+                one_seq = False
+        if not one_seq:
+            total += seq_bytes
         # Pass 2: write.
         out = PyBytes_FromStringAndSize(NULL, total)
         start = PyBytes_AS_STRING(out)
         p = lakekv_put_varint(start, <uint64_t>n)
+        p[0] = <char>(_ONE_SEQ if one_seq else 0)
+        p += 1
         for i in range(n):
-            p = lakekv_write_row(p, PyTuple_GET_ITEM(snapshot, i), &fields[i])
+            p = lakekv_write_row(p, PyTuple_GET_ITEM(snapshot, i), &fields[i], one_seq)
     finally:
         PyMem_Free(fields)
     return out
@@ -326,7 +352,7 @@ def decode_rows(bytes data, Py_ssize_t pos, Py_ssize_t end, first_seq):
         raise ValueError(f"rows at {pos}..{end} are outside {size} bytes")
     cdef const unsigned char* base = <const unsigned char*>PyBytes_AS_STRING(data)
     cdef uint64_t count, i, shared, length, offset, zigzag
-    cdef int flags, kind
+    cdef int flags, kind, lead, section
     cdef int64_t first = -1
     cdef bytes key, previous = b""
     cdef object value, expire, seq
@@ -336,10 +362,28 @@ def decode_rows(bytes data, Py_ssize_t pos, Py_ssize_t end, first_seq):
         if first == -1 and PyErr_Occurred():
             PyErr_Clear()
     _read_varint(base, &pos, end, &count)
+    if pos >= end:
+        raise ValueError("the section flags are missing")
+    section = base[pos]
+    pos += 1
+    if section & ~_ONE_SEQ:
+        raise ValueError(f"the rows have section flags {section:#04x}")
     i = 0
     while i < count:
         i += 1
-        _read_varint(base, &pos, end, &shared)
+        if pos >= end:
+            raise ValueError("a row's lead byte is missing")
+        lead = base[pos]
+        pos += 1
+        if lead < _FLAGGED_LEAD:
+            flags = _PUT
+            shared = <uint64_t>lead
+        else:
+            flags = lead & ~_FLAGGED_LEAD
+            kind = flags & _KIND_BITS
+            if flags & ~(_KIND_BITS | _NULL_VALUE | _HAS_EXPIRY) or not (kind == _PUT or kind == _DELETE):
+                raise ValueError(f"a row has flags {flags:#04x}")
+            _read_varint(base, &pos, end, &shared)
         if shared > <uint64_t>PyBytes_GET_SIZE(previous):
             raise ValueError(f"a key shares {shared} bytes with a {PyBytes_GET_SIZE(previous)}-byte key")
         _read_varint(base, &pos, end, &length)
@@ -350,14 +394,10 @@ def decode_rows(bytes data, Py_ssize_t pos, Py_ssize_t end, first_seq):
         memcpy(PyBytes_AS_STRING(key) + shared, base + pos, <size_t>length)
         pos += <Py_ssize_t>length
         previous = key
-        _read_varint(base, &pos, end, &offset)
-        if pos >= end:
-            raise ValueError("a row's flags are missing")
-        flags = base[pos]
-        pos += 1
+        offset = 0
+        if not section & _ONE_SEQ:
+            _read_varint(base, &pos, end, &offset)
         kind = flags & _KIND_BITS
-        if flags & ~(_KIND_BITS | _NULL_VALUE | _HAS_EXPIRY) or not (kind == _PUT or kind == _DELETE):
-            raise ValueError(f"a row has flags {flags:#04x}")
         value = None
         if not flags & _NULL_VALUE:
             _read_varint(base, &pos, end, &length)

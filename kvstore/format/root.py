@@ -7,22 +7,29 @@ put-if-absent. The chain of root files *is* the write-ahead log. (The
 alike; format 2 and 3 files are not Arrow IPC.)
 
 Format 3 (written since issue 38; a 1,000-row bulk commit of 16-byte keys
-and 100-byte values is ~0.94 bytes per key+value byte, format 2 was ~1.18)::
+and 100-byte values is ~0.92 bytes per key+value byte, format 2 was ~1.18)::
 
     "LKVROOT3"                  8 bytes of magic
     u32 H, then H bytes         header: UTF-8 JSON object, fields below
-    varint N                    delta rows, in storage order (key ascending,
-                                then seq descending), each:
-        varint shared           bytes the key shares with the previous row's
-                                key (0 for the first row); always the longest
-                                common prefix
-        varint S, S bytes       the rest of the key
-        varint seq - first_seq
-        u8 flags                bits 0-1: kind, 1 = PUT, 2 = DELETE (stored:
-                                never renumber); bit 2: the value is null (a
-                                DELETE); bit 3: an expiry follows; bits 4-7: 0
+    varint N                    the number of delta rows
+    u8 section flags            bit 0: every row's seq is first_seq, and the
+                                rows omit it (a commit of one transaction);
+                                bits 1-7: 0
+    N rows, in storage order (key ascending, then seq descending), each:
+        u8 lead                 under 0x80: a PUT with a value and no expiry
+                                whose key shares ``lead`` bytes with the
+                                previous row's key; else 0x80 | flags, with
+                                flags bits 0-1: kind, 1 = PUT, 2 = DELETE
+                                (stored: never renumber), bit 2: the value is
+                                null (a DELETE), bit 3: an expiry follows,
+                                bits 4-6: 0; then
+          varint shared         the bytes shared with the previous row's key
+        varint S, S bytes       the rest of the key (the shared length is
+                                always the longest common prefix; 0 for the
+                                first row)
+        varint seq - first_seq  unless section bit 0 is set
         varint V, V bytes       the value, unless it is null
-        varint zigzag(expire_at_ms)   only when bit 3 is set
+        varint zigzag(expire_at_ms)   only when flags bit 3 is set
     u32 CRC32C                  of every byte before it
 
 A varint is unsigned LEB128 (7 bits a byte, least significant first, the high
@@ -253,6 +260,8 @@ _U64_MAX: Final = 2**64 - 1
 _KIND_BITS: Final = 0x03
 _NULL_VALUE: Final = 0x04
 _HAS_EXPIRY: Final = 0x08
+_FLAGGED_LEAD: Final = 0x80
+_ONE_SEQ: Final = 0x01
 
 
 def _varint(out: bytearray, n: int) -> None:
@@ -271,7 +280,7 @@ def _shared_prefix(a: bytes, b: bytes) -> int:
 
 
 def encode_rows_py(rows: list[Row], first_seq: int) -> bytes:
-    """The delta section of a format-3 root: ``varint N``, then the N rows.
+    """The delta section of a format-3 root: ``varint N``, the section flags, then the N rows.
 
     The pure-Python twin of ``cython_ext._rootrows.encode_rows`` (which
     :func:`encode_root` uses when it is built); same bytes, same errors.
@@ -301,20 +310,26 @@ def encode_rows_py(rows: list[Row], first_seq: int) -> bytes:
             raise ValueError(f"root row ({key!r}, {seq!r}) has expiry {expire!r}, not an int64")
     out = bytearray()
     _varint(out, len(rows))
+    one_seq = all(row[1] == first_seq for row in rows)
+    out.append(_ONE_SEQ if one_seq else 0)
     previous = b""
     for key, seq, kind, value, expire in rows:
         shared = _shared_prefix(previous, key)
-        _varint(out, shared)
+        if kind == PUT and value is not None and expire is None and shared < _FLAGGED_LEAD:
+            out.append(shared)
+        else:
+            flags = PUT if kind == PUT else DELETE
+            if value is None:
+                flags |= _NULL_VALUE
+            if expire is not None:
+                flags |= _HAS_EXPIRY
+            out.append(_FLAGGED_LEAD | flags)
+            _varint(out, shared)
         _varint(out, len(key) - shared)
         out += key[shared:]
         previous = key
-        _varint(out, seq - first_seq)
-        flags = PUT if kind == PUT else DELETE
-        if value is None:
-            flags |= _NULL_VALUE
-        if expire is not None:
-            flags |= _HAS_EXPIRY
-        out.append(flags)
+        if not one_seq:
+            _varint(out, seq - first_seq)
         if value is not None:
             _varint(out, len(value))
             out += value
@@ -356,10 +371,27 @@ def decode_rows_py(data: bytes, pos: int, end: int, first_seq: int) -> list[Row]
     if not 0 <= pos <= end <= len(data):
         raise ValueError(f"rows at {pos}..{end} are outside {len(data)} bytes")
     count, pos = _read_varint(data, pos, end)
+    if pos >= end:
+        raise ValueError("the section flags are missing")
+    section = data[pos]
+    pos += 1
+    if section & ~_ONE_SEQ:
+        raise ValueError(f"the rows have section flags {section:#04x}")
     rows: list[Row] = []
     previous = b""
     for _ in range(count):
-        shared, pos = _read_varint(data, pos, end)
+        if pos >= end:
+            raise ValueError("a row's lead byte is missing")
+        lead = data[pos]
+        pos += 1
+        if lead < _FLAGGED_LEAD:
+            flags, shared = PUT, lead
+        else:
+            flags = lead & ~_FLAGGED_LEAD
+            kind = flags & _KIND_BITS
+            if flags & ~(_KIND_BITS | _NULL_VALUE | _HAS_EXPIRY) or not (kind == PUT or kind == DELETE):
+                raise ValueError(f"a row has flags {flags:#04x}")
+            shared, pos = _read_varint(data, pos, end)
         if shared > len(previous):
             raise ValueError(f"a key shares {shared} bytes with a {len(previous)}-byte key")
         length, pos = _read_varint(data, pos, end)
@@ -368,14 +400,10 @@ def decode_rows_py(data: bytes, pos: int, end: int, first_seq: int) -> list[Row]
         key = previous[:shared] + data[pos : pos + length]
         pos += length
         previous = key
-        offset, pos = _read_varint(data, pos, end)
-        if pos >= end:
-            raise ValueError("a row's flags are missing")
-        flags = data[pos]
-        pos += 1
+        offset = 0
+        if not section & _ONE_SEQ:
+            offset, pos = _read_varint(data, pos, end)
         kind = flags & _KIND_BITS
-        if flags & ~(_KIND_BITS | _NULL_VALUE | _HAS_EXPIRY) or not (kind == PUT or kind == DELETE):
-            raise ValueError(f"a row has flags {flags:#04x}")
         value = None
         if not flags & _NULL_VALUE:
             length, pos = _read_varint(data, pos, end)

@@ -87,7 +87,7 @@ def test_rows_round_trip_through_a_root_file(rows) -> None:
 
 def test_a_w1_commit_root_is_under_its_logical_bytes() -> None:
     """Issue 38: 1,000 sorted random 16-byte decimal keys of 1M, 100-byte
-    values, one seq: the root holds them in <= 0.97 bytes per key+value byte
+    values, one seq: the root holds them in <= 0.93 bytes per key+value byte
     (format 2: 1.18)."""
     import random
 
@@ -100,7 +100,7 @@ def test_a_w1_commit_root_is_under_its_logical_bytes() -> None:
         commits=[{"op": "write", "keys": 1000, "seq": 5}],
     )
     data = encode_root(root)
-    assert len(data) <= 0.97 * sum(len(key) + len(value) for key, _, _, value, _ in rows), len(data)
+    assert len(data) <= 0.93 * sum(len(key) + len(value) for key, _, _, value, _ in rows), len(data)
     assert decode_root(data, 4242).rows == tuple(rows)
 
 
@@ -229,19 +229,23 @@ SAMPLE = [
     [
         (b"", "varint runs past the end"),
         (b"\x80", "varint runs past the end"),  # the row count, cut inside
-        (b"\x01", "varint runs past the end"),  # one row promised, none there
-        (b"\x01\x00\x85", "varint runs past the end"),  # a key length cut inside
-        (b"\x01\x00\x05ab", "key runs past the end"),
-        (b"\x01\x03\x01a\x00\x01\x01v", "shares 3 bytes with a 0-byte key"),
-        (b"\x01\x00\x01a\x00", "flags are missing"),
-        (b"\x01\x00\x01a\x00\x03\x01v", "flags 0x03"),
-        (b"\x01\x00\x01a\x00\x11\x01v", "flags 0x11"),
-        (b"\x01\x00\x01a\x00\x01\x05v", "value runs past the end"),
-        (b"\x01\x00\x01a\x00\x09\x01v", "varint runs past the end"),  # expiry flagged, missing
-        (b"\x01\x00\x01a\x00\x09\x01v\xff", "varint runs past the end"),  # expiry cut inside
-        (b"\x01\x00\x01a" + b"\xff" * 9 + b"\x02\x01\x01v", "overflows 64 bits"),
-        (b"\x01\x00\x01a" + b"\xff" * 10 + b"\x01\x01\x01v", "overflows 64 bits"),
-        (b"\x00\x00", "1 bytes after the last row"),
+        (b"\x01", "section flags are missing"),
+        (b"\x01\x02", "section flags 0x02"),
+        (b"\x01\x01", "lead byte is missing"),  # one row promised, none there
+        (b"\x01\x01\x00\x85", "varint runs past the end"),  # a key length cut inside
+        (b"\x01\x01\x00\x05ab", "key runs past the end"),
+        (b"\x01\x01\x03\x01a\x01v", "shares 3 bytes with a 0-byte key"),  # a plain lead
+        (b"\x01\x01\x81\x03\x01a\x01v", "shares 3 bytes with a 0-byte key"),  # a flagged lead
+        (b"\x01\x01\x81", "varint runs past the end"),  # flagged, its shared length missing
+        (b"\x01\x01\x83\x00\x01a\x01v", "flags 0x03"),
+        (b"\x01\x01\x91\x00\x01a\x01v", "flags 0x11"),
+        (b"\x01\x01\x00\x01a\x05v", "value runs past the end"),
+        (b"\x01\x00\x00\x01a", "varint runs past the end"),  # the seq field missing
+        (b"\x01\x01\x89\x00\x01a\x01v", "varint runs past the end"),  # expiry flagged, missing
+        (b"\x01\x01\x89\x00\x01a\x01v\xff", "varint runs past the end"),  # expiry cut inside
+        (b"\x01\x00\x00\x01a" + b"\xff" * 9 + b"\x02\x01v", "overflows 64 bits"),
+        (b"\x01\x00\x00\x01a" + b"\xff" * 10 + b"\x01\x01v", "overflows 64 bits"),
+        (b"\x00\x00\x00", "1 bytes after the last row"),
     ],
 )
 def test_malformed_rows_are_corruption_not_a_crash(encoded: bytes, match: str) -> None:
@@ -250,10 +254,15 @@ def test_malformed_rows_are_corruption_not_a_crash(encoded: bytes, match: str) -
         decode_root(_sealed(encoded), 3)
 
 
-def test_a_hand_written_row_decodes() -> None:
-    """count 1; shared 0, key "a"; seq delta 2; DELETE | null; zigzag(-2) = 3."""
-    assert _decoded_by_both(b"\x01\x00\x01a\x02\x0e\x03") == [(b"a", FIRST_SEQ + 2, DELETE, None, -2)]
-    assert encode_rows_py([(b"a", FIRST_SEQ + 2, DELETE, None, -2)], FIRST_SEQ) == b"\x01\x00\x01a\x02\x0e\x03"
+def test_hand_written_rows_decode() -> None:
+    """count 1; per-row seqs; lead 0x80 | DELETE | null | expiry; shared 0, key "a";
+    seq delta 2; zigzag(-2) = 3. Then a plain PUT in a one-seq commit: count 1,
+    one seq, lead = shared 0, key "a", value "v"."""
+    assert _decoded_by_both(b"\x01\x00\x8e\x00\x01a\x02\x03") == [(b"a", FIRST_SEQ + 2, DELETE, None, -2)]
+    assert encode_rows_py([(b"a", FIRST_SEQ + 2, DELETE, None, -2)], FIRST_SEQ) == b"\x01\x00\x8e\x00\x01a\x02\x03"
+    plain = [(b"a", FIRST_SEQ, PUT, b"v", None), (b"ab", FIRST_SEQ, PUT, b"w", None)]
+    assert encode_rows_py(plain, FIRST_SEQ) == encode_rows(plain, FIRST_SEQ) == b"\x02\x01\x00\x01a\x01v\x01\x01b\x01w"
+    assert _decoded_by_both(b"\x02\x01\x00\x01a\x01v\x01\x01b\x01w") == plain
 
 
 def test_every_truncation_of_the_rows_is_corruption() -> None:
@@ -280,4 +289,4 @@ def test_decoders_refuse_a_range_outside_the_bytes() -> None:
     for decoder in (decode_rows, decode_rows_py):
         with pytest.raises(ValueError, match="outside 3 bytes"):
             decoder(b"\x00\x00\x00", 2, 5, FIRST_SEQ)
-        assert decoder(b"xy\x00", 2, 3, FIRST_SEQ) == []
+        assert decoder(b"xy\x00\x01", 2, 4, FIRST_SEQ) == []
