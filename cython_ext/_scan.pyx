@@ -47,6 +47,11 @@ cdef struct _Cursor:
     Py_ssize_t next_segment
     const uint8_t* key
     Py_ssize_t key_len
+    # For a block segment, its buffers: advancing a row is then plain C
+    # (casting ``seg`` back to a BlockView per row cost a reference count each).
+    const int32_t* key_offsets
+    const uint8_t* key_data
+    const uint64_t* seqs
 
 
 cdef class _Out:
@@ -93,6 +98,18 @@ cdef void* _grow(void* p, size_t size) except NULL:
     return q
 
 
+cdef inline int _advance(_Cursor* c, list segments) except -1:
+    """Move ``c`` to its next row: plain C within a block segment."""
+    cdef int32_t start
+    c.pos += 1
+    if c.is_block and c.pos < c.hi:
+        start = c.key_offsets[c.pos]
+        c.key = c.key_data + start
+        c.key_len = c.key_offsets[c.pos + 1] - start
+        return 0
+    return _load(c, segments)
+
+
 cdef int _load(_Cursor* c, list segments) except -1:
     """Point ``c`` at its current row, moving to the next non-empty segment as needed; key NULL when done."""
     cdef object seg
@@ -112,11 +129,15 @@ cdef int _load(_Cursor* c, list segments) except -1:
             raise TypeError(f"segments must be BlockViews or lists of rows, not {type(seg).__name__}")
         c.pos = entry[1]
         c.hi = entry[2]
+        if c.is_block:
+            block = <BlockView>seg
+            c.key_offsets = block._key_offsets
+            c.key_data = block._key_data
+            c.seqs = block._seqs
     if c.is_block:
-        block = <BlockView>c.seg
-        start = block._key_offsets[c.pos]
-        c.key = block._key_data + start
-        c.key_len = block._key_offsets[c.pos + 1] - start
+        start = c.key_offsets[c.pos]
+        c.key = c.key_data + start
+        c.key_len = c.key_offsets[c.pos + 1] - start
     else:
         row = (<list>c.seg)[c.pos]
         key = <bytes>(<tuple>row)[0]
@@ -127,7 +148,7 @@ cdef int _load(_Cursor* c, list segments) except -1:
 
 cdef inline uint64_t _seq(_Cursor* c):
     if c.is_block:
-        return (<BlockView>c.seg)._seqs[c.pos]
+        return c.seqs[c.pos]
     return <uint64_t>(<tuple>(<list>c.seg)[c.pos])[1]
 
 
@@ -144,9 +165,14 @@ def merge_segments(list sources, uint64_t snapshot_seq, int64_t now_ms, bint pai
     Raises:
         TypeError: a segment is neither a BlockView nor a list.
     """
-    cdef Py_ssize_t k = len(sources), i, best_i
+    cdef Py_ssize_t k = len(sources), i, t, nties
     cdef _Cursor* cursors = <_Cursor*>PyMem_Malloc(max(k, 1) * sizeof(_Cursor))
     if cursors == NULL:
+        raise MemoryError()
+    # The sources whose current key is the smallest (found while looking for it).
+    cdef Py_ssize_t* ties = <Py_ssize_t*>PyMem_Malloc(max(k, 1) * sizeof(Py_ssize_t))
+    if ties == NULL:
+        PyMem_Free(cursors)
         raise MemoryError()
     cdef _Out out = _Out()
     cdef list result = [] if pairs else None
@@ -154,6 +180,7 @@ def merge_segments(list sources, uint64_t snapshot_seq, int64_t now_ms, bint pai
     cdef Py_ssize_t key_len
     cdef uint64_t seq, best_seq
     cdef bint found
+    cdef int order
     cdef _Cursor* c
     cdef _Cursor* winner
     cdef Py_ssize_t winner_pos
@@ -173,13 +200,28 @@ def merge_segments(list sources, uint64_t snapshot_seq, int64_t now_ms, bint pai
             cursors[i].seg = NULL
             _load(&cursors[i], <list>sources[i])
         while True:
-            # The smallest current key among the sources.
+            # The smallest current key among the sources, and every source
+            # holding it: one comparison per other source (sources rarely
+            # share a key, so most rows take k - 1 comparisons here and one
+            # more to see that their source moved past the key).
             key = NULL
             key_len = 0
+            nties = 0
             for i in range(k):
                 c = &cursors[i]
-                if c.key != NULL and (key == NULL or _cmp(c.key, c.key_len, key, key_len) < 0):
+                if c.key == NULL:
+                    continue
+                if key == NULL:
+                    order = -1
+                else:
+                    order = _cmp(c.key, c.key_len, key, key_len)
+                if order < 0:
                     key, key_len = c.key, c.key_len
+                    ties[0] = i
+                    nties = 1
+                elif order == 0:
+                    ties[nties] = i
+                    nties += 1
             if key == NULL:
                 break
             # Each source holding the key: its newest visible version; keep the newest overall.
@@ -187,15 +229,17 @@ def merge_segments(list sources, uint64_t snapshot_seq, int64_t now_ms, bint pai
             # that the caller's segment lists keep alive.
             found = False
             best_seq = 0
-            for i in range(k):
+            for t in range(nties):
+                i = ties[t]
                 c = &cursors[i]
-                while c.key != NULL and _cmp(c.key, c.key_len, key, key_len) == 0:
+                while True:  # the current row holds the key; so may the next ones (older versions)
                     seq = _seq(c)
                     if seq <= snapshot_seq and (not found or seq > best_seq):
                         found, best_seq = True, seq
                         winner_seg, winner_pos, winner_block = c.seg, c.pos, c.is_block
-                    c.pos += 1
-                    _load(c, <list>sources[i])
+                    _advance(c, <list>sources[i])
+                    if c.key == NULL or _cmp(c.key, c.key_len, key, key_len) != 0:
+                        break
             if not found:
                 continue
             if winner_block:
@@ -230,6 +274,7 @@ def merge_segments(list sources, uint64_t snapshot_seq, int64_t now_ms, bint pai
                     out.append(<const uint8_t*>PyBytes_AS_STRING(key_obj), PyBytes_GET_SIZE(key_obj),
                                <const uint8_t*>PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))
     finally:
+        PyMem_Free(ties)
         PyMem_Free(cursors)
     if pairs:
         return result
