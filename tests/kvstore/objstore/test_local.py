@@ -15,7 +15,7 @@ from kvstore.objstore import LocalStore
 from kvstore.objstore import local as local_module
 
 try:
-    from cython_ext import _newfile
+    from cython_ext import _newfile  # internals: the compiled publish, its unnamed and named temp files side by side
 except ImportError:  # not built: the Python path is tested alone
     _newfile = None
 
