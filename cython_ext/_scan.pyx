@@ -29,12 +29,43 @@ from cpython.tuple cimport PyTuple_GET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint64_t, uint8_t
 from libc.string cimport memcpy
 
-from cython_ext._pointget cimport BlockView, _cmp
+from cython_ext._pointget cimport BlockView
 
 import pyarrow as pa
 
 cdef enum:
     _PUT = 1
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    /* Unsigned bytewise order of two keys, 8 bytes at a time: keys are short,
+       and libc's memcmp call cost more than the comparison (the merge
+       compares every row's key with each other source's). */
+    static inline int lakekv_key_order(const uint8_t *a, Py_ssize_t alen, const uint8_t *b, Py_ssize_t blen) {
+        Py_ssize_t n = alen < blen ? alen : blen, i = 0;
+        uint64_t x, y;
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&x, a + i, 8);
+            memcpy(&y, b + i, 8);
+            if (x != y) {
+    #if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                x = __builtin_bswap64(x);
+                y = __builtin_bswap64(y);
+                return x < y ? -1 : 1;
+    #else
+                return memcmp(a + i, b + i, 8) < 0 ? -1 : 1;
+    #endif
+            }
+        }
+        for (; i < n; i++) {
+            if (a[i] != b[i]) return a[i] < b[i] ? -1 : 1;
+        }
+        return (alen > blen) - (alen < blen);
+    }
+    """
+    int lakekv_key_order(const uint8_t* a, Py_ssize_t alen, const uint8_t* b, Py_ssize_t blen) noexcept nogil
 
 
 cdef struct _Cursor:
@@ -214,7 +245,7 @@ def merge_segments(list sources, uint64_t snapshot_seq, int64_t now_ms, bint pai
                 if key == NULL:
                     order = -1
                 else:
-                    order = _cmp(c.key, c.key_len, key, key_len)
+                    order = lakekv_key_order(c.key, c.key_len, key, key_len)
                 if order < 0:
                     key, key_len = c.key, c.key_len
                     ties[0] = i
@@ -238,7 +269,7 @@ def merge_segments(list sources, uint64_t snapshot_seq, int64_t now_ms, bint pai
                         found, best_seq = True, seq
                         winner_seg, winner_pos, winner_block = c.seg, c.pos, c.is_block
                     _advance(c, <list>sources[i])
-                    if c.key == NULL or _cmp(c.key, c.key_len, key, key_len) != 0:
+                    if c.key == NULL or lakekv_key_order(c.key, c.key_len, key, key_len) != 0:
                         break
             if not found:
                 continue
