@@ -294,7 +294,16 @@ class Oracle:
                     f"transaction {check.txn_id} read the writes of a commit in flight whose outcome is "
                     "unknown at its validation; retry it"
                 )
-        candidates = [c for c in self._committed if c.seq > check.start_seq and c.seq not in own_seqs]
+        # Only commits after the snapshot can conflict: walk the (ascending)
+        # history from its newest end and stop at the snapshot, instead of
+        # testing every entry a long-running transaction keeps alive.
+        candidates: list[Committed] = []
+        for committed in reversed(self._committed):
+            if committed.seq <= check.start_seq:
+                break
+            if committed.seq not in own_seqs:
+                candidates.append(committed)
+        candidates.reverse()
         candidates.extend(c for p, c in earlier_in_group.items() if p not in own_in_group)
         for committed in candidates:
             clash = committed.keys & check.write_keys
