@@ -5,7 +5,11 @@ Writes never expose a partial object: the bytes go to a temp file under
 
 * ``put_if_absent`` publishes with ``os.link(temp, final)``: the kernel creates
   the name atomically and fails with ``EEXIST`` if it is taken, so exactly one
-  of any number of racing writers (threads or processes) wins.
+  of any number of racing writers (threads or processes) wins. Where the
+  file system allows it, the compiled path (``cython_ext._newfile``) writes an
+  unnamed ``O_TMPFILE`` inode in the final directory instead of a temp file
+  in ``.tmp/``, and links that: nothing is left behind by a writer killed
+  mid-write, and a commit changes one directory instead of two.
 * ``put`` publishes with ``os.replace`` (atomic rename, overwrites).
 
 A write that fails before its name exists (the temp file could not be
