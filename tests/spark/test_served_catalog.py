@@ -86,6 +86,13 @@ class ForgedRootControlPlane(ThreadingHTTPServer):
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            # HTTP/1.1 keep-alive, as lakekv serve speaks: with http.server's
+            # default HTTP/1.0 every answer closes its connection, and the JDK
+            # client could send the next request on that connection before it
+            # saw the close ("header parser received no bytes", seen once in
+            # a full run).
+            protocol_version = "HTTP/1.1"
+
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 answer = plane.handle(request)
