@@ -124,18 +124,26 @@ cdef tuple _publish_unnamed(int fd, const char* final_c, const char* dir_c, cons
         c_close(fd)  # the unnamed inode goes with its last descriptor
         return STEP_WRITE_TEMP, err
     snprintf(proc_path, sizeof(proc_path), b"/proc/self/fd/%d", fd)
-    with nogil:
-        if fsync and c_fsync(fd) != 0:
-            step = STEP_FSYNC_TEMP; err = errno
-        if step == 0:
-            rc = linkat(AT_FDCWD, proc_path, AT_FDCWD, final_c, AT_SYMLINK_FOLLOW)
-            if rc != 0:
-                step = STEP_LINK; err = errno
-        c_close(fd)
-        if step == 0 and fsync:
-            err = _fsync_directory(dir_c)
-            if err:
-                step = STEP_FSYNC_DIR
+    if fsync:
+        with nogil:
+            if c_fsync(fd) != 0:
+                step = STEP_FSYNC_TEMP; err = errno
+            if step == 0:
+                rc = linkat(AT_FDCWD, proc_path, AT_FDCWD, final_c, AT_SYMLINK_FOLLOW)
+                if rc != 0:
+                    step = STEP_LINK; err = errno
+            c_close(fd)
+            if step == 0:
+                err = _fsync_directory(dir_c)
+                if err:
+                    step = STEP_FSYNC_DIR
+        return step, err
+    # Without fsync every step is page-cache work of microseconds: keep the
+    # GIL (see the module docstring: beside a busy thread, each release could
+    # cost a switch interval).
+    if linkat(AT_FDCWD, proc_path, AT_FDCWD, final_c, AT_SYMLINK_FOLLOW) != 0:
+        step = STEP_LINK; err = errno
+    c_close(fd)
     return step, err
 
 
