@@ -216,7 +216,7 @@ def test_unnamed_and_named_temp_files_publish_alike(tmp_path: Path, fsync: bool)
     assert outcomes[True][:2] == outcomes[False][:2] == [(0, 0), (_newfile.LINK, errno.EEXIST)]
     # A missing directory: ENOENT at the step that first needs it (LocalStore
     # sends both to its Python path, which creates the directory).
-    unnamed_step = _newfile.OPEN_TEMP if _newfile.unnamed_temp_files() else _newfile.LINK
+    unnamed_step = _newfile.OPEN_TEMP if _newfile.unnamed_temp_files() and fsync else _newfile.LINK
     assert outcomes[True][2] == (unnamed_step, errno.ENOENT) and outcomes[False][2] == (_newfile.LINK, errno.ENOENT)
 
 
