@@ -23,7 +23,7 @@ sys.path.insert(0, str(BENCHMARKS))
 
 from harness import data, report  # noqa: E402 - needs the path above
 from harness.config import WORKLOADS  # noqa: E402
-from harness.workloads import percentile  # noqa: E402
+from harness.workloads import Measurement, median_round, percentile  # noqa: E402
 
 PEERS = ("lmdb", "rocksdb", "sqlite", "slatedb")
 
@@ -61,6 +61,26 @@ def test_percentile_nearest_rank() -> None:
     assert percentile(samples, 0.99) == 100.0
     with pytest.raises(ValueError):
         percentile([], 0.5)
+
+
+def test_median_round_stands_for_its_case_and_keeps_every_rounds_checks() -> None:
+    def measured(rate: float, lost: int, p50: float) -> Measurement:
+        return Measurement("W6", "hot", "lakekv", metrics={"commits_per_s": rate, "p50_ms": p50, "n": 7},
+                           checks={"lost_updates": lost}, notes=[f"p50 {p50}"])
+
+    combined = median_round([measured(900.0, 0, 1.0), measured(300.0, 2, 3.0), measured(600.0, 0, 2.0)],
+                            "commits_per_s")
+    # The median round's figures travel together; n and checks cover all rounds.
+    assert combined.metrics == {"commits_per_s": 600.0, "p50_ms": 2.0, "n": 21}
+    assert combined.checks == {"lost_updates": 2}
+    assert combined.notes[0] == "p50 2.0" and "900, 300, 600" in combined.notes[1]
+    # An even count takes the lower middle round, never an average of two.
+    assert median_round([measured(900.0, 0, 1.0), measured(300.0, 0, 3.0)], "commits_per_s").metrics["p50_ms"] == 3.0
+    with pytest.raises(ValueError, match="no rounds"):
+        median_round([], "commits_per_s")
+    other = Measurement("W6", "cold", "lakekv", metrics={"commits_per_s": 1.0, "n": 1})
+    with pytest.raises(ValueError, match="different cases"):
+        median_round([measured(1.0, 0, 1.0), other], "commits_per_s")
 
 
 def test_ratios_pair_each_peer_with_lakekv_of_the_same_durability() -> None:
@@ -158,6 +178,9 @@ def test_quick_run_produces_every_workload_and_sane_numbers(tmp_path: Path) -> N
         if m["workload"] == "W4":  # the rate is the median of the timed passes it names
             [note] = [n for n in m["notes"] if n.startswith("median of ")]
             assert 1 <= int(note.split()[2]) <= 5
+        if m["workload"] in ("W3", "W6", "W7"):  # measured in rounds; the note names each round's rate
+            [note] = [n for n in m["notes"] if n.startswith("median of ")]
+            assert note.startswith(f"median of {results['config']['rounds']} rounds")
 
     markdown = paths["md"].read_text()
     for title in report.WORKLOAD_TITLES.values():

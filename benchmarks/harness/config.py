@@ -51,6 +51,13 @@ class BenchConfig:
     s3_commits_per_writer: int = 100
     # Every measured phase stops after this long (what it finished is reported).
     phase_seconds: float = 20.0
+    # W2 (but the taking-turns pair), W3, W6 and W7 run in this many rounds,
+    # every engine once per round on a fresh store, and report each case's
+    # median round. Each round does 1/rounds of the commits in 1/rounds of
+    # phase_seconds, so the run takes about as long as one round of the full
+    # size; a disk or filesystem that drifts by 2-4x over minutes then moves
+    # one round of each engine, not all of one engine's figure.
+    rounds: int = 3
     # Block/page cache budget given to every engine that has one: large
     # enough for the whole W1 data set, so W4 reads a hot cache.
     cache_bytes: int = 512 * MiB
@@ -68,9 +75,17 @@ class BenchConfig:
         small = cls(
             mode="quick", rows=20_000, default_options_rows=5000, seq_commits=100, commits_per_writer=4, gets=3000, scans=40,
             txns_per_thread=12, contention_keys=(10_000, 100, 1), s3_commits_single=30, s3_commits_per_writer=2,
-            phase_seconds=5.0, cache_bytes=64 * MiB,
+            phase_seconds=5.0, cache_bytes=64 * MiB, rounds=2,
         )
         return replace(small, **overrides)
+
+    def per_round(self, count: int) -> int:
+        """How many of ``count`` operations one of the ``rounds`` does (at least one).
+
+        >>> BenchConfig(rounds=3).per_round(400), BenchConfig(rounds=3).per_round(2)
+        (134, 1)
+        """
+        return -(-count // self.rounds)
 
     def validate(self) -> BenchConfig:
         """Return self, or raise ValueError naming the first bad size."""
@@ -82,7 +97,7 @@ class BenchConfig:
         if self.rows < self.scan_rows or self.rows < 2:
             raise ValueError(f"rows ({self.rows}) must be at least scan_rows ({self.scan_rows}) and 2")
         for name in ("batch_rows", "seq_commits", "writer_threads", "commits_per_writer", "gets", "scans",
-                     "txn_threads", "txns_per_thread", "s3_commits_single", "s3_commits_per_writer"):
+                     "txn_threads", "txns_per_thread", "s3_commits_single", "s3_commits_per_writer", "rounds"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0 < self.zipf_theta < 1:

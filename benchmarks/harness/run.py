@@ -35,10 +35,12 @@ from harness import data, machine, report
 from harness.config import WORKLOADS, BenchConfig
 from harness.engine import CommitTarget, Engine
 from harness.workloads import (
+    METRICS,
     Measurement,
     durable_commits,
     durable_commits_beside_busy_thread,
     durable_commits_taking_turns,
+    median_round,
     w1_bulk_load,
     w4_point_gets,
     w5_range_scans,
@@ -155,13 +157,53 @@ class Run:
             self.measurements.append(Measurement(workload, case, target.key, error=f"{type(exc).__name__}: {exc}"))
             return _FAILED
         if record:
-            for m in result if isinstance(result, list) else [result]:
-                self.measurements.append(m)
-                shown = ", ".join(f"{k}={v:,.3g}" for k, v in m.metrics.items())
-                bad = {k: v for k, v in m.checks.items() if v}
-                self.log(f"{m.workload} {target.label:<22} {m.case}: {shown}" + (f"  CHECKS FAILED {bad}" if bad else "")
-                         + f"  ({time.perf_counter() - started:.1f} s)")
+            self.record(target, result if isinstance(result, list) else [result], time.perf_counter() - started)
         return result
+
+    def record(self, target: CommitTarget, measurements: list[Measurement], seconds: float) -> None:
+        """Keep ``measurements`` (``target``'s) and log them, with the ``seconds`` they took."""
+        for m in measurements:
+            self.measurements.append(m)
+            shown = ", ".join(f"{k}={v:,.3g}" for k, v in m.metrics.items())
+            bad = {k: v for k, v in m.checks.items() if v}
+            self.log(f"{m.workload} {target.label:<22} {m.case}: {shown}" + (f"  CHECKS FAILED {bad}" if bad else "")
+                     + f"  ({seconds:.1f} s)")
+
+    def in_rounds(
+        self, workload: str, targets: list[CommitTarget],
+        measure: Callable[[CommitTarget], list[Measurement]], rate: str = "commits_per_s",
+    ) -> None:
+        """Measure every target in ``config.rounds`` rounds and record each case's median round.
+
+        Each round opens every target in turn on a fresh directory and calls
+        ``measure(target)`` (sized for one round: see ``BenchConfig.rounds``).
+        A target that fails in a round is recorded as failed there and
+        measured no more; its earlier rounds are not reported.
+        """
+        rounds = self.config.rounds
+        kept: dict[tuple[str, str], list[Measurement]] = {}
+        seconds: dict[str, float] = {}
+        failed: set[str] = set()
+        for number in range(1, rounds + 1):
+            for target in targets:
+                if target.key in failed:
+                    continue
+                started = time.perf_counter()
+                with self.opened(workload, target) as ok:
+                    result = self.attempt(workload, f"round {number} of {rounds}", target, measure, target,
+                                          record=False) if ok else _FAILED
+                if result is _FAILED:
+                    failed.add(target.key)
+                    continue
+                seconds[target.key] = seconds.get(target.key, 0.0) + time.perf_counter() - started
+                for m in result:
+                    kept.setdefault((m.case, m.engine), []).append(m)
+                    self.log(f"{workload} {target.label:<22} {m.case}: round {number} of {rounds}: "
+                             f"{METRICS[rate].label} {m.metrics[rate]:,.0f}")
+        for (_case, engine), measured in kept.items():
+            if engine not in failed:
+                target = next(t for t in targets if t.key == engine)
+                self.record(target, [median_round(measured, rate)], seconds[engine])
 
     def run_read_group(self, engines: list[Engine]) -> None:
         """W1 then W4 and W5 on the same loaded store, engine by engine."""
@@ -216,41 +258,36 @@ class Run:
                 self.attempt("W4", case, engine, w4_point_gets, engine, case, keys, cfg.phase_seconds)
 
     def run_commits(self, engines: list[Engine]) -> None:
-        """W2 and W3 on fresh stores, workload by workload."""
+        """W2 and W3 on fresh stores, workload by workload, in rounds (see :meth:`in_rounds`)."""
         cfg = self.config
+        seconds = cfg.phase_seconds / cfg.rounds
         if "W2" in cfg.workloads:
             from harness.fs_floor import NewFileCommitFloor
 
+            commits = cfg.per_round(cfg.seq_commits)
             floor = NewFileCommitFloor()
             self.engines[floor.key] = floor
-            # lakekv and the floor take turns (durable_commits_taking_turns):
-            # the goal is their ratio, which sequential runs minutes apart
-            # left to the disk's drift.
+            # lakekv and the floor take turns (durable_commits_taking_turns),
+            # a finer interleaving than rounds: the goal is their ratio, which
+            # sequential runs minutes apart left to the disk's drift.
             lakekv = next((engine for engine in engines if engine.key == "lakekv"), None)
-            for target in [engine for engine in engines if engine is not lakekv] + ([] if lakekv else [floor]):
-                with self.opened("W2", target) as ok:
-                    if ok:
-                        self.attempt("W2", "1 writer", target, durable_commits, "W2", "1 writer", target, 1,
-                                     cfg.seq_commits, cfg.phase_seconds, b"w2")
+            others: list[CommitTarget] = [engine for engine in engines if engine is not lakekv]
+            self.in_rounds("W2", others + ([] if lakekv else [floor]), lambda target: [durable_commits(
+                "W2", "1 writer", target, 1, commits, seconds, b"w2")])
             if lakekv is not None:
                 with self.opened("W2", lakekv) as ok, self.opened("W2", floor) as floor_ok:
                     if ok and floor_ok:
                         self.attempt("W2", "1 writer", lakekv, durable_commits_taking_turns, "W2", "1 writer",
                                      [lakekv, floor], cfg.seq_commits, cfg.phase_seconds, b"w2")
             case = "1 writer while 1 other thread runs Python"
-            for engine in engines:
-                with self.opened("W2", engine) as ok:
-                    if ok:
-                        self.attempt("W2", case, engine, durable_commits_beside_busy_thread, "W2", case, engine,
-                                     cfg.seq_commits, cfg.phase_seconds, b"w2b")
+            self.in_rounds("W2", list(engines), lambda target: [durable_commits_beside_busy_thread(
+                "W2", case, target, commits, seconds, b"w2b")])
             self.run_unsynced_commits()
         if "W3" in cfg.workloads:
             case = f"{cfg.writer_threads} writer threads"
-            for engine in engines:
-                with self.opened("W3", engine) as ok:
-                    if ok:
-                        self.attempt("W3", case, engine, durable_commits, "W3", case, engine, cfg.writer_threads,
-                                     cfg.commits_per_writer, cfg.phase_seconds, b"w3")
+            per_writer = cfg.per_round(cfg.commits_per_writer)
+            self.in_rounds("W3", list(engines), lambda target: [durable_commits(
+                "W3", case, target, cfg.writer_threads, per_writer, seconds, b"w3")])
 
     def run_unsynced_commits(self) -> None:
         """W2 without fsync, idle and beside a busy Python thread.
@@ -263,7 +300,7 @@ class Run:
         cfg = self.config
         factories = self._factories(cfg.cache_bytes)
         bases = {"lakekv-nofsync": ("lakekv", "lakekv-nofsync"), "lmdb-nosync": ("lmdb",), "sqlite-nosync": ("sqlite",)}
-        idle, busy = "1 writer, no fsync", "1 writer, no fsync, while 1 other thread runs Python"
+        targets: list[CommitTarget] = []
         for name, needs in bases.items():
             if not any(base in cfg.engines for base in needs):
                 continue
@@ -273,33 +310,33 @@ class Run:
                 self.left_out[name] = f"cannot import its binding here: {exc}"
                 continue
             self.engines[engine.key] = engine
-            with self.opened("W2", engine) as ok:
-                if ok:
-                    self.attempt("W2", idle, engine, durable_commits, "W2", idle, engine, 1,
-                                 cfg.seq_commits, cfg.phase_seconds, b"w2n")
-            with self.opened("W2", engine) as ok:
-                if ok:
-                    self.attempt("W2", busy, engine, durable_commits_beside_busy_thread, "W2", busy, engine,
-                                 cfg.seq_commits, cfg.phase_seconds, b"w2nb")
+            targets.append(engine)
+        commits, seconds = cfg.per_round(cfg.seq_commits), cfg.phase_seconds / cfg.rounds
+        idle, busy = "1 writer, no fsync", "1 writer, no fsync, while 1 other thread runs Python"
+        self.in_rounds("W2", targets, lambda target: [durable_commits("W2", idle, target, 1, commits, seconds, b"w2n")])
+        self.in_rounds("W2", targets, lambda target: [durable_commits_beside_busy_thread(
+            "W2", busy, target, commits, seconds, b"w2nb")])
 
     def run_transactions(self, engines: list[Engine]) -> None:
-        """W6: each contention level on each engine that has transactions."""
+        """W6: each contention level on each engine that has transactions, in rounds."""
         cfg = self.config
         if "W6" not in cfg.workloads:
             return
         for engine in engines:
             if not engine.has_transactions:
                 self.notes.append(f"W6: no figure for {engine.label}: {engine.transaction_note}")
-        for engine in (e for e in engines if e.has_transactions):
-            with self.opened("W6", engine) as ok:
-                prepared = self.attempt("W6", "prepare counters", engine, w6_prepare, engine, cfg.contention_keys,
-                                        cfg.batch_rows, record=False) if ok else _FAILED
-                if prepared is _FAILED:
-                    continue
-                for count in cfg.contention_keys:
-                    case = f"{cfg.txn_threads} threads, counters drawn from {count:,} key(s)"
-                    self.attempt("W6", case, engine, w6_transactions, engine, case, prepared[count], cfg.txn_threads,
-                                 cfg.txns_per_thread, cfg.phase_seconds, cfg.seed)
+        per_thread, seconds = cfg.per_round(cfg.txns_per_thread), cfg.phase_seconds / cfg.rounds
+
+        def every_level(target: CommitTarget) -> list[Measurement]:
+            assert isinstance(target, Engine)
+            prepared = w6_prepare(target, cfg.contention_keys, cfg.batch_rows)  # untimed
+            return [
+                w6_transactions(target, f"{cfg.txn_threads} threads, counters drawn from {count:,} key(s)",
+                                prepared[count], cfg.txn_threads, per_thread, seconds, cfg.seed)
+                for count in cfg.contention_keys
+            ]
+
+        self.in_rounds("W6", [e for e in engines if e.has_transactions], every_level)
 
     def run_s3(self) -> None:
         """W7 on a SeaweedFS server started for it and stopped afterwards."""
@@ -318,14 +355,17 @@ class Run:
         started = time.perf_counter()
         server.start()
         self.log(f"SeaweedFS up at {server.endpoint_url} in {time.perf_counter() - started:.1f} s")
+        def every_writer_count(target: CommitTarget) -> list[Measurement]:
+            measured = []
+            for writers in cfg.s3_writers:
+                per_writer = cfg.per_round(cfg.s3_commits_single if writers == 1 else cfg.s3_commits_per_writer)
+                case = f"{writers} writer{'s' if writers > 1 else ''}"
+                measured.append(durable_commits("W7", case, target, writers, per_writer,
+                                                cfg.phase_seconds / cfg.rounds, b"w7-%d-" % writers))
+            return measured
+
         try:
-            for target in self._s3_targets(server):
-                with self.opened("W7", target) as ok:
-                    for writers in cfg.s3_writers if ok else ():
-                        per_writer = cfg.s3_commits_single if writers == 1 else cfg.s3_commits_per_writer
-                        case = f"{writers} writer{'s' if writers > 1 else ''}"
-                        self.attempt("W7", case, target, durable_commits, "W7", case, target, writers, per_writer,
-                                     cfg.phase_seconds, b"w7-%d-" % writers)
+            self.in_rounds("W7", self._s3_targets(server), every_writer_count)
         finally:
             server.stop()
 
@@ -427,6 +467,12 @@ STANDING_NOTES = (
     "W2 'no fsync' cases: the same sequential commits, idle and beside the busy thread, with lakekv without "
     "fsync, LMDB with sync=False and SQLite with synchronous=OFF: the disk no longer bounds a commit, so the "
     "busy ÷ idle ratio shows what the GIL costs each engine.",
+    "W2 (but lakekv's taking-turns pair with the floor), W3, W6 and W7 run in rounds: every engine once per "
+    "round, each time on a fresh store, with 1/rounds of the commits and of the time cap; each case reports "
+    "its median round (rate and latencies of that round, n of all rounds; the notes list every round's rate). "
+    "On this VM an fsync- or filesystem-bound rate drifts by 2-4x over minutes (lakekv's unsynced W2 commit "
+    "gave 4,500 to 19,500 commits/s in back-to-back runs of the same script), so one run per engine "
+    "charged the drift to whichever engine it hit.",
     "W5: row forms hand each (key, value) to Python as bytes; lakekv's Arrow form is compared with the "
     "peers' row form.",
     "W6: each transaction reads a counter and writes it back incremented. lakekv and SlateDB are optimistic "
@@ -506,6 +552,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engines", help="comma-separated subset of lakekv,lakekv-nofsync," + ",".join(PEERS))
     parser.add_argument("--rows", type=int, help="rows loaded by W1 and read by W4/W5")
     parser.add_argument("--phase-seconds", type=float, help="time cap of each measured phase")
+    parser.add_argument("--rounds", type=int, help="rounds of the commit workloads W2, W3, W6, W7 (median reported)")
     parser.add_argument("--slatedb-flush-interval-ms", type=float, help="SlateDB's WAL flush timer")
 
 
@@ -521,6 +568,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         overrides["rows"] = args.rows
     if args.phase_seconds is not None:
         overrides["phase_seconds"] = args.phase_seconds
+    if args.rounds is not None:
+        overrides["rounds"] = args.rounds
     if args.slatedb_flush_interval_ms is not None:
         overrides["slatedb_flush_interval_ms"] = args.slatedb_flush_interval_ms
     return replace(config, **overrides).validate()

@@ -108,6 +108,41 @@ def latency_metrics(latencies: Sequence[float], unit: str = "ms") -> dict[str, f
     return {f"p50_{unit}": percentile(latencies, 0.5) * scale, f"p99_{unit}": percentile(latencies, 0.99) * scale}
 
 
+def median_round(rounds: Sequence[Measurement], rate: str) -> Measurement:
+    """One case measured in several rounds, reported as its median round.
+
+    The round whose ``rate`` is the median (the lower middle one for an even
+    count) stands for the case with all its figures, so its rate and
+    latencies come from the same commits; ``n`` counts every round's
+    operations, and ``checks`` add up over every round, so a lost update in
+    any round still fails the run.
+
+    >>> rounds = [Measurement("W3", "c", "e", metrics={"commits_per_s": r, "n": 10}, checks={"lost": 0})
+    ...           for r in (300.0, 100.0, 200.0)]
+    >>> m = median_round(rounds, "commits_per_s")
+    >>> m.metrics["commits_per_s"], m.metrics["n"], m.checks
+    (200.0, 30, {'lost': 0})
+    """
+    if not rounds:
+        raise ValueError("no rounds to take the median of")
+    if len({(m.workload, m.case, m.engine) for m in rounds}) != 1:
+        raise ValueError("rounds of different cases or engines cannot be combined")
+    ordered = sorted(rounds, key=lambda m: m.metrics[rate])
+    middle = ordered[(len(ordered) - 1) // 2]
+    checks: dict[str, int] = {}
+    for measured in rounds:
+        for name, count in measured.checks.items():
+            checks[name] = checks.get(name, 0) + count
+    shown = ", ".join(f"{m.metrics[rate]:,.0f}" for m in rounds)
+    return Measurement(
+        middle.workload, middle.case, middle.engine,
+        metrics={**middle.metrics, "n": sum(m.metrics["n"] for m in rounds)},
+        checks=checks,
+        notes=[*middle.notes, f"median of {len(rounds)} rounds by {METRICS[rate].label} ({shown})"],
+        compare_case=middle.compare_case,
+    )
+
+
 @dataclass
 class ThreadTally:
     """What one worker thread did."""
