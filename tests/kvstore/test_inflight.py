@@ -279,7 +279,6 @@ def test_hot_key_histories_stay_serial_with_failed_publishes(seed: int) -> None:
     faulty = FaultyStore(inner, seed=seed, ops=("put_if_absent",))
     events: list[tuple[int, bytes | None, bytes]] = []  # (seq, value read or None for blind, value written)
     record = threading.Lock()
-    rejected: list[Exception] = []  # commits that did not land, kept for the assertions below
     with kvstore.open(faulty, poll_interval_s=0, backoff_min_s=0.0005, backoff_max_s=0.002) as db:
         db.put(b"counter", b"0")
         events.append((db.seq, None, b"0"))
@@ -294,9 +293,8 @@ def test_hot_key_histories_stay_serial_with_failed_publishes(seed: int) -> None:
                     written = b"%d" % (int(read) + 1)
                     txn.put(b"counter", written)
                     seq = txn.commit()
-                except (ConflictError, CommitError) as exc:
-                    rejected.append(exc)
-                    continue
+                except (ConflictError, CommitError):
+                    continue  # refused: it wrote nothing, so it has no place in the history
                 with record:
                     events.append((seq, read, written))
 
@@ -304,9 +302,8 @@ def test_hot_key_histories_stay_serial_with_failed_publishes(seed: int) -> None:
             for i in range(20):
                 try:
                     seq = db.put(b"counter", b"%d" % (1000 * (i + 1)))
-                except CommitError as exc:
-                    rejected.append(exc)
-                    continue
+                except CommitError:
+                    continue  # refused: as above
                 with record:
                     events.append((seq, None, b"%d" % (1000 * (i + 1))))
 
@@ -324,10 +321,12 @@ def test_hot_key_histories_stay_serial_with_failed_publishes(seed: int) -> None:
             assert read == previous, f"the commit at seq {next_seq} read {read!r}, but seq {seq} wrote {previous!r}"
     assert final == events[-1][2]
     assert len(events) > 100
-    # Failures were injected and some commits were refused for them. Whether one
-    # of them had a reader (a cascade) depends on thread scheduling: a full
-    # run at load average ~20 once had none. The cascade itself is pinned
-    # deterministically by test_a_failed_commit_takes_down_the_transactions_that_read_it;
-    # here the claim is that histories stay serial whatever failed.
-    assert rejected, "no commit was refused: the injected publish failures did not happen"
-    assert faulty.log and any(r.fault for r in faulty.log)
+    # Failures were injected (before and after the write landed). The committer
+    # reads an ambiguous root back, so they surface as refusals only rarely;
+    # the refusals here are mostly ConflictErrors from the blind writer, and
+    # whether any happens at all depends on thread scheduling (about one run
+    # in ten had none), so no refusal is required. The cascade of a
+    # failed commit is pinned deterministically by
+    # test_a_failed_commit_takes_down_the_transactions_that_read_it; here the
+    # claim is that histories stay serial whatever failed.
+    assert {r.fault for r in faulty.log if r.fault} == {"before", "after"}

@@ -194,3 +194,59 @@ def test_a_scan_of_an_empty_range_never_merges_runs() -> None:
     assert keys == sorted(b"k007-%d" % seq for seq in range(1, 41))
     assert merges == [40]
     table.check_invariants()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(
+    st.tuples(st.just("apply"), st.lists(st.sampled_from([b"a1", b"a2", b"m1", b"m2", b"m3", b"z1", b"z2"]),
+                                         min_size=1, max_size=3)),
+    st.tuples(st.just("retract"), st.none()),
+    st.tuples(st.just("probe"), st.none()),
+    st.tuples(st.just("scan all"), st.none()),
+), max_size=40))
+def test_repeated_probes_of_one_range_see_every_change_of_the_runs(ops) -> None:
+    """A probe of ``[m, n)`` repeated between applies, retractions and merging
+    scans (more runs than a scan merges on the fly) always finds exactly the
+    model's keys: what an earlier empty probe remembered never hides a key."""
+    table = Memtable()
+    seq = 0
+    for i in range(10):  # ten runs outside the probed range: past _MAX_SCAN_RUNS from the start
+        seq += 1
+        table.apply([(b"b%02d" % i, seq, PUT, b"v", None)])
+    applied: list[list[tuple[bytes, int, int, bytes, None]]] = []
+    model: dict[bytes, int] = {b"b%02d" % i: 1 for i in range(10)}
+    for op, keys in ops:
+        if op == "apply":
+            seq += 1
+            rows = [(key, seq, PUT, b"v", None) for key in sorted(set(keys))]
+            table.apply(rows)
+            applied.append(rows)
+            for key in set(keys):
+                model[key] = model.get(key, 0) + 1
+        elif op == "retract" and applied:
+            rows = applied.pop()
+            table.retract_last(rows)
+            for row in rows:
+                model[row[0]] -= 1
+                if not model[row[0]]:
+                    del model[row[0]]
+            applied.clear()  # only the latest apply can be retracted
+        elif op == "scan all":
+            assert sorted({row[0] for row in table.iter_rows()}) == sorted(model)
+        elif op == "probe":
+            probed = sorted({row[0] for row in table.iter_rows(b"m", b"n")})
+            assert probed == sorted(k for k in model if b"m" <= k < b"n")
+        table.check_invariants()
+    assert sorted({row[0] for row in table.iter_rows(b"m", b"n")}) == sorted(k for k in model if b"m" <= k < b"n")
+
+
+def test_a_probe_after_the_last_run_was_retracted_and_replaced_sees_the_new_run() -> None:
+    table = Memtable()
+    for seq in range(1, 11):  # ten runs, none in [m, n)
+        table.apply([(b"b%02d" % seq, seq, PUT, b"v", None)])
+    outside = [(b"a1", 11, PUT, b"v", None)]
+    table.apply(outside)
+    assert list(table.iter_rows(b"m", b"n")) == []  # remembered: no key in these eleven runs
+    table.retract_last(outside)
+    table.apply([(b"m1", 11, PUT, b"v", None)])  # a new eleventh run, in range
+    assert [row[0] for row in table.iter_rows(b"m", b"n")] == [b"m1"]
