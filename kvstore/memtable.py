@@ -15,7 +15,10 @@ Two structures over the same rows:
   as it goes; one that finds more merges them into one run first
   (:func:`merge_runs`, compiled: pairwise merges in C without the GIL, so a
   large merge does not stall the committer) and publishes it in place of
-  the runs it merged, so later scans start from it. A load that nobody
+  the runs it merged, so later scans start from it. A scan whose range
+  holds no key of any run merges nothing, and the memtable remembers that
+  range and those runs, so probing it again (every transaction asks whether
+  its snapshot holds a lease record) bisects only the runs added since. A load that nobody
   scans never pays for the key order: the flush sorts its rows from the
   apply log (below), not from the runs. Runs are never
   mutated and the tuple is swapped whole under ``_lock`` (held only for the
