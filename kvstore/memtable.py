@@ -18,9 +18,9 @@ Two structures over the same rows:
   the runs it merged, so later scans start from it. A scan whose range
   holds no key of any run merges nothing, and the memtable remembers that
   range and those runs, so probing it again (every transaction asks whether
-  its snapshot holds a lease record) bisects only the runs added since. A load that nobody
-  scans never pays for the key order: the flush sorts its rows from the
-  apply log (below), not from the runs. Runs are never
+  its snapshot holds a lease record) bisects only the runs added since. A
+  load that nobody scans never pays for the key order: the flush sorts its
+  rows from the apply log (below), not from the runs. Runs are never
   mutated and the tuple is swapped whole under ``_lock`` (held only for the
   swap), so a scan iterates the runs it started with.
 

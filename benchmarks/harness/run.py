@@ -355,6 +355,7 @@ class Run:
         started = time.perf_counter()
         server.start()
         self.log(f"SeaweedFS up at {server.endpoint_url} in {time.perf_counter() - started:.1f} s")
+
         def every_writer_count(target: CommitTarget) -> list[Measurement]:
             measured = []
             for writers in cfg.s3_writers:
