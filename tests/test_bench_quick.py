@@ -63,6 +63,16 @@ def test_percentile_nearest_rank() -> None:
         percentile([], 0.5)
 
 
+@pytest.mark.parametrize(("option", "message"), [
+    ("--rounds=0", "rounds must be >= 1"), ("--rows=0", "rows (0) must be at least"), ("--workloads=W9", "unknown workload"),
+])
+def test_a_bad_option_is_a_usage_error_naming_it(option: str, message: str, tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "bench.py"), option, "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not list(tmp_path.iterdir())  # nothing ran, nothing written
+
+
 def test_median_round_stands_for_its_case_and_keeps_every_rounds_checks() -> None:
     def measured(rate: float, lost: int, p50: float) -> Measurement:
         return Measurement("W6", "hot", "lakekv", metrics={"commits_per_s": rate, "p50_ms": p50, "n": 7},

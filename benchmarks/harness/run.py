@@ -586,4 +586,10 @@ def main_with_args(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return main_with_args(build_parser().parse_args(argv))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config_from_args(args)
+    except ValueError as exc:  # a bad size or name: say which, as argparse does, not a traceback
+        parser.error(str(exc))
+    return main_with_args(args)
