@@ -1,6 +1,6 @@
 """Fixtures shared by the whole test suite.
 
-* ``seaweedfs`` (session): a real S3-compatible server (SeaweedFS ``weed mini``)
+* ``seaweedfs`` (session): a real S3-compatible server (SeaweedFS ``weed server``)
   on 127.0.0.1, started on first use and stopped by PID at the end.
 * ``store_factory`` (function): ``store_factory(kind)`` returns a fresh, empty
   object store of kind ``"memory"``, ``"local"``, ``"s3"`` or ``"lmdb"``.

