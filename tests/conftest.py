@@ -11,6 +11,8 @@ so ``pytest -m "not s3"`` runs without the server.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,6 +24,15 @@ from kvstore.testing.seaweed import SeaweedServer
 STORE_KINDS = ("memory", "local", "s3", "lmdb")
 
 StoreFactory = Callable[[str], ObjectStore]
+
+
+def pytest_report_header() -> str:
+    # Free space on these machines varies from run to run (from 80 GB down to
+    # under 1 GB); a nearly full disk fails S3 and Spark tests in ways that do
+    # not say so. Print it up front.
+    temp = tempfile.gettempdir()
+    usage = shutil.disk_usage(temp)
+    return f"temp disk: {usage.free / 2**30:.1f} GiB free of {usage.total / 2**30:.0f} GiB ({temp})"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
